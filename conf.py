@@ -1,0 +1,126 @@
+"""One Sphinx configuration for both languages of the mha-ref site.
+
+Build one language with the source directory of that language and ``-c .``::
+
+    sphinx-build -b html -c . -D language=zh_CN docs/zh_CN build/html/zh_CN
+
+``nox -s docs`` does this for every language. The per-language parts (which gallery to execute,
+which entry of the language switcher is current) are set by ``docs/_ext/mha_ref_site.py``.
+"""
+
+import importlib.metadata
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.resolve()
+sys.path[:0] = [str(ROOT), str(ROOT / "docs" / "_ext")]
+
+project = "mha-ref"
+author = "mha-ref contributors"
+copyright = "2026, mha-ref contributors"
+release = version = importlib.metadata.version("mha-ref")
+
+# -- General -------------------------------------------------------------------------------------
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx_gallery.gen_gallery",
+    "sphinx_copybutton",
+    "sphinx_design",
+    "mha_ref_site",  # docs/_ext: per-language settings, staleness, provenance, search fix
+]
+language = "en"  # always given on the command line: -D language=en or -D language=zh_CN
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+templates_path = [str(ROOT / "docs" / "_templates")]
+exclude_patterns = ["**/*.ipynb", "**/*.py", "**/*.md5", "**/*.zip", "**/*.pickle"]
+nitpicky = True
+nitpick_ignore_regex = [
+    # torch, numpy and matplotlib types in docstrings: no offline inventory to resolve them
+    ("py:class", r"(torch|numpy|np|matplotlib|collections\.abc|typing|pathlib)\..*"),
+    ("py:class", r"(Tensor|Module|Figure|Axes|optional|callable|Path|Callable|Sequence|Iterable)"),
+    ("py:obj", r"(torch|numpy)\..*"),
+]
+
+# -- MyST -----------------------------------------------------------------------------------------
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# -- autodoc --------------------------------------------------------------------------------------
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"show-inheritance": False}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+# -- Math, served with the site (no CDN) ---------------------------------------------------------
+mathjax_path = "mathjax/tex-chtml.js"  # docs/_static/mathjax: a MathJax 3.2.2 subset
+
+# -- sphinx-gallery -------------------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": ["../../gallery/en"],  # replaced per language (docs/_ext/mha_ref_site.py)
+    "gallery_dirs": ["auto_examples"],  # -> docs/<lang>/auto_examples
+    "filename_pattern": r"\.py$",  # execute every example
+    "ignore_pattern": r"__init__\.py|/_",
+    "within_subsection_order": "FileNameSortKey",
+    "reset_modules": ("matplotlib", "mha_ref_site.reset_example_state"),
+    "reset_modules_order": "both",
+    "ignore_repr_types": (
+        r"matplotlib\.(text|axes|figure|image|lines|collections|legend|colorbar)"
+        r"|torch\._C\.Generator|NoneType"
+    ),
+    "doc_module": ("mha_ref",),
+    "backreferences_dir": "gen_modules/backreferences",
+    "reference_url": {"mha_ref": None},
+    "remove_config_comments": True,
+    "min_reported_time": 10**6,  # no "Total running time" line: it changes every build
+    "write_computation_times": False,
+    "show_signature": False,
+    "show_memory": False,
+    "abort_on_example_error": False,  # run all, then fail the build listing every failure
+    "only_warn_on_example_error": False,
+    "image_srcset": ["2x"],
+    "download_all_examples": False,
+    "first_notebook_cell": (
+        "# This notebook needs the mha_ref package (it brings torch, numpy and matplotlib).\n"
+        "import importlib.util, subprocess, sys\n"
+        "if importlib.util.find_spec('mha_ref') is None:\n"
+        "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', 'mha-ref'])"
+    ),
+    "matplotlib_animations": False,
+    "capture_repr": ("_repr_html_", "__repr__"),
+}
+
+# -- HTML -----------------------------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_static_path = [str(ROOT / "docs" / "_static")]
+html_css_files = ["mha-ref.css"]
+html_js_files = ["zh-search-fix.js"]
+html_title = "mha-ref"
+html_last_updated_fmt = None
+html_show_sourcelink = False
+html_copy_source = False
+html_theme_options = {
+    "navbar_end": ["language-switcher", "theme-switcher"],  # docs/_templates/language-switcher.html
+    "navbar_align": "left",
+    "show_version_warning_banner": False,
+    "use_edit_page_button": False,
+    "footer_start": ["copyright", "build-provenance"],
+    "footer_end": ["theme-version"],
+    "secondary_sidebar_items": ["page-toc", "sg_download_links"],
+}
+html_context = {"default_mode": "auto"}
+
+# -- Search: Chinese is segmented by jieba at index time ------------------------------------------
+html_search_options = {"dict": str(ROOT / "docs" / "_ext" / "jieba_userdict.txt")}
+try:
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+except ImportError:  # the zh index then has no Chinese terms; the tests catch that
+    pass
+
+# -- copybutton: copy code, not prompts or outputs ------------------------------------------------
+copybutton_exclude = ".linenos, .gp, .go"

@@ -1,0 +1,210 @@
+"""Sphinx extension with what the mha-ref site needs beyond plain configuration.
+
+- Per language: which gallery folder to execute (``gallery/<lang>``) and the search language.
+- Staleness: sphinx-gallery re-runs an example only when the example file changes. Here a change
+  to anything an example's output depends on (the ``mha_ref`` package, ``conf.py``, this file,
+  the pinned toolchain) re-runs every example as well.
+- Provenance: each executed example records the torch version, device and thread count it ran
+  with, and the page shows it; the footer shows the commit the site was built from.
+- ``reset_example_state``: run by sphinx-gallery before every example (seeds, threads, fonts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util import logging
+
+ROOT = Path(__file__).resolve().parents[2]
+LANGUAGES = ("en", "zh_CN")
+GALLERY_DIR = "auto_examples"
+DEPS_STAMP = ".mha_ref_deps.sha256"
+PROVENANCE_SUFFIX = ".provenance.json"
+
+logger = logging.getLogger(__name__)
+
+
+# -- what every example depends on ----------------------------------------------------------------
+def dependency_files() -> list[Path]:
+    """The files whose change must re-run every example (besides the example itself)."""
+    files = sorted((ROOT / "mha_ref").rglob("*.py"))
+    files += [ROOT / "conf.py", Path(__file__).resolve(), ROOT / "requirements" / "constraints.txt"]
+    return [f for f in files if f.is_file()]
+
+
+def dependency_hash() -> str:
+    """SHA-256 over the paths and contents of :func:`dependency_files`."""
+    digest = hashlib.sha256()
+    for path in dependency_files():
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _git(*args: str) -> str:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=20
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip()
+
+
+def build_commit() -> str:
+    """Short commit id of the checkout, with ``-dirty`` when tracked files were changed."""
+    return _git("describe", "--always", "--dirty", "--abbrev=12") or "unknown"
+
+
+# -- config-inited: choose the language's gallery --------------------------------------------------
+def _configure_language(app: Sphinx, config: Config) -> None:
+    lang = config.language or "en"
+    src_name = Path(app.srcdir).name
+    if lang not in LANGUAGES:
+        raise ValueError(f"language={lang!r} is not built by this site; use one of {LANGUAGES}")
+    if src_name != lang:
+        raise ValueError(
+            f"source directory {app.srcdir} is for {src_name!r} but language={lang!r}: "
+            f"build it with -D language={src_name}"
+        )
+    config.sphinx_gallery_conf["examples_dirs"] = [f"../../gallery/{lang}"]
+    config.html_search_language = "zh" if lang.startswith("zh") else "en"
+
+    # results of deterministic training runs are cached on disk, keyed by code and inputs, so
+    # the second language reuses what the first computed (mha_ref.experiments reads this)
+    os.environ.setdefault("MHA_REF_CACHE_DIR", str(ROOT / "build" / ".cache" / "experiments"))
+
+    import torch
+
+    config.html_context = {
+        **config.html_context,
+        "build_commit": build_commit(),
+        "build_torch": torch.__version__,
+    }
+
+    stamp = Path(app.srcdir) / GALLERY_DIR / DEPS_STAMP
+    current = dependency_hash()
+    previous = stamp.read_text().strip() if stamp.is_file() else None
+    if previous is not None and previous != current:
+        logger.info("mha_ref, conf.py or the toolchain changed: re-running every example")
+        config.sphinx_gallery_conf["run_stale_examples"] = True
+    app.env_dependency_hash = current  # type: ignore[attr-defined]
+
+
+def _write_stamp(app: Sphinx, exception: Exception | None) -> None:
+    """Record what the examples were run against, once the build has succeeded."""
+    if exception is not None or app.statuscode != 0:
+        return
+    stamp = Path(app.srcdir) / GALLERY_DIR / DEPS_STAMP
+    if stamp.parent.is_dir():
+        stamp.write_text(app.env_dependency_hash + "\n")  # type: ignore[attr-defined]
+
+
+# -- before every example ----------------------------------------------------------------------
+_started: dict[str, float] = {}
+
+
+def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
+    """Seed every generator, use one thread, set a CJK-capable font, record provenance.
+
+    sphinx-gallery calls this before and after each example (``reset_modules`` in conf.py).
+    After an example it records the example's wall time in ``build/timings/examples.json``.
+    """
+    import random
+    import time
+
+    import matplotlib as mpl
+    import numpy as np
+    import torch
+
+    stem = Path(fname).stem if fname is not None else None
+    key = f"{Path(gallery_conf['src_dir']).name}/{stem}"
+    if stem is None:
+        pass
+    elif when == "after":
+        _record_time(key, time.perf_counter() - _started.pop(key, time.perf_counter()))
+    else:
+        _started[key] = time.perf_counter()
+
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    mpl.rcParams["font.sans-serif"] = [
+        "Noto Sans CJK SC",
+        "Source Han Sans SC",
+        "WenQuanYi Micro Hei",
+        "DejaVu Sans",
+    ]
+    mpl.rcParams["axes.unicode_minus"] = False
+    mpl.rcParams["svg.hashsalt"] = "mha-ref"
+
+    if stem is None:
+        return
+    from mha_ref.device import pick_device
+
+    device = pick_device()
+    record = {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "device_type": device.type,
+        "threads": torch.get_num_threads(),
+    }
+    out_dir = Path(gallery_conf["src_dir"]) / GALLERY_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}{PROVENANCE_SUFFIX}").write_text(json.dumps(record, sort_keys=True) + "\n")
+
+
+def _record_time(key: str, seconds: float) -> None:
+    path = ROOT / "build" / "timings" / "examples.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    times[key] = round(seconds, 2)
+    path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+
+
+# -- source-read: show provenance on each example page ---------------------------------------------
+_PROVENANCE_TEXT = {
+    "en": "This page's outputs were computed when the site was built: torch {torch}, "
+    "device ``{device}``, {threads} CPU thread(s).",
+    "zh_CN": "本页的输出都是在构建网站时运行代码得到的：torch {torch}，设备 ``{device}``，"
+    "{threads} 个 CPU 线程。",
+}
+
+
+def _add_provenance(app: Sphinx, docname: str, source: list[str]) -> None:
+    prefix = f"{GALLERY_DIR}/plot_"
+    if not docname.startswith(prefix):
+        return
+    record_file = Path(app.srcdir) / f"{docname}{PROVENANCE_SUFFIX}"
+    if not record_file.is_file():
+        return
+    record = json.loads(record_file.read_text())
+    text = _PROVENANCE_TEXT[app.config.language].format(**record)
+    note = f"\n\n.. rst-class:: mha-provenance\n\n.. note::\n\n   {text}\n"
+    # put the note right after the page title block that sphinx-gallery writes
+    source[0] = _insert_after_title(source[0], note)
+
+
+def _insert_after_title(rst: str, note: str) -> str:
+    lines = rst.split("\n")
+    for i in range(1, len(lines)):
+        underline = lines[i]
+        if underline and set(underline) == {"="} and lines[i - 1].strip():
+            return "\n".join(lines[: i + 1]) + note + "\n".join(lines[i + 1 :])
+    return rst + note
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", _configure_language, priority=5)  # before sphinx-gallery's 10
+    app.connect("source-read", _add_provenance)
+    app.connect("build-finished", _write_stamp)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

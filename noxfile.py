@@ -1,0 +1,149 @@
+"""Build, test and check mha-ref.
+
+    python -m pip install nox
+    nox -s docs      # both languages -> build/html/{en,zh_CN}/, plus build/html/index.html
+    nox -s tests     # pytest: the package, the gallery's bilingual parity, the built site
+    nox -s lint      # ruff
+    nox -s browser   # headless Chromium against the built site (after docs)
+
+Every session installs from ``requirements/constraints.txt`` (exact pins, torch==2.13.0 among
+them) into a virtualenv that nox reuses. Sessions run on the interpreter nox itself runs on
+(Python 3.11 or newer); none demands one exact version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.3.2"
+nox.options.default_venv_backend = "venv"  # pip, which sees local wheels; uv would not
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "tests", "docs"]
+
+ROOT = Path(__file__).parent.resolve()
+CONSTRAINTS = ("-c", "requirements/constraints.txt")
+LANGUAGES = ("en", "zh_CN")
+BUILD = ROOT / "build"
+HTML = BUILD / "html"
+# one thread for OpenMP: torch's threads must not outlive an example into Sphinx's forks, and
+# single-threaded runs print the same numbers every time
+BUILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+             "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def install(session: nox.Session, *extras: str) -> None:
+    """Install the package (editable) with the given extras, pinned by the constraints file."""
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install(*CONSTRAINTS, "-e", spec)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site in both languages, examples executed, warnings as errors.
+
+    ``nox -s docs -- --fresh`` first deletes the generated gallery pages, so every example runs;
+    other arguments go to sphinx-build (``nox -s docs -- -D abort_on_example_error=1``).
+    """
+    install(session, "docs")
+    fresh = "--fresh" in session.posargs or bool(os.environ.get("CI"))
+    sphinx_args = [a for a in session.posargs if a != "--fresh"]
+    timings: dict[str, float] = {}
+    (BUILD / "timings" / "examples.json").unlink(missing_ok=True)  # filled by the examples run
+    start_all = time.perf_counter()
+    for lang in LANGUAGES:
+        if fresh:
+            for generated in ("auto_examples", "gen_modules"):
+                shutil.rmtree(ROOT / "docs" / lang / generated, ignore_errors=True)
+        start = time.perf_counter()
+        session.run(
+            "sphinx-build", "-b", "html", "-c", ".", "-D", f"language={lang}",
+            "-n", "-W", "-q", *sphinx_args, f"docs/{lang}", str(HTML / lang),
+            env=BUILD_ENV,
+        )
+        timings[lang] = time.perf_counter() - start
+    shutil.copyfile(ROOT / "docs" / "root_index.html", HTML / "index.html")
+    timings["total"] = time.perf_counter() - start_all
+    _report_build_times(session, timings)
+
+
+def _report_build_times(session: nox.Session, timings: dict[str, float]) -> None:
+    """Print the wall time of each language and of each example that ran in this build."""
+    examples_file = BUILD / "timings" / "examples.json"
+    examples = json.loads(examples_file.read_text()) if examples_file.is_file() else {}
+    lines = ["docs build wall time:"]
+    lines += [f"  {name:<8} {seconds:7.1f} s" for name, seconds in timings.items()]
+    if examples:
+        lines.append("examples executed in this build:")
+        lines += [f"  {name:<42} {seconds:6.1f} s" for name, seconds in sorted(examples.items())]
+    else:
+        lines.append("examples executed in this build: none (all up to date)")
+    session.log("\n".join(lines))
+    (BUILD / "timings").mkdir(parents=True, exist_ok=True)
+    (BUILD / "timings" / "docs.json").write_text(json.dumps(timings, indent=2) + "\n")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (``nox -s tests -- -k parity`` passes arguments to pytest).
+
+    Tests that need the built site are skipped when ``build/html`` is absent, and say so.
+    """
+    install(session, "test", "docs")
+    session.run("pytest", *session.posargs, env={"MPLBACKEND": "Agg"})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the package, tests, gallery and build files."""
+    session.install(*CONSTRAINTS, "ruff")
+    session.run("ruff", "check", "mha_ref", "tests", "gallery", "conf.py", "noxfile.py", "docs/_ext")
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """Drive Debian's Chromium (no browser download) over the built site with Playwright."""
+    install(session, "test", "browser")
+    if not (HTML / "en" / "index.html").is_file():
+        session.error("build/html is missing: run `nox -s docs` first")
+    session.run("pytest", "-m", "browser", "tests/browser", *session.posargs)
+
+
+@nox.session(name="docs-live")
+def docs_live(session: nox.Session) -> None:
+    """Rebuild one language on every change: ``nox -s docs-live -- zh_CN``."""
+    install(session, "docs")
+    session.install(*CONSTRAINTS, "sphinx-autobuild")
+    lang = (session.posargs or ["en"])[0]
+    session.run(
+        "sphinx-autobuild", "-c", ".", "-D", f"language={lang}",
+        "--ignore", "*/auto_examples/*", "--ignore", "*/gen_modules/*",
+        "--watch", "mha_ref", "--watch", f"gallery/{lang}",
+        f"docs/{lang}", str(BUILD / "live" / lang), env=BUILD_ENV,
+    )
+
+
+@nox.session(name="vendor-mathjax", venv_backend="none")
+def vendor_mathjax(session: nox.Session) -> None:
+    """Re-create docs/_static/mathjax from the npm package mathjax@3.2.2 (needs npm)."""
+    target = ROOT / "docs" / "_static" / "mathjax"
+    work = BUILD / "mathjax"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    session.run("npm", "pack", "mathjax@3.2.2", "--pack-destination", str(work), external=True)
+    session.run("tar", "xzf", str(work / "mathjax-3.2.2.tgz"), "-C", str(work), external=True)
+    es5 = work / "package" / "es5"
+    keep_readme = (target / "README.txt").read_text()
+    shutil.rmtree(target, ignore_errors=True)
+    (target / "output" / "chtml" / "fonts").mkdir(parents=True)
+    (target / "input" / "tex").mkdir(parents=True)
+    shutil.copyfile(es5 / "tex-chtml.js", target / "tex-chtml.js")
+    shutil.copytree(es5 / "output/chtml/fonts/woff-v2", target / "output/chtml/fonts/woff-v2")
+    shutil.copytree(es5 / "input/tex/extensions", target / "input/tex/extensions")
+    shutil.copyfile(work / "package" / "LICENSE", target / "LICENSE")
+    (target / "README.txt").write_text(keep_readme)

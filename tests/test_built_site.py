@@ -1,0 +1,126 @@
+"""Checks on the output of ``nox -s docs`` (skipped, with the reason, when no build is there).
+
+CI sets ``MHA_REF_REQUIRE_BUILT_SITE=1`` after building, so there a missing build fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "build" / "html"
+LANGUAGES = ("en", "zh_CN")
+# lines whose numbers legitimately differ between two runs: wall-clock timings
+TIMING_LINE = re.compile(r"\b(ms|µs|us|s/it|毫秒|微秒|秒)\b|seconds|time|耗时|用时", re.IGNORECASE)
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
+
+
+def _require_build() -> None:
+    if not (HTML / "en" / "index.html").is_file() or not (HTML / "zh_CN" / "index.html").is_file():
+        message = "build/html is missing: run `nox -s docs` first"
+        if os.environ.get("MHA_REF_REQUIRE_BUILT_SITE"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_site():
+    _require_build()
+
+
+def generated_rst(lang: str) -> dict[str, str]:
+    folder = ROOT / "docs" / lang / "auto_examples"
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("plot_*.rst"))}
+
+
+def captured_outputs(rst: str) -> list[str]:
+    """The text outputs sphinx-gallery captured, in order (one string per output block)."""
+    outputs = []
+    pattern = re.compile(r"\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n(.*?)(?=\n\S|\Z)", re.S)
+    for match in pattern.finditer(rst):
+        outputs.append(match.group(1))
+    return outputs
+
+
+def output_numbers(rst: str) -> list[str]:
+    numbers = []
+    for block in captured_outputs(rst):
+        for line in block.splitlines():
+            if TIMING_LINE.search(line):
+                continue
+            numbers += NUMBER.findall(line)
+    return numbers
+
+
+def test_root_index_links_both_languages():
+    html = (HTML / "index.html").read_text(encoding="utf-8")
+    assert 'href="en/index.html"' in html and 'href="zh_CN/index.html"' in html
+    assert "navigator.languages" in html
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_example_has_a_page_with_output(lang):
+    sources = sorted(p.stem for p in (ROOT / "gallery" / lang).glob("plot_*.py"))
+    assert sources
+    for stem in sources:
+        page = HTML / lang / "auto_examples" / f"{stem}.html"
+        assert page.is_file(), f"{page} was not built"
+        html = page.read_text(encoding="utf-8")
+        assert "sphx-glr-script-out" in html, f"{lang}/{stem}: no captured output on the page"
+
+
+def test_captured_numbers_equal_between_languages():
+    en, zh = generated_rst("en"), generated_rst("zh_CN")
+    assert en.keys() == zh.keys() and en
+    for name in en:
+        assert output_numbers(en[name]) == output_numbers(zh[name]), (
+            f"{name}: the numbers printed by the en and zh_CN builds differ"
+        )
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_golden_rows_on_the_page(lang):
+    """The published textbook rows (seed 003) are printed by the build on both pages."""
+    html = (HTML / lang / "auto_examples" / "plot_02_one_head_to_many.html").read_text(
+        encoding="utf-8"
+    )
+    for row in ("-0.4519", "0.2216", "0.4772", "0.1063", "-0.5299", "-0.1081", "0.5077", "0.3493"):
+        assert row in html, f"{lang}: {row} of the golden rows is not on the page"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_shapes_page_prints_shapes_and_row_sums(lang):
+    html = (HTML / lang / "auto_examples" / "plot_01_shapes.html").read_text(encoding="utf-8")
+    assert "(2, 8, 5, 8)" in html  # (batch, num_heads, seq_len, head_dim)
+    assert "(2, 8, 5, 5)" in html  # (batch, num_heads, seq_len, seq_len)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_example_pages_state_provenance(lang):
+    for page in sorted((HTML / lang / "auto_examples").glob("plot_*.html")):
+        html = page.read_text(encoding="utf-8")
+        assert "torch 2." in html and "mha-provenance" in html, f"{page}: no provenance note"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_html_lang_attribute(lang):
+    html = (HTML / lang / "index.html").read_text(encoding="utf-8")
+    expected = "zh-CN" if lang == "zh_CN" else "en"
+    assert f'<html lang="{expected}"' in html
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_request_to_another_host_in_pages(lang):
+    """No page loads a script, style, font or image from another host (links are fine)."""
+    loads = re.compile(r"<(?:script|link|img|source)\b[^>]*(?:src|href)=\"(https?:)?//", re.I)
+    for page in (HTML / lang).rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        for match in loads.finditer(html):
+            tag = html[match.start() : html.find(">", match.start()) + 1]
+            if tag.startswith("<link") and re.search(r'rel="(canonical|alternate)"', tag):
+                continue
+            pytest.fail(f"{page.relative_to(HTML)} loads from another host: {tag[:200]}")
