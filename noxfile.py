@@ -29,12 +29,18 @@ nox.options.sessions = ["lint", "tests", "docs"]
 ROOT = Path(__file__).parent.resolve()
 CONSTRAINTS = ("-c", "requirements/constraints.txt")
 LANGUAGES = ("en", "zh_CN")
+LINTED = ("mha_ref", "tests", "gallery", "conf.py", "noxfile.py", "docs/_ext")
 BUILD = ROOT / "build"
 HTML = BUILD / "html"
 # one thread for OpenMP: torch's threads must not outlive an example into Sphinx's forks, and
 # single-threaded runs print the same numbers every time
-BUILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-             "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false"}
+BUILD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "MPLBACKEND": "Agg",
+    "PYTHONHASHSEED": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 def install(session: nox.Session, *extras: str) -> None:
@@ -62,8 +68,19 @@ def docs(session: nox.Session) -> None:
                 shutil.rmtree(ROOT / "docs" / lang / generated, ignore_errors=True)
         start = time.perf_counter()
         session.run(
-            "sphinx-build", "-b", "html", "-c", ".", "-D", f"language={lang}",
-            "-n", "-W", "-q", *sphinx_args, f"docs/{lang}", str(HTML / lang),
+            "sphinx-build",
+            "-b",
+            "html",
+            "-c",
+            ".",
+            "-D",
+            f"language={lang}",
+            "-n",
+            "-W",
+            "-q",
+            *sphinx_args,
+            f"docs/{lang}",
+            str(HTML / lang),
             env=BUILD_ENV,
         )
         timings[lang] = time.perf_counter() - start
@@ -102,7 +119,7 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff over the package, tests, gallery and build files."""
     session.install(*CONSTRAINTS, "ruff")
-    session.run("ruff", "check", "mha_ref", "tests", "gallery", "conf.py", "noxfile.py", "docs/_ext")
+    session.run("ruff", "check", *LINTED)
 
 
 @nox.session
@@ -121,10 +138,22 @@ def docs_live(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "sphinx-autobuild")
     lang = (session.posargs or ["en"])[0]
     session.run(
-        "sphinx-autobuild", "-c", ".", "-D", f"language={lang}",
-        "--ignore", "*/auto_examples/*", "--ignore", "*/gen_modules/*",
-        "--watch", "mha_ref", "--watch", f"gallery/{lang}",
-        f"docs/{lang}", str(BUILD / "live" / lang), env=BUILD_ENV,
+        "sphinx-autobuild",
+        "-c",
+        ".",
+        "-D",
+        f"language={lang}",
+        "--ignore",
+        "*/auto_examples/*",
+        "--ignore",
+        "*/gen_modules/*",
+        "--watch",
+        "mha_ref",
+        "--watch",
+        f"gallery/{lang}",
+        f"docs/{lang}",
+        str(BUILD / "live" / lang),
+        env=BUILD_ENV,
     )
 
 

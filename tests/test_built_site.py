@@ -40,7 +40,9 @@ def generated_rst(lang: str) -> dict[str, str]:
 def captured_outputs(rst: str) -> list[str]:
     """The text outputs sphinx-gallery captured, in order (one string per output block)."""
     outputs = []
-    pattern = re.compile(r"\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n(.*?)(?=\n\S|\Z)", re.S)
+    pattern = re.compile(
+        r"\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n(.*?)(?=\n\S|\Z)", re.S
+    )
     for match in pattern.finditer(rst):
         outputs.append(match.group(1))
     return outputs

@@ -159,7 +159,8 @@ def _markdown_prose(md: str) -> tuple[list[str], list[str]]:
             if not lines:
                 continue
         body = "\n".join(lines).strip()
-        if body.startswith(("|", "$$", "(", "%", "<!--", "```", ":::")) or re.match(r"^\(.*\)=", body):
+        skip_starts = ("|", "$$", "(", "%", "<!--", "```", ":::")
+        if body.startswith(skip_starts) or re.match(r"^\(.*\)=", body):
             continue
         text = re.sub(r"`[^`]*`|\$[^$]*\$|\{[a-z:-]+\}|\[[^\]]*\]\([^)]*\)", "", body)
         if len(re.findall(r"[A-Za-z]{2,}", text)) >= 3:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -180,6 +181,31 @@ _PROVENANCE_TEXT = {
 }
 
 
+# sphinx-gallery writes these English sentences into every generated page; no catalog covers
+# them, so the Chinese build replaces them here
+_ZH_GALLERY_TEXT = [
+    (
+        re.compile(
+            r":ref:`Go to the end <(sphx_glr_download_[^>]+)>`\s+"
+            r"to download the full example code\.?"
+        ),
+        r":ref:`跳到页末 <\1>` 下载完整的示例代码。",
+    ),
+    (re.compile(r"Download Python source code: "), "下载 Python 源代码："),
+    (re.compile(r"Download Jupyter notebook: "), "下载 Jupyter 笔记本："),
+    (re.compile(r"Download zipped: "), "下载 zip 压缩包："),
+    (re.compile(r"Download all examples in Python source code: "), "下载全部示例的源代码："),
+    (re.compile(r"Download all examples in Jupyter notebooks: "), "下载全部示例的笔记本："),
+]
+
+
+def _translate_gallery_text(app: Sphinx, docname: str, source: list[str]) -> None:
+    if app.config.language != "zh_CN" or not docname.startswith(f"{GALLERY_DIR}/"):
+        return
+    for pattern, replacement in _ZH_GALLERY_TEXT:
+        source[0] = pattern.sub(replacement, source[0])
+
+
 def _add_provenance(app: Sphinx, docname: str, source: list[str]) -> None:
     prefix = f"{GALLERY_DIR}/plot_"
     if not docname.startswith(prefix):
@@ -206,5 +232,6 @@ def _insert_after_title(rst: str, note: str) -> str:
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _configure_language, priority=5)  # before sphinx-gallery's 10
     app.connect("source-read", _add_provenance)
+    app.connect("source-read", _translate_gallery_text)
     app.connect("build-finished", _write_stamp)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
