@@ -112,7 +112,8 @@ def tests(session: nox.Session) -> None:
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
     """
     install(session, "test", "docs")
-    session.run("pytest", *session.posargs, env={"MPLBACKEND": "Agg"})
+    # the browser tests have their own session (they need Chromium and a built site)
+    session.run("pytest", "--ignore=tests/browser", *session.posargs, env={"MPLBACKEND": "Agg"})
 
 
 @nox.session

@@ -1,0 +1,153 @@
+"""The built site in a real browser (headless Chromium driven by Playwright): ``nox -s browser``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("MHA_REF_SITE", ROOT / "build" / "html"))
+SCREENSHOTS = ROOT / "build" / "screenshots"
+
+pytestmark = pytest.mark.browser
+
+LANGUAGES = ("en", "zh_CN")
+SKIP_PAGES = {"search.html", "genindex.html", "py-modindex.html"}
+
+
+def site_pages(lang: str) -> list[str]:
+    """Every HTML page of one language, relative to the language root."""
+    root = SITE / lang
+    pages = []
+    for path in sorted(root.rglob("*.html")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("_static/", "_sources/", "_downloads/", "_images/", "_modules/")):
+            continue
+        if rel in SKIP_PAGES:
+            continue
+        pages.append(rel)
+    return pages
+
+
+def other(lang: str) -> str:
+    return "zh_CN" if lang == "en" else "en"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_page_loads_cleanly_and_round_trips(watched, site_url, lang):
+    """No console error, no request off the host, every image loads, the switcher round-trips."""
+    pages = site_pages(lang)
+    assert len(pages) >= 5, f"only {len(pages)} pages in {lang}"
+    watch = watched()
+    page = watch.page
+    problems = []
+    for rel in pages:
+        url = f"{site_url}/{lang}/{rel}"
+        page.goto(url, wait_until="load")
+        broken = page.evaluate(
+            "() => Array.from(document.images)"
+            ".filter(img => img.complete && img.naturalWidth === 0 && img.src)"
+            ".map(img => img.src)"
+        )
+        if broken:
+            problems.append(f"{lang}/{rel}: images that did not load: {broken}")
+        there = other(lang).replace("_", "-")
+        switch = page.locator(f".mha-lang-switcher:visible a[hreflang='{there}']")
+        if switch.count() == 0:
+            problems.append(f"{lang}/{rel}: no visible link to the other language")
+            continue
+        switch.first.click()
+        page.wait_for_load_state("load")
+        expected = f"{site_url}/{other(lang)}/{rel}"
+        if page.url.split("#")[0] != expected:
+            problems.append(f"{lang}/{rel}: the switcher went to {page.url}, not {expected}")
+            continue
+        back = page.locator(f".mha-lang-switcher:visible a[hreflang='{lang.replace('_', '-')}']")
+        back.first.click()
+        page.wait_for_load_state("load")
+        if page.url.split("#")[0] != url:
+            problems.append(f"{lang}/{rel}: the switcher did not come back, landed on {page.url}")
+    assert not problems, "\n".join(problems)
+    assert not watch.errors, "\n".join(watch.errors)
+    assert not watch.external, f"requests off the local host: {watch.external}"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_math_renders(watched, site_url, lang):
+    watch = watched()
+    watch.page.goto(f"{site_url}/{lang}/concepts.html")
+    watch.page.wait_for_function("() => window.MathJax && MathJax.startup?.promise")
+    watch.page.evaluate("() => MathJax.startup.promise")
+    rendered = watch.page.locator("mjx-container").count()
+    assert rendered >= 3, f"{lang}/concepts.html: {rendered} formulas rendered"
+    errors = watch.page.locator("mjx-merror").count()
+    assert errors == 0, f"{lang}/concepts.html: {errors} formulas failed to render"
+    assert not watch.external, f"requests off the local host: {watch.external}"
+
+
+SEARCHES = [
+    ("en", "multi-head attention", "concepts.html"),
+    ("en", "padding mask", "masks.html"),
+    ("en", "MultiheadAttention", "auto_examples/plot_07_torch_mha_in_practice.html"),
+    ("zh_CN", "多头注意力", "concepts.html"),
+    ("zh_CN", "张量形状", "auto_examples/plot_01_shapes.html"),
+    ("zh_CN", "张量 形状", "auto_examples/plot_01_shapes.html"),
+    ("zh_CN", "填充掩码", "masks.html"),
+    ("zh_CN", "因果掩码", "masks.html"),
+]
+
+
+@pytest.mark.parametrize(("lang", "query", "expected"), SEARCHES)
+def test_search_finds_the_page(watched, site_url, lang, query, expected):
+    watch = watched()
+    page = watch.page
+    page.goto(f"{site_url}/{lang}/search.html?q={query}")
+    page.wait_for_function(
+        "() => { const s = document.querySelector('#search-results .search-summary');"
+        " return s && s.textContent.trim().length > 0; }",
+        timeout=20000,
+    )
+    links = page.eval_on_selector_all(
+        "#search-results ul.search li > a", "els => els.map(e => e.getAttribute('href'))"
+    )
+    targets = [link.split("?")[0].split("#")[0] for link in links]
+    assert expected in targets, f"{lang} search {query!r}: {expected} not among {targets}"
+    assert not watch.errors, "\n".join(watch.errors)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_root_index_picks_the_browser_language(browser, site_url, lang):
+    locale = "zh-CN" if lang == "zh_CN" else "en-US"
+    context = browser.new_context(locale=locale)
+    page = context.new_page()
+    page.goto(f"{site_url}/index.html")
+    page.wait_for_url(f"{site_url}/{lang}/index.html")
+    context.close()
+
+
+SCREENSHOT_PAGES = [
+    "index.html",
+    "auto_examples/plot_02_one_head_to_many.html",
+    "auto_examples/plot_05_what_heads_learn.html",
+]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_screenshots(watched, site_url, lang, scheme):
+    """Light and dark screenshots of the landing page and two examples, for people to look at."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    watch = watched(color_scheme=scheme)
+    for rel in SCREENSHOT_PAGES:
+        if not (SITE / lang / rel).is_file():
+            pytest.fail(f"{lang}/{rel} was not built")
+        watch.page.goto(f"{site_url}/{lang}/{rel}")
+        watch.page.wait_for_load_state("networkidle")
+        theme = watch.page.evaluate("() => document.documentElement.dataset.theme")
+        assert theme == scheme, f"{lang}/{rel}: theme {theme!r} under a {scheme} browser"
+        name = f"{lang}-{Path(rel).stem}-{scheme}.png"
+        watch.page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+        assert (SCREENSHOTS / name).stat().st_size > 10_000
+    assert not watch.errors, "\n".join(watch.errors)
