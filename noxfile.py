@@ -112,8 +112,14 @@ def tests(session: nox.Session) -> None:
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
     """
     install(session, "test", "docs")
-    # the browser tests have their own session (they need Chromium and a built site)
-    session.run("pytest", "--ignore=tests/browser", *session.posargs, env={"MPLBACKEND": "Agg"})
+    # browser and download tests have their own sessions (Chromium; a fresh environment)
+    session.run(
+        "pytest",
+        "--ignore=tests/browser",
+        "--ignore=tests/downloads",
+        *session.posargs,
+        env={"MPLBACKEND": "Agg"},
+    )
 
 
 @nox.session
@@ -130,6 +136,21 @@ def browser(session: nox.Session) -> None:
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
     session.run("pytest", "-m", "browser", "tests/browser", *session.posargs)
+
+
+@nox.session
+def downloads(session: nox.Session) -> None:
+    """Run every downloadable .py and .ipynb of the built site in a fresh environment.
+
+    The package is installed from a built wheel (not editable) with only its declared
+    dependencies, plus pytest and a notebook client to drive the runs.
+    """
+    if not (HTML / "en" / "index.html").is_file():
+        session.error("build/html is missing: run `nox -s docs` first")
+    session.install(*CONSTRAINTS, ".", "pytest", "nbclient", "nbformat", "ipykernel")
+    # the package as it is now, even when the reused environment holds an older build of it
+    session.install(*CONSTRAINTS, "--force-reinstall", "--no-deps", ".")
+    session.run("pytest", "-m", "downloads", "tests/downloads", *session.posargs)
 
 
 @nox.session(name="docs-live")

@@ -1,0 +1,122 @@
+"""Every download the site offers runs on its own: ``nox -s downloads`` (after ``nox -s docs``).
+
+The session installs the package (not editable) and a notebook client into a fresh virtualenv;
+each ``.py`` runs with ``python`` and each ``.ipynb`` is executed with nbclient, both from an
+empty temporary folder, so nothing of the source tree is importable.
+
+A cell marked ``# sphinx_gallery_expected_error`` shows a real error on the page: it must raise
+here too (and only such a cell may). A script that has such cells is run cell by cell, as a
+reader stepping through it would; a script without them runs as plain ``python script.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.downloads
+
+ROOT = Path(__file__).resolve().parents[2]
+HTML = ROOT / "build" / "html"
+
+
+def downloads(suffix: str) -> list[Path]:
+    return sorted((HTML).glob(f"*/_downloads/*/plot_*{suffix}"))
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [f"{p.relative_to(HTML).parts[0]}/{p.name}" for p in paths]
+
+
+SCRIPTS = downloads(".py")
+NOTEBOOKS = downloads(".ipynb")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "MHA_REF_CACHE_DIR"}}
+    env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+    return env
+
+
+def test_there_is_something_to_run():
+    if not HTML.is_dir():
+        pytest.fail("build/html is missing: run `nox -s docs` first")
+    assert len(SCRIPTS) >= 2 and len(NOTEBOOKS) == len(SCRIPTS), (SCRIPTS, NOTEBOOKS)
+
+
+def test_package_comes_from_site_packages(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", "import mha_ref; print(mha_ref.__file__)"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    location = Path(done.stdout.strip()).resolve()
+    assert ROOT not in location.parents, f"mha_ref imported from the source tree: {location}"
+
+
+EXPECTED_ERROR = "sphinx_gallery_expected_error"
+
+# Runs a script cell by cell ("# %%" separates cells); a cell with the expected-error marker must
+# raise, every other cell must not.
+CELL_RUNNER = """
+import sys, traceback
+source = open(sys.argv[1], encoding="utf-8").read()
+cells, current = [], []
+for line in source.splitlines(keepends=True):
+    if line.startswith("# %%") and current:
+        cells.append("".join(current))
+        current = []
+    current.append(line)
+cells.append("".join(current))
+namespace = {"__name__": "__main__", "__file__": sys.argv[1]}
+for number, cell in enumerate(cells):
+    expected = "sphinx_gallery_expected_error" in cell
+    try:
+        exec(compile(cell, f"{sys.argv[1]} cell {number}", "exec"), namespace)
+    except Exception:
+        if not expected:
+            raise
+        print(f"cell {number} raised, as the page shows:", traceback.format_exc(limit=1))
+    else:
+        if expected:
+            sys.exit(f"cell {number} is marked as raising an error but did not raise")
+"""
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))
+def test_script_runs(script, tmp_path):
+    if EXPECTED_ERROR in script.read_text(encoding="utf-8"):
+        command = [sys.executable, "-c", CELL_RUNNER, str(script)]
+    else:
+        command = [sys.executable, str(script)]
+    done = subprocess.run(
+        command, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, f"{script.name} failed:\n{done.stderr[-4000:]}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_runs(notebook, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    document = nbformat.read(notebook, as_version=4)
+    first = document.cells[0] if document.cells else None
+    assert first is not None and "pip" in first.source, "the first cell must install the package"
+    for cell in document.cells:  # an error the page shows is expected here too
+        if cell.cell_type == "code" and EXPECTED_ERROR in cell.source:
+            cell.metadata.setdefault("tags", []).append("raises-exception")
+    client = nbclient.NotebookClient(
+        document,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    os.environ.pop("PYTHONPATH", None)
+    client.execute()
