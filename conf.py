@@ -41,7 +41,7 @@ nitpick_ignore_regex = [
     # torch, numpy and matplotlib types in docstrings: no offline inventory to resolve them
     ("py:class", r"(torch|numpy|np|matplotlib|collections\.abc|typing|pathlib)\..*"),
     ("py:class", r"(Tensor|Module|Figure|Axes|optional|callable|Path|Callable|Sequence|Iterable)"),
-    ("py:obj", r"(torch|numpy)\..*"),
+    ("py:(obj|mod|func|meth|attr|data)", r"(torch|numpy|matplotlib)\..*"),
 ]
 
 # -- MyST -----------------------------------------------------------------------------------------
