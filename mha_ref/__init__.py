@@ -1,0 +1,56 @@
+"""mha_ref: an exact, readable PyTorch reference for multi-head attention.
+
+Functions
+    ``scaled_dot_product_attention``, ``split_heads``, ``merge_heads``, ``repeat_kv_heads``.
+Masks (``True`` = may attend, the ``scaled_dot_product_attention`` convention)
+    ``causal_mask``, ``padding_mask``, ``allowed_to_blocked``, ``blocked_to_allowed``,
+    ``allowed_to_additive``.
+Modules
+    ``CausalAttention``, ``MultiHeadAttentionWrapper``, ``CausalMultiHeadAttention``,
+    ``wrapper_to_batched``, ``MultiHeadAttention`` (drop-in for
+    ``torch.nn.MultiheadAttention``), ``GroupedQueryAttention``.
+Device
+    ``pick_device``.
+"""
+
+from mha_ref.causal import (
+    CausalAttention,
+    CausalMultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    wrapper_to_batched,
+)
+from mha_ref.device import pick_device
+from mha_ref.functional import (
+    merge_heads,
+    repeat_kv_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from mha_ref.grouped import GroupedQueryAttention
+from mha_ref.masks import (
+    allowed_to_additive,
+    allowed_to_blocked,
+    blocked_to_allowed,
+    causal_mask,
+    padding_mask,
+)
+from mha_ref.multihead import MultiHeadAttention
+
+__all__ = [
+    "scaled_dot_product_attention",
+    "split_heads",
+    "merge_heads",
+    "repeat_kv_heads",
+    "causal_mask",
+    "padding_mask",
+    "allowed_to_blocked",
+    "blocked_to_allowed",
+    "allowed_to_additive",
+    "CausalAttention",
+    "MultiHeadAttentionWrapper",
+    "CausalMultiHeadAttention",
+    "wrapper_to_batched",
+    "MultiHeadAttention",
+    "GroupedQueryAttention",
+    "pick_device",
+]

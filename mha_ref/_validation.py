@@ -1,0 +1,443 @@
+"""Checks for user input, one readable function per kind of mistake.
+
+Every check raises :class:`ValueError` (a value is out of range or a shape is wrong) or
+:class:`TypeError` (a value has the wrong type or dtype). Each message names the argument,
+says what was expected and what was given, and suggests a fix. The public modules call these
+functions instead of using bare ``assert`` statements, which disappear under ``python -O``.
+
+This module is private: its names may change without notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+# ----------------------------------------------------------------------------------------------
+# Small formatting helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def divisors(number: int) -> list[int]:
+    """Return the positive divisors of ``number`` in increasing order."""
+    return [candidate for candidate in range(1, number + 1) if number % candidate == 0]
+
+
+def _shape(tensor: torch.Tensor) -> tuple[int, ...]:
+    """Return a tensor's shape as a plain tuple, which prints as ``(2, 5, 8)``."""
+    return tuple(tensor.shape)
+
+
+def _join(numbers: Sequence[int]) -> str:
+    """Join numbers as ``"1, 2, 5, 10"``."""
+    return ", ".join(str(number) for number in numbers)
+
+
+# ----------------------------------------------------------------------------------------------
+# Constructor arguments
+# ----------------------------------------------------------------------------------------------
+
+
+def require_int(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is a Python int (``bool`` is rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{name} must be an int, got {type(value).__name__} ({value!r}). "
+            f"Pass a whole number, for example {name}=8."
+        )
+
+
+def require_positive_int(name: str, value: object, meaning: str = "") -> None:
+    """Raise unless ``value`` is an int greater than zero.
+
+    Args:
+        name: The argument name shown in the message, e.g. ``"embed_dim"``.
+        value: The value the user passed.
+        meaning: Optional words saying what the number counts, e.g. ``"features per token"``.
+    """
+    require_int(name, value)
+    if value <= 0:
+        what = f" ({meaning})" if meaning else ""
+        raise ValueError(
+            f"{name}{what} must be a positive integer, got {name}={value}. "
+            f"Pass a value of at least 1."
+        )
+
+
+def require_divisible_heads(
+    embed_dim: int,
+    num_heads: int,
+    embed_name: str = "embed_dim",
+    heads_name: str = "num_heads",
+) -> None:
+    """Raise ValueError unless ``embed_dim`` splits evenly into ``num_heads`` heads."""
+    if embed_dim % num_heads != 0:
+        raise ValueError(
+            f"{embed_name} (={embed_dim}) must be divisible by {heads_name} (={num_heads}): "
+            f"head_dim would be {embed_dim / num_heads:.2f}. Choose {heads_name} among the "
+            f"divisors of {embed_dim}: {_join(divisors(embed_dim))}."
+        )
+
+
+def require_kv_heads_divide(num_heads: int, num_kv_heads: int) -> None:
+    """Raise ValueError unless query heads form equal groups over the key/value heads."""
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_kv_heads (={num_kv_heads}) must divide num_heads (={num_heads}) so that every "
+            f"key/value head serves the same number of query heads; "
+            f"{num_heads} / {num_kv_heads} = {num_heads / num_kv_heads:.2f}. "
+            f"Choose num_kv_heads among the divisors of {num_heads}: {_join(divisors(num_heads))}."
+        )
+
+
+def require_probability(name: str, value: object) -> None:
+    """Raise unless ``value`` is a number in ``[0, 1)`` (a dropout probability)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{name} must be a float in [0, 1), got {type(value).__name__} ({value!r}). "
+            f"Pass for example {name}=0.1, or {name}=0.0 for no dropout."
+        )
+    if not 0.0 <= value < 1.0:
+        raise ValueError(
+            f"{name} must be in [0, 1), got {name}={value}. It is the probability of zeroing an "
+            f"attention weight: {name}=1 would drop everything. Use for example {name}=0.1, "
+            f"or {name}=0.0 for no dropout."
+        )
+
+
+def require_alignment(alignment: object) -> None:
+    """Raise ValueError unless ``alignment`` names a known causal-mask alignment."""
+    if alignment not in ("top_left", "bottom_right"):
+        raise ValueError(
+            f"alignment must be 'top_left' or 'bottom_right', got alignment={alignment!r}. "
+            f"Use 'top_left' to match torch's is_causal=True, or 'bottom_right' when the "
+            f"queries are the last tokens of a longer key sequence (KV cache)."
+        )
+
+
+def require_positive_scale(scale: object) -> None:
+    """Raise unless ``scale`` is ``None`` or a positive finite number."""
+    if scale is None:
+        return
+    if isinstance(scale, bool) or not isinstance(scale, int | float):
+        raise TypeError(
+            f"scale must be a float or None, got {type(scale).__name__} ({scale!r}). "
+            f"Pass scale=None for the default 1 / sqrt(head_dim)."
+        )
+    if not scale > 0.0 or scale == float("inf"):
+        raise ValueError(
+            f"scale must be a positive finite number, got scale={scale}. A zero or negative "
+            f"scale makes every query prefer the keys it matches least. Pass scale=None for "
+            f"the default 1 / sqrt(head_dim)."
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Tensors: type, rank, dtype, device
+# ----------------------------------------------------------------------------------------------
+
+
+def require_tensor(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is a ``torch.Tensor``."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor, got {type(value).__name__}. "
+            f"Convert it first, for example {name} = torch.as_tensor({name}, dtype=torch.float32)."
+        )
+
+
+def require_rank(name: str, tensor: torch.Tensor, ranks: Sequence[int], layout: str) -> None:
+    """Raise ValueError unless ``tensor.dim()`` is one of ``ranks``.
+
+    Args:
+        name: Argument name, e.g. ``"query"``.
+        tensor: The tensor to check.
+        ranks: Accepted numbers of dimensions.
+        layout: The expected layout in words, e.g. ``"(batch, seq_len, embed_dim)"``.
+    """
+    if tensor.dim() not in ranks:
+        accepted = " or ".join(f"{rank}-D" for rank in ranks)
+        raise ValueError(
+            f"{name} must be {accepted} with layout {layout}, got a {tensor.dim()}-D tensor of "
+            f"shape {_shape(tensor)}. Add or remove dimensions, e.g. {name}.unsqueeze(0) adds a "
+            f"batch dimension of size 1."
+        )
+
+
+def require_min_rank(name: str, tensor: torch.Tensor, min_rank: int, layout: str) -> None:
+    """Raise ValueError unless ``tensor`` has at least ``min_rank`` dimensions."""
+    if tensor.dim() < min_rank:
+        raise ValueError(
+            f"{name} must have at least {min_rank} dimensions with layout {layout}, got a "
+            f"{tensor.dim()}-D tensor of shape {_shape(tensor)}. Add the missing dimensions, "
+            f"e.g. {name}.unsqueeze(0)."
+        )
+
+
+def require_same_rank(name: str, tensor: torch.Tensor, other_name: str, other: torch.Tensor):
+    """Raise ValueError unless two inputs have the same number of dimensions."""
+    if tensor.dim() != other.dim():
+        raise ValueError(
+            f"{name} must have the same number of dimensions as {other_name} "
+            f"({other.dim()}-D, shape {_shape(other)}), got a {tensor.dim()}-D {name} of shape "
+            f"{_shape(tensor)}. Pass all of query, key and value batched (3-D) or all "
+            f"unbatched (2-D)."
+        )
+
+
+def require_floating(name: str, tensor: torch.Tensor) -> None:
+    """Raise TypeError unless ``tensor`` has a floating-point dtype."""
+    if not torch.is_floating_point(tensor):
+        raise TypeError(
+            f"{name} must have a floating-point dtype, got {name}.dtype={tensor.dtype}. "
+            f"Convert it, e.g. {name}.float() or {name}.to(torch.float64)."
+        )
+
+
+def require_matching_dtype(name: str, tensor: torch.Tensor, expected: torch.dtype) -> None:
+    """Raise TypeError unless ``tensor`` has the dtype of the module's parameters."""
+    if tensor.dtype != expected:
+        raise TypeError(
+            f"{name}.dtype ({tensor.dtype}) must match the dtype of the module's parameters "
+            f"({expected}). Convert the input with {name}.to({expected}) or the module with "
+            f"module.to({tensor.dtype})."
+        )
+
+
+def require_matching_device(name: str, tensor: torch.Tensor, expected: torch.device) -> None:
+    """Raise ValueError unless ``tensor`` lives on the device of the module's parameters."""
+    if tensor.device != expected:
+        raise ValueError(
+            f"{name} is on device {tensor.device} but the module's parameters are on "
+            f"{expected}. Move one of them: {name}.to('{expected}') or "
+            f"module.to('{tensor.device}')."
+        )
+
+
+def require_same_dtype(name: str, tensor: torch.Tensor, other_name: str, other: torch.Tensor):
+    """Raise TypeError unless two inputs share a dtype."""
+    if tensor.dtype != other.dtype:
+        raise TypeError(
+            f"{name}.dtype ({tensor.dtype}) must match {other_name}.dtype ({other.dtype}). "
+            f"Convert one of them, e.g. {name}.to({other.dtype})."
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Shapes of query, key and value
+# ----------------------------------------------------------------------------------------------
+
+
+def require_feature_size(
+    name: str, tensor: torch.Tensor, expected: int, expected_name: str
+) -> None:
+    """Raise ValueError unless the last dimension of ``tensor`` equals ``expected``.
+
+    Args:
+        name: Argument name, e.g. ``"key"``.
+        tensor: The tensor whose last dimension is checked.
+        expected: The feature size the module was built for.
+        expected_name: The constructor argument that set it, e.g. ``"kdim"``.
+    """
+    given = tensor.shape[-1]
+    if given != expected:
+        raise ValueError(
+            f"{name} has {given} features in its last dimension (shape {_shape(tensor)}), but "
+            f"the module was built with {expected_name}={expected}. Build the module with "
+            f"{expected_name}={given}, or give {name} {expected} features."
+        )
+
+
+def require_same_batch(
+    query: torch.Tensor, other_name: str, other: torch.Tensor, batch_first: bool
+) -> None:
+    """Raise ValueError unless ``query`` and ``other`` have the same batch size.
+
+    When the sizes differ but would agree under the other ``batch_first`` setting, the message
+    says so: that is the usual cause (``torch.nn.MultiheadAttention`` defaults to
+    ``batch_first=False``, i.e. ``(seq_len, batch, embed_dim)``).
+    """
+    batch_dim = 0 if batch_first else 1
+    if query.shape[batch_dim] == other.shape[batch_dim]:
+        return
+    layout = "(batch, seq_len, features)" if batch_first else "(seq_len, batch, features)"
+    message = (
+        f"query and {other_name} must have the same batch size: with batch_first={batch_first} "
+        f"the layout is {layout}, so dim {batch_dim} is the batch, but query.shape="
+        f"{_shape(query)} gives batch {query.shape[batch_dim]} and {other_name}.shape="
+        f"{_shape(other)} gives batch {other.shape[batch_dim]}."
+    )
+    other_batch_dim = 1 - batch_dim
+    if query.shape[other_batch_dim] == other.shape[other_batch_dim]:
+        message += (
+            f" Under batch_first={not batch_first} the batch sizes would match: did you mean "
+            f"to build the module with batch_first={not batch_first}?"
+        )
+    else:
+        message += f" Pass the same batch of sequences as query and {other_name}."
+    raise ValueError(message)
+
+
+def require_same_length(key: torch.Tensor, value: torch.Tensor, seq_dim: int) -> None:
+    """Raise ValueError unless key and value have the same number of positions."""
+    if key.shape[seq_dim] != value.shape[seq_dim]:
+        raise ValueError(
+            f"key and value must have the same sequence length (dim {seq_dim}): every key "
+            f"position needs one value. Got key.shape={_shape(key)} "
+            f"(length {key.shape[seq_dim]}) and value.shape={_shape(value)} "
+            f"(length {value.shape[seq_dim]}). Pass key and value from the same sequence."
+        )
+
+
+def require_same_head_dim(query: torch.Tensor, key: torch.Tensor) -> None:
+    """Raise ValueError unless query and key vectors have the same length (for the dot product)."""
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same last dimension (head_dim) to take dot products, "
+            f"got query.shape={_shape(query)} and key.shape={_shape(key)}. Project them to the "
+            f"same head_dim."
+        )
+
+
+def require_broadcastable(
+    name: str, shape: Sequence[int], other_name: str, other_shape: Sequence[int]
+) -> None:
+    """Raise ValueError unless two batch shapes broadcast together."""
+    try:
+        torch.broadcast_shapes(tuple(shape), tuple(other_shape))
+    except RuntimeError:
+        raise ValueError(
+            f"the batch dimensions of {name} {tuple(shape)} and {other_name} "
+            f"{tuple(other_shape)} must broadcast (each size equal, or 1). Make them agree."
+        ) from None
+
+
+def require_gqa_heads(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+    """Raise ValueError unless query heads split evenly into groups over the key/value heads."""
+    require_min_rank("query", query, 3, "(..., num_heads, query_len, head_dim)")
+    require_kv_heads(key, value)
+    require_head_groups(query.shape[-3], key.shape[-3], "query.shape[-3]", "with enable_gqa=True")
+
+
+def require_kv_heads(key: torch.Tensor, value: torch.Tensor) -> None:
+    """Raise ValueError unless key and value have a head dimension (-3) of the same size."""
+    require_min_rank("key", key, 3, "(..., num_kv_heads, key_len, head_dim)")
+    require_min_rank("value", value, 3, "(..., num_kv_heads, key_len, value_dim)")
+    if value.shape[-3] != key.shape[-3]:
+        raise ValueError(
+            f"key and value must have the same number of heads (dim -3), got "
+            f"key.shape={_shape(key)} and value.shape={_shape(value)}."
+        )
+
+
+def require_head_groups(num_heads: int, num_kv_heads: int, heads_name: str, context: str):
+    """Raise ValueError unless ``num_heads`` is a multiple of ``num_kv_heads`` (key.shape[-3])."""
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"{context}, the query heads ({heads_name}={num_heads}) must be a multiple of the "
+            f"key/value heads (key.shape[-3]={num_kv_heads}). Use a number of key/value heads "
+            f"among the divisors of {num_heads}: {_join(divisors(num_heads))}."
+        )
+
+
+def require_within_context(num_tokens: int, context_length: int) -> None:
+    """Raise ValueError when a sequence is longer than the causal mask built at construction."""
+    if num_tokens > context_length:
+        raise ValueError(
+            f"the input has {num_tokens} tokens but the module was built with "
+            f"context_length={context_length}, so its causal mask only covers "
+            f"{context_length} positions. Build the module with context_length>={num_tokens}, "
+            f"or truncate the input to its last {context_length} tokens, e.g. x[:, "
+            f"-{context_length}:]."
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Masks
+# ----------------------------------------------------------------------------------------------
+
+
+def require_mask_dtype(name: str, mask: torch.Tensor, polarity: str) -> None:
+    """Raise TypeError unless ``mask`` is bool or floating point.
+
+    Args:
+        name: Argument name, e.g. ``"attn_mask"``.
+        mask: The mask to check.
+        polarity: What ``True`` means for this argument, e.g. ``"True = may attend"``.
+    """
+    if mask.dtype != torch.bool and not torch.is_floating_point(mask):
+        raise TypeError(
+            f"{name} must be a bool mask ({polarity}) or a float mask (added to the scores), "
+            f"got {name}.dtype={mask.dtype}. An integer 0/1 mask is ambiguous: convert it with "
+            f"{name}.bool() after checking which value means what."
+        )
+
+
+def require_mask_shape(
+    name: str, mask: torch.Tensor, accepted: Sequence[tuple[str, tuple[int, ...]]], hint: str = ""
+) -> None:
+    """Raise ValueError unless ``mask.shape`` is one of the ``accepted`` shapes.
+
+    Args:
+        name: Argument name, e.g. ``"attn_mask"``.
+        mask: The mask to check.
+        accepted: Pairs of (layout in words, shape), e.g. ``("(query_len, key_len)", (5, 7))``.
+        hint: Extra advice appended to the message.
+    """
+    if _shape(mask) in [tuple(shape) for _, shape in accepted]:
+        return
+    listed = " or ".join(f"{layout} = {tuple(shape)}" for layout, shape in accepted)
+    raise ValueError(
+        f"{name} must have shape {listed}, got {name}.shape={_shape(mask)}. "
+        f"{hint or 'Build it for these query and key lengths (and batch size).'}"
+    )
+
+
+def require_mask_broadcasts(name: str, mask: torch.Tensor, scores_shape: Sequence[int]) -> None:
+    """Raise ValueError unless ``mask`` broadcasts to the attention scores' shape."""
+    target = tuple(scores_shape)
+    try:
+        broadcast = torch.broadcast_shapes(_shape(mask), target)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != target:
+        raise ValueError(
+            f"{name} must broadcast to the attention scores of shape {target} "
+            f"(..., query_len, key_len), got {name}.shape={_shape(mask)}. The last two "
+            f"dimensions must be (query_len, key_len) = {target[-2:]} (or 1)."
+        )
+
+
+def require_not_mask_and_causal(attn_mask: torch.Tensor | None, is_causal: bool) -> None:
+    """Raise ValueError when both ``attn_mask`` and ``is_causal`` are given (as torch does)."""
+    if attn_mask is not None and is_causal:
+        raise ValueError(
+            "attn_mask and is_causal=True were both given; pass only one. To combine a causal "
+            "mask with your own, build mha_ref.causal_mask(query_len, key_len) and combine it "
+            "with attn_mask (logical and for bool masks), then call with is_causal=False."
+        )
+
+
+def require_valid_lengths(lengths: torch.Tensor, max_len: int) -> None:
+    """Raise ValueError unless every length is in ``[0, max_len]``."""
+    if lengths.dim() != 1:
+        raise ValueError(
+            f"lengths must be 1-D (batch,), got a {lengths.dim()}-D tensor of shape "
+            f"{_shape(lengths)}. Pass one length per sequence, e.g. lengths=[3, 5]."
+        )
+    if torch.is_floating_point(lengths) or lengths.dtype == torch.bool:
+        raise TypeError(
+            f"lengths must hold integers, got lengths.dtype={lengths.dtype}. "
+            f"Convert with lengths.long()."
+        )
+    if (lengths < 0).any():
+        raise ValueError(
+            f"lengths must be non-negative, got lengths={lengths.tolist()}. "
+            f"A sequence cannot have fewer than 0 tokens."
+        )
+    if (lengths > max_len).any():
+        raise ValueError(
+            f"every length must be at most max_len (={max_len}), got lengths={lengths.tolist()}. "
+            f"Pass max_len>={int(lengths.max())} or leave max_len=None to use the longest length."
+        )

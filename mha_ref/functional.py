@@ -1,0 +1,294 @@
+r"""Scaled dot-product attention written out step by step, and the head split/merge reshapes.
+
+The pipeline of one attention call, with the names used throughout ``mha_ref``:
+
+.. code-block:: text
+
+    attn_scores  = query @ key^T * scale          # (..., query_len, key_len)
+    attn_scores  = mask(attn_scores)              # blocked positions -> -inf
+    attn_weights = softmax(attn_scores, dim=-1)   # each row sums to 1
+    attn_weights = dropout(attn_weights)          # training only
+    context      = attn_weights @ value           # (..., query_len, value_dim)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mha_ref import _validation as check
+from mha_ref.masks import causal_mask
+
+__all__ = ["scaled_dot_product_attention", "split_heads", "merge_heads", "repeat_kv_heads"]
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    return_weights: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    r"""Scaled dot-product attention, one named step per line.
+
+    Math: :math:`\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(
+    \frac{QK^\top}{\sqrt{d_k}} + M\right) V`, where :math:`M` is ``0`` at allowed positions and
+    :math:`-\infty` at blocked ones.
+
+    The signature, broadcasting and mask rules are those of
+    ``torch.nn.functional.scaled_dot_product_attention``:
+
+    * a **bool** ``attn_mask`` is ``True`` where the query **may attend** (the opposite of
+      ``torch.nn.MultiheadAttention``);
+    * a **float** ``attn_mask`` is **added** to the scores (``-inf`` blocks; a 0/1 float mask
+      blocks nothing);
+    * ``is_causal=True`` applies the *top-left* aligned lower triangle of shape
+      ``(query_len, key_len)``, see ``mha_ref.causal_mask``; it cannot be combined with
+      ``attn_mask``;
+    * dropout is always applied when ``dropout_p > 0`` (pass ``0.0`` in evaluation).
+
+    **Rows whose keys are all masked.** If every key of a query row is blocked, the softmax
+    would divide ``0`` by ``0``. Here that row gets weights ``0`` and therefore output ``0``
+    (and zero gradient); it never produces NaN, and never affects other rows or batch
+    elements. PyTorch's ``scaled_dot_product_attention`` also returns ``0`` there in recent
+    releases (checked with torch 2.13; older releases returned NaN), while
+    ``torch.nn.MultiheadAttention`` returns NaN when ``need_weights=True`` (its explicit path)
+    and ``0`` before the output projection when ``need_weights=False``. Only rows whose
+    scores are all ``-inf`` count as fully masked; a large finite negative float mask still
+    gives a normal softmax.
+
+    Args:
+        query: Queries.
+        key: Keys.
+        value: Values.
+        attn_mask: Optional bool or float mask, broadcastable to ``(..., L, S)``.
+        dropout_p: Probability of zeroing an attention weight; the survivors are scaled by
+            ``1 / (1 - dropout_p)``. Default: ``0.0``.
+        is_causal: Apply a top-left causal mask. Default: ``False``.
+        scale: Factor multiplying the scores. Default: ``1 / sqrt(head_dim)``.
+        enable_gqa: Grouped-query attention: each group of ``Hq / H`` query heads shares one
+            key/value head (``key`` and ``value`` are repeated along dim ``-3``).
+        return_weights: Also return the attention weights (after dropout). Default: ``False``.
+
+    Shape:
+        - query: ``(..., Hq, L, head_dim)``; ``...`` are batch dimensions, ``L`` = query_len.
+        - key: ``(..., H, S, head_dim)``; ``S`` = key_len.
+        - value: ``(..., H, S, value_dim)``.
+        - attn_mask: broadcastable to ``(..., Hq, L, S)``.
+        - Output: ``(..., Hq, L, value_dim)``; weights: ``(..., Hq, L, S)``.
+        - dtypes: ``query``, ``key``, ``value`` share one floating-point dtype; ``attn_mask``
+          is ``torch.bool`` or floating point (cast to the query's dtype).
+
+        Without ``enable_gqa`` the head dimension is not special: any leading dimensions that
+        broadcast are accepted, as in PyTorch.
+
+    Returns:
+        torch.Tensor or tuple[torch.Tensor, torch.Tensor]: the output, or
+        ``(output, attn_weights)`` when ``return_weights=True``. Same dtype as ``query``.
+
+    Raises:
+        TypeError: If an input is not a floating-point tensor, or a mask is neither bool nor
+            float.
+        ValueError: If ranks or shapes do not fit, both ``attn_mask`` and ``is_causal`` are
+            given, ``scale`` is not positive, or ``dropout_p`` is outside ``[0, 1)``.
+
+    Source:
+        Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.2.1,
+        Eq. (1); Ainslie et al. 2023, "GQA", arXiv:2305.13245 (``enable_gqa``); mirrors
+        ``torch.nn.functional.scaled_dot_product_attention``.
+    """
+    _check_sdpa_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    query_len, key_len = query.shape[-2], key.shape[-2]
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    if enable_gqa:
+        key, value = repeat_kv_heads(key, value, num_heads=query.shape[-3])
+    if is_causal:
+        attn_mask = causal_mask(query_len, key_len, device=query.device)  # (L, S)
+
+    attn_scores = query @ key.transpose(-2, -1) * scale  # (..., Hq, L, S)
+    if attn_mask is not None:
+        check.require_mask_broadcasts("attn_mask", attn_mask, attn_scores.shape)
+        attn_scores = _apply_mask(attn_scores, attn_mask)  # (..., Hq, L, S)
+    attn_weights = _softmax_over_keys(attn_scores)  # (..., Hq, L, S), rows sum to 1 (or 0)
+    if dropout_p > 0.0:
+        attn_weights = F.dropout(attn_weights, p=dropout_p, training=True)  # (..., Hq, L, S)
+    output = attn_weights @ value  # (..., Hq, L, value_dim)
+
+    if return_weights:
+        return output, attn_weights
+    return output
+
+
+def _check_sdpa_inputs(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+) -> None:
+    """Validate the arguments of ``scaled_dot_product_attention``; raise on the first problem."""
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        check.require_tensor(name, tensor)
+        check.require_min_rank(name, tensor, 2, "(..., seq_len, head_dim)")
+        check.require_floating(name, tensor)
+    check.require_same_dtype("key", key, "query", query)
+    check.require_same_dtype("value", value, "query", query)
+    check.require_same_head_dim(query, key)
+    check.require_same_length(key, value, seq_dim=-2)
+    if enable_gqa:
+        check.require_gqa_heads(query, key, value)
+    else:
+        check.require_broadcastable("query", query.shape[:-2], "key", key.shape[:-2])
+        check.require_broadcastable("key", key.shape[:-2], "value", value.shape[:-2])
+    if attn_mask is not None:
+        check.require_tensor("attn_mask", attn_mask)
+        check.require_mask_dtype("attn_mask", attn_mask, "True = may attend")
+    check.require_not_mask_and_causal(attn_mask, is_causal)
+    check.require_probability("dropout_p", dropout_p)
+    check.require_positive_scale(scale)
+
+
+def repeat_kv_heads(
+    key: torch.Tensor, value: torch.Tensor, num_heads: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Repeat each key/value head so that every query head has its own copy (for GQA).
+
+    Math: key/value head ``g`` serves query heads ``g * group_size ... (g + 1) * group_size - 1``
+    with ``group_size = num_heads // num_kv_heads``.
+
+    Args:
+        key: Keys with ``num_kv_heads`` heads in dim ``-3``.
+        value: Values with ``num_kv_heads`` heads in dim ``-3``.
+        num_heads: Number of query heads, a multiple of ``num_kv_heads``.
+
+    Shape:
+        - key, value: ``(..., num_kv_heads, key_len, head_dim)``.
+        - Output: two tensors of shape ``(..., num_heads, key_len, head_dim)``.
+
+    Returns:
+        tuple[torch.Tensor, torch.Tensor]: The repeated key and value.
+
+    Raises:
+        ValueError: If ``key``/``value`` have fewer than 3 dimensions, different head counts,
+            or ``num_heads`` is not a multiple of their head count.
+
+    Source:
+        Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from
+        Multi-Head Checkpoints", arXiv:2305.13245, Sec. 2.2; the reference code in the
+        documentation of ``torch.nn.functional.scaled_dot_product_attention``.
+    """
+    check.require_positive_int("num_heads", num_heads, "number of query heads")
+    check.require_kv_heads(key, value)
+    check.require_head_groups(num_heads, key.shape[-3], "num_heads", "In repeat_kv_heads")
+    group_size = num_heads // key.shape[-3]
+    key = key.repeat_interleave(group_size, dim=-3)  # (..., num_heads, key_len, head_dim)
+    value = value.repeat_interleave(group_size, dim=-3)  # (..., num_heads, key_len, value_dim)
+    return key, value
+
+
+def _apply_mask(attn_scores: torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+    """Block positions in the scores: bool ``False`` -> ``-inf``; a float mask is added.
+
+    Shape: attn_scores ``(..., L, S)``; attn_mask broadcastable to it; output ``(..., L, S)``.
+    """
+    if attn_mask.dtype == torch.bool:
+        return attn_scores.masked_fill(~attn_mask, float("-inf"))  # (..., L, S)
+    return attn_scores + attn_mask.to(attn_scores.dtype)  # (..., L, S)
+
+
+def _softmax_over_keys(attn_scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over the key dimension that gives all-zero weights to fully masked rows.
+
+    A row whose scores are all ``-inf`` has no key to attend to; a plain softmax returns NaN
+    there (``0 / 0``). We replace that row's scores by zeros before the softmax (so neither the
+    forward nor the backward pass sees a NaN) and then set its weights to zero.
+
+    Shape: attn_scores ``(..., L, S)``; output ``(..., L, S)``.
+    """
+    all_keys_masked = torch.isneginf(attn_scores).all(dim=-1, keepdim=True)  # (..., L, 1)
+    safe_scores = attn_scores.masked_fill(all_keys_masked, 0.0)  # (..., L, S)
+    attn_weights = torch.softmax(safe_scores, dim=-1)  # (..., L, S)
+    return attn_weights.masked_fill(all_keys_masked, 0.0)  # (..., L, S)
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Split the feature dimension into heads and move the head dimension before the sequence.
+
+    Math: feature ``h * head_dim + d`` of ``x`` becomes feature ``d`` of head ``h``, with
+    ``head_dim = embed_dim / num_heads``.
+
+    Works on non-contiguous input (e.g. a transposed tensor): ``reshape`` copies when a
+    ``view`` is impossible. The result is a transposed view and is in general not contiguous.
+
+    Args:
+        x: Projected queries, keys or values.
+        num_heads: Number of heads ``h``.
+
+    Shape:
+        - x: ``(batch, seq_len, embed_dim)``.
+        - Output: ``(batch, num_heads, seq_len, head_dim)``.
+
+    Returns:
+        torch.Tensor: The per-head tensor, same dtype as ``x``.
+
+    Raises:
+        TypeError: If ``x`` is not a tensor or ``num_heads`` is not an int.
+        ValueError: If ``x`` is not 3-D, ``num_heads`` is not positive, or
+            ``embed_dim`` is not divisible by ``num_heads``.
+
+    Source:
+        Vaswani et al. 2017, arXiv:1706.03762, Sec. 3.2.2 (the projections to
+        :math:`d_k = d_{model} / h` per head).
+    """
+    check.require_tensor("x", x)
+    check.require_rank("x", x, (3,), "(batch, seq_len, embed_dim)")
+    check.require_positive_int("num_heads", num_heads, "number of heads")
+    batch, seq_len, embed_dim = x.shape
+    check.require_divisible_heads(embed_dim, num_heads, embed_name="x.shape[-1] (embed_dim)")
+    head_dim = embed_dim // num_heads
+    x = x.reshape(batch, seq_len, num_heads, head_dim)  # (batch, seq_len, num_heads, head_dim)
+    return x.transpose(1, 2)  # (batch, num_heads, seq_len, head_dim)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate the heads back into one feature dimension (the inverse of ``split_heads``).
+
+    Math: :math:`\\mathrm{Concat}(\\mathrm{head}_1, \\dots, \\mathrm{head}_h)`.
+
+    After ``transpose`` the memory is not in ``(batch, seq_len, embed_dim)`` order, so
+    ``x.view(...)`` would raise; ``reshape`` copies into a contiguous tensor (the textbook
+    writes ``.contiguous().view(...)``, which is the same).
+
+    Args:
+        x: Per-head outputs.
+
+    Shape:
+        - x: ``(batch, num_heads, seq_len, head_dim)``.
+        - Output: ``(batch, seq_len, num_heads * head_dim)``.
+
+    Returns:
+        torch.Tensor: The merged tensor, same dtype as ``x``.
+
+    Raises:
+        TypeError: If ``x`` is not a tensor.
+        ValueError: If ``x`` is not 4-D.
+
+    Source:
+        Vaswani et al. 2017, arXiv:1706.03762, Sec. 3.2.2 (Concat before :math:`W^O`).
+    """
+    check.require_tensor("x", x)
+    check.require_rank("x", x, (4,), "(batch, num_heads, seq_len, head_dim)")
+    batch, num_heads, seq_len, head_dim = x.shape
+    x = x.transpose(1, 2)  # (batch, seq_len, num_heads, head_dim)
+    return x.reshape(batch, seq_len, num_heads * head_dim)  # (batch, seq_len, embed_dim)

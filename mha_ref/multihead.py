@@ -1,0 +1,591 @@
+r"""``MultiHeadAttention``: a readable drop-in for ``torch.nn.MultiheadAttention``.
+
+Same constructor, same forward arguments and return values, same ``state_dict`` keys and
+shapes, same initialisation, so weights move both ways with ``load_state_dict`` (or with
+``MultiHeadAttention.from_torch`` and ``MultiHeadAttention.to_torch``).
+
+Where PyTorch writes one long function (``torch.nn.functional.multi_head_attention_forward``),
+the forward pass here is a sequence of named steps, each with its shapes (``N`` = batch,
+``L`` = query_len, ``S`` = key_len, ``E`` = embed_dim, ``H`` = num_heads, as in PyTorch's docs):
+
+.. code-block:: text
+
+    to batch-first      (L, N, E)            -> (N, L, E)
+    project             (N, L, E)            -> q (N, L, E), k (N, S, E), v (N, S, E)
+    append bias_k/v     (N, S, E)            -> (N, S + 1, E)          if add_bias_kv
+    split heads         (N, S, E)            -> (N, H, S, head_dim)
+    append zero key     (N, H, S, head_dim)  -> (N, H, S + 1, head_dim) if add_zero_attn
+    build mask          attn_mask, key_padding_mask, is_causal -> additive (N, H, L, S)
+    attend              -> context (N, H, L, head_dim), weights (N, H, L, S)
+    merge heads         (N, H, L, head_dim)  -> (N, L, E)
+    output projection   (N, L, E)            -> (N, L, E)
+    back to caller's layout
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.init import constant_, xavier_normal_, xavier_uniform_
+
+from mha_ref import _validation as check
+from mha_ref.functional import merge_heads, scaled_dot_product_attention, split_heads
+from mha_ref.masks import allowed_to_additive, causal_mask
+
+__all__ = ["MultiHeadAttention"]
+
+
+class MultiHeadAttention(nn.Module):
+    r"""Multi-head attention with the interface of ``torch.nn.MultiheadAttention``.
+
+    Math: :math:`\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots,
+    \mathrm{head}_h) W^O`, :math:`\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K,
+    VW_i^V)`, with :math:`d_k = d_v = \text{embed\_dim} / h`.
+
+    Parameters (names, shapes and initialisation as in PyTorch):
+
+    * ``in_proj_weight`` ``(3 * embed_dim, embed_dim)``: :math:`W^Q`, :math:`W^K`, :math:`W^V`
+      stacked row-wise in that order (rows ``0:E`` project queries, ``E:2E`` keys, ``2E:3E``
+      values), when ``kdim == vdim == embed_dim``; otherwise ``None``, and the three matrices
+      are ``q_proj_weight`` ``(embed_dim, embed_dim)``, ``k_proj_weight``
+      ``(embed_dim, kdim)``, ``v_proj_weight`` ``(embed_dim, vdim)``. Xavier-uniform init.
+    * ``in_proj_bias`` ``(3 * embed_dim,)`` (zeros) if ``bias``, else ``None``.
+    * ``out_proj`` an ``nn.Linear(embed_dim, embed_dim, bias=bias)`` (bias zeroed), :math:`W^O`.
+    * ``bias_k``, ``bias_v`` ``(1, 1, embed_dim)`` (Xavier-normal) if ``add_bias_kv``.
+
+    Parameters are created and initialised in the same order as PyTorch's, so the same
+    ``torch.manual_seed`` gives the same initial weights.
+
+    **Differences from PyTorch, on purpose.**
+
+    * ``is_causal=True`` **without** ``attn_mask`` builds the causal mask (top-left aligned,
+      shape ``(L, S)``) instead of raising ``RuntimeError`` as PyTorch does. With an
+      ``attn_mask``, ``is_causal`` is only a hint and ``attn_mask`` is applied as given (as in
+      PyTorch's explicit path).
+    * A query row whose keys are all masked gets attention weights ``0``, so its attention
+      output is ``0`` and the module returns ``out_proj.bias`` there; never NaN. PyTorch returns
+      NaN for such rows when ``need_weights=True`` (and in its inference fast path), and the
+      same ``out_proj.bias`` as here when ``need_weights=False``.
+    * Bad input raises ``ValueError``/``TypeError`` with a message that names the argument and
+      the fix, instead of ``AssertionError``/``RuntimeError``.
+    * No inference fast path and no NestedTensor support.
+
+    **Fast path (opt-in).** With ``use_fused=True`` and ``need_weights=False`` the attention
+    step calls ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels) instead of
+    ``mha_ref.scaled_dot_product_attention``. Everything else is the same code. The default is
+    the explicit path, which is the one this package teaches and tests first.
+
+    Args:
+        embed_dim: Total model width :math:`d_{model}` (query features and output features).
+        num_heads: Number of heads :math:`h`; must divide ``embed_dim``.
+        dropout: Dropout probability on the attention weights (training mode only), in
+            ``[0, 1)``. Default: ``0.0``.
+        bias: Add biases to the input and output projections. Default: ``True``.
+        add_bias_kv: Append a learned key and value (``bias_k``, ``bias_v``) to the key and
+            value sequences. Default: ``False``.
+        add_zero_attn: Append an all-zero key and value after the heads are split.
+            Default: ``False``.
+        kdim: Features of ``key``. Default: ``embed_dim``.
+        vdim: Features of ``value``. Default: ``embed_dim``.
+        batch_first: Inputs and outputs are ``(batch, seq, feature)`` instead of
+            ``(seq, batch, feature)``. Default: ``False`` (as in PyTorch).
+        device: Device of the parameters.
+        dtype: Dtype of the parameters.
+        use_fused: Keyword-only. Use PyTorch's fused attention when ``need_weights=False``.
+            Can also be changed later through the attribute ``use_fused``. Default: ``False``.
+
+    Shape:
+        - query: ``(L, E)`` unbatched, ``(L, N, E)`` or ``(N, L, E)`` with ``batch_first``;
+          ``L`` = query_len, ``N`` = batch, ``E`` = embed_dim.
+        - key: ``(S, kdim)``, ``(S, N, kdim)`` or ``(N, S, kdim)``; ``S`` = key_len.
+        - value: ``(S, vdim)``, ``(S, N, vdim)`` or ``(N, S, vdim)``.
+        - key_padding_mask: ``(N, S)`` or ``(S,)`` unbatched; bool ``True`` = **ignore** that
+          key (padding), or float added to the scores.
+        - attn_mask: ``(L, S)``, or ``(N * num_heads, L, S)`` (``(num_heads, L, S)``
+          unbatched), batch-major (index ``n * num_heads + h``); bool ``True`` = **blocked**,
+          or float added to the scores.
+        - attn_output: same layout as ``query`` with ``E`` features.
+        - attn_weights: ``(N, L, S)`` averaged over heads, or ``(N, num_heads, L, S)`` with
+          ``average_attn_weights=False`` (no ``N`` when unbatched); ``S`` counts the extra keys
+          of ``add_bias_kv`` and ``add_zero_attn``.
+
+    Raises:
+        TypeError: If a size is not an int.
+        ValueError: If a size is not positive, ``embed_dim`` is not divisible by ``num_heads``,
+            or ``dropout`` is outside ``[0, 1)``.
+
+    Source:
+        Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.2.2;
+        mirrors ``torch.nn.MultiheadAttention`` and
+        ``torch.nn.functional.multi_head_attention_forward``.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        *,
+        use_fused: bool = False,
+    ) -> None:
+        _check_constructor_arguments(embed_dim, num_heads, dropout, kdim, vdim)
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+
+        if self._qkv_same_embed_dim:
+            packed_shape = (3 * embed_dim, embed_dim)
+            self.in_proj_weight = nn.Parameter(torch.empty(packed_shape, **factory_kwargs))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.q_proj_weight = nn.Parameter(torch.empty((embed_dim, embed_dim), **factory_kwargs))
+            self.k_proj_weight = nn.Parameter(torch.empty((embed_dim, self.kdim), **factory_kwargs))
+            self.v_proj_weight = nn.Parameter(torch.empty((embed_dim, self.vdim), **factory_kwargs))
+            self.register_parameter("in_proj_weight", None)
+
+        if bias:
+            self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, **factory_kwargs))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
+
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(torch.empty((1, 1, embed_dim), **factory_kwargs))
+            self.bias_v = nn.Parameter(torch.empty((1, 1, embed_dim), **factory_kwargs))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self.use_fused = use_fused
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        """Initialise like PyTorch: Xavier-uniform weights, zero biases, Xavier-normal bias_k/v."""
+        if self._qkv_same_embed_dim:
+            xavier_uniform_(self.in_proj_weight)
+        else:
+            xavier_uniform_(self.q_proj_weight)
+            xavier_uniform_(self.k_proj_weight)
+            xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            constant_(self.in_proj_bias, 0.0)
+            constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            xavier_normal_(self.bias_v)
+
+    # ------------------------------------------------------------------------------------------
+    # forward: the steps in order
+    # ------------------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: torch.Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes.
+
+        Args:
+            query: Queries, ``(L, E)``, ``(L, N, E)`` or ``(N, L, E)``.
+            key: Keys, ``(S, kdim)``, ``(S, N, kdim)`` or ``(N, S, kdim)``.
+            value: Values, ``(S, vdim)``, ``(S, N, vdim)`` or ``(N, S, vdim)``.
+            key_padding_mask: ``(N, S)``; bool ``True`` = ignore that key, or float added.
+            need_weights: Also return the attention weights. Default: ``True``.
+            attn_mask: ``(L, S)`` or ``(N * num_heads, L, S)``; bool ``True`` = blocked, or
+                float added to the scores.
+            average_attn_weights: Average the returned weights over heads. Default: ``True``.
+            is_causal: Causal attention. Without ``attn_mask`` the top-left causal mask is
+                built here (PyTorch raises instead); with ``attn_mask`` it is only a hint.
+
+        Returns:
+            tuple[torch.Tensor, torch.Tensor | None]: ``(attn_output, attn_weights)``;
+            ``attn_weights`` is ``None`` when ``need_weights=False``. The weights are those
+            after dropout, as in PyTorch.
+
+        Raises:
+            TypeError: If an input is not a tensor, is not floating point, does not have the
+                parameters' dtype, or a mask is neither bool nor float.
+            ValueError: If ranks, feature sizes, batch sizes, lengths or mask shapes do not
+                fit, or an input is on another device than the parameters.
+        """
+        self._check_inputs(query, key, value, key_padding_mask, attn_mask)
+        is_batched = query.dim() == 3
+        query, key, value = (self._to_batch_first(x, is_batched) for x in (query, key, value))
+        if not is_batched and key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)  # (1, key_len)
+        batch, query_len, key_len = query.shape[0], query.shape[1], key.shape[1]
+
+        queries, keys, values = self._project(query, key, value)  # (batch, len, embed_dim)
+        keys, values = self._append_bias_kv(keys, values)  # key_len + 1 if add_bias_kv
+        queries = split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
+        keys = split_heads(keys, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        values = split_heads(values, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        keys, values = self._append_zero_attn(keys, values)  # key_len + 1 if add_zero_attn
+
+        mask = self._build_mask(
+            attn_mask, key_padding_mask, is_causal, batch, query_len, key_len, queries.dtype,
+            queries.device,
+        )  # (batch or 1, num_heads or 1, query_len, key_len) or None
+        num_extra_keys = keys.shape[2] - key_len  # from add_bias_kv and add_zero_attn
+        mask = self._allow_extra_keys(mask, num_extra_keys)  # (..., query_len, all_keys)
+        context, weights = self._attend(queries, keys, values, mask, need_weights)
+        # context (batch, num_heads, query_len, head_dim); weights (.., query_len, all_keys)
+
+        merged = merge_heads(context)  # (batch, query_len, embed_dim)
+        attn_output = self.out_proj(merged)  # (batch, query_len, embed_dim)
+        attn_output = self._from_batch_first(attn_output, is_batched)  # caller's layout
+        if not need_weights:
+            return attn_output, None
+        return attn_output, self._format_weights(weights, average_attn_weights, is_batched)
+
+    def _to_batch_first(self, x: torch.Tensor, is_batched: bool) -> torch.Tensor:
+        """Bring an input to ``(batch, seq_len, features)``, adding a batch of 1 if unbatched."""
+        if not is_batched:
+            return x.unsqueeze(0)  # (1, seq_len, features)
+        if self.batch_first:
+            return x  # (batch, seq_len, features)
+        return x.transpose(0, 1)  # (seq_len, batch, features) -> (batch, seq_len, features)
+
+    def _from_batch_first(self, x: torch.Tensor, is_batched: bool) -> torch.Tensor:
+        """Undo ``_to_batch_first`` on the output."""
+        if not is_batched:
+            return x.squeeze(0)  # (seq_len, features)
+        if self.batch_first:
+            return x  # (batch, seq_len, features)
+        return x.transpose(0, 1)  # (seq_len, batch, features)
+
+    def projection_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Return the query, key and value projection matrices :math:`W^Q, W^K, W^V`.
+
+        With packed weights these are the row blocks ``0:E``, ``E:2E``, ``2E:3E`` of
+        ``in_proj_weight`` (views, so gradients flow into ``in_proj_weight``).
+
+        Shape:
+            ``(embed_dim, embed_dim)``, ``(embed_dim, kdim)``, ``(embed_dim, vdim)``.
+
+        Returns:
+            tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ``(w_q, w_k, w_v)``, used as
+            ``q = query @ w_q.T + b_q``.
+        """
+        if self._qkv_same_embed_dim:
+            w_q, w_k, w_v = self.in_proj_weight.chunk(3, dim=0)  # 3 x (embed_dim, embed_dim)
+            return w_q, w_k, w_v
+        return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+
+    def projection_biases(self) -> tuple[torch.Tensor | None, ...]:
+        """Return the query, key and value biases (slices of ``in_proj_bias``), or Nones.
+
+        Shape:
+            Three tensors of shape ``(embed_dim,)``, or three ``None``.
+
+        Returns:
+            tuple: ``(b_q, b_k, b_v)``.
+        """
+        if self.in_proj_bias is None:
+            return None, None, None
+        b_q, b_k, b_v = self.in_proj_bias.chunk(3)  # 3 x (embed_dim,)
+        return b_q, b_k, b_v
+
+    def _project(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Apply the input projections :math:`QW^Q`, :math:`KW^K`, :math:`VW^V`."""
+        w_q, w_k, w_v = self.projection_weights()
+        b_q, b_k, b_v = self.projection_biases()
+        queries = F.linear(query, w_q, b_q)  # (batch, query_len, embed_dim)
+        keys = F.linear(key, w_k, b_k)  # (batch, key_len, embed_dim)
+        values = F.linear(value, w_v, b_v)  # (batch, key_len, embed_dim)
+        return queries, keys, values
+
+    def _append_bias_kv(
+        self, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """With ``add_bias_kv``, append the learned ``bias_k``/``bias_v`` as one more key/value."""
+        if self.bias_k is None:
+            return keys, values
+        batch = keys.shape[0]
+        bias_k = self.bias_k.expand(batch, 1, self.embed_dim)  # (batch, 1, embed_dim)
+        bias_v = self.bias_v.expand(batch, 1, self.embed_dim)  # (batch, 1, embed_dim)
+        keys = torch.cat([keys, bias_k], dim=1)  # (batch, key_len + 1, embed_dim)
+        values = torch.cat([values, bias_v], dim=1)  # (batch, key_len + 1, embed_dim)
+        return keys, values
+
+    def _append_zero_attn(
+        self, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """With ``add_zero_attn``, append an all-zero key and value to every head."""
+        if not self.add_zero_attn:
+            return keys, values
+        batch, num_heads, _, head_dim = keys.shape
+        zeros = keys.new_zeros(batch, num_heads, 1, head_dim)  # (batch, num_heads, 1, head_dim)
+        keys = torch.cat([keys, zeros], dim=2)  # (batch, num_heads, key_len + 1, head_dim)
+        values = torch.cat([values, zeros], dim=2)  # (batch, num_heads, key_len + 1, head_dim)
+        return keys, values
+
+    def _build_mask(
+        self,
+        attn_mask: torch.Tensor | None,
+        key_padding_mask: torch.Tensor | None,
+        is_causal: bool,
+        batch: int,
+        query_len: int,
+        key_len: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> torch.Tensor | None:
+        """Combine ``attn_mask``, ``key_padding_mask`` and ``is_causal`` into one additive mask.
+
+        Bool masks here mean **blocked** (PyTorch MHA convention) and become ``-inf``; float
+        masks are used as they are. The two masks are added.
+
+        Returns:
+            torch.Tensor | None: Float mask broadcastable to
+            ``(batch, num_heads, query_len, key_len)``, or ``None``.
+        """
+        if attn_mask is None and is_causal:
+            attn_mask = ~causal_mask(query_len, key_len, device=device)  # True = blocked
+        combined = None
+        if attn_mask is not None:
+            additive = _blocked_to_additive(attn_mask, dtype)  # same shape as attn_mask
+            if additive.dim() == 2:
+                combined = additive.reshape(1, 1, query_len, key_len)  # (1, 1, query_len, key_len)
+            else:  # (batch * num_heads, ...) is batch-major: index = b * num_heads + h
+                shape = (batch, self.num_heads, query_len, key_len)
+                combined = additive.reshape(shape)  # (batch, num_heads, query_len, key_len)
+        if key_padding_mask is not None:
+            padding = _blocked_to_additive(key_padding_mask, dtype)  # (batch, key_len)
+            padding = padding.reshape(batch, 1, 1, key_len)  # (batch, 1, 1, key_len)
+            combined = padding if combined is None else combined + padding  # broadcast sum
+        return combined
+
+    def _allow_extra_keys(
+        self, mask: torch.Tensor | None, num_extra_keys: int
+    ) -> torch.Tensor | None:
+        """Extend the mask with allowed (``0.0``) columns for the keys of bias_k / zero_attn."""
+        if mask is None or num_extra_keys == 0:
+            return mask
+        return F.pad(mask, (0, num_extra_keys), value=0.0)  # (..., query_len, all_keys)
+
+    def _attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None,
+        need_weights: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Scaled dot-product attention for all heads at once; the explicit path by default."""
+        dropout_p = self.dropout if self.training else 0.0
+        if self.use_fused and not need_weights:
+            # Fast path, opt-in: PyTorch's fused kernels compute the same thing.
+            context = F.scaled_dot_product_attention(
+                queries, keys, values, attn_mask=mask, dropout_p=dropout_p
+            )  # (batch, num_heads, query_len, head_dim)
+            return context, None
+        return scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask, dropout_p=dropout_p, return_weights=True
+        )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, all_keys)
+
+    def _format_weights(
+        self, weights: torch.Tensor, average_attn_weights: bool, is_batched: bool
+    ) -> torch.Tensor:
+        """Average over heads if asked, and drop the batch dimension for unbatched input."""
+        if average_attn_weights:
+            weights = weights.mean(dim=1)  # (batch, query_len, all_keys)
+        if not is_batched:
+            weights = weights.squeeze(0)  # drop the batch of one
+        return weights
+
+    # ------------------------------------------------------------------------------------------
+    # input checks
+    # ------------------------------------------------------------------------------------------
+
+    def _check_inputs(
+        self,
+        query: object,
+        key: object,
+        value: object,
+        key_padding_mask: object,
+        attn_mask: object,
+    ) -> None:
+        """Validate the forward inputs; raise on the first problem with a message and a fix."""
+        check.require_tensor("query", query)
+        check.require_tensor("key", key)
+        check.require_tensor("value", value)
+        layout = "(batch, seq_len, features)" if self.batch_first else "(seq_len, batch, features)"
+        check.require_rank("query", query, (2, 3), f"{layout} or unbatched (seq_len, features)")
+        check.require_same_rank("key", key, "query", query)
+        check.require_same_rank("value", value, "query", query)
+        parameter = self.out_proj.weight
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            check.require_floating(name, tensor)
+            check.require_matching_dtype(name, tensor, parameter.dtype)
+            check.require_matching_device(name, tensor, parameter.device)
+        check.require_feature_size("query", query, self.embed_dim, "embed_dim")
+        check.require_feature_size("key", key, self.kdim, "kdim")
+        check.require_feature_size("value", value, self.vdim, "vdim")
+        is_batched = query.dim() == 3
+        if is_batched:
+            check.require_same_batch(query, "key", key, self.batch_first)
+            check.require_same_batch(query, "value", value, self.batch_first)
+        seq_dim = 1 if (is_batched and self.batch_first) else 0
+        check.require_same_length(key, value, seq_dim)
+        query_len, key_len = query.shape[seq_dim], key.shape[seq_dim]
+        batch = query.shape[1 - seq_dim] if is_batched else None
+        self._check_key_padding_mask(key_padding_mask, batch, key_len)
+        self._check_attn_mask(attn_mask, batch, query_len, key_len)
+
+    def _check_key_padding_mask(self, mask: object, batch: int | None, key_len: int) -> None:
+        """Validate ``key_padding_mask``: bool or float, shape ``(N, S)`` (``(S,)`` unbatched)."""
+        if mask is None:
+            return
+        check.require_tensor("key_padding_mask", mask)
+        check.require_mask_dtype("key_padding_mask", mask, "True = ignore this key")
+        if batch is None:
+            accepted = [("(key_len,)", (key_len,))]
+        else:
+            accepted = [("(batch, key_len)", (batch, key_len))]
+        hint = "Give one row per sequence and one column per key, True = ignore that key."
+        if batch is not None and mask.shape == (key_len, batch):
+            hint = (
+                "key_padding_mask is (batch, key_len) even when batch_first=False: "
+                "pass key_padding_mask.T."
+            )
+        check.require_mask_shape("key_padding_mask", mask, accepted, hint)
+
+    def _check_attn_mask(
+        self, mask: object, batch: int | None, query_len: int, key_len: int
+    ) -> None:
+        """Validate ``attn_mask``: bool or float, ``(L, S)`` or ``(N * num_heads, L, S)``."""
+        if mask is None:
+            return
+        check.require_tensor("attn_mask", mask)
+        check.require_mask_dtype("attn_mask", mask, "True = blocked")
+        if batch is None:
+            per_head = ("(num_heads, query_len, key_len)", (self.num_heads, query_len, key_len))
+        else:
+            per_head = (
+                "(batch * num_heads, query_len, key_len)",
+                (batch * self.num_heads, query_len, key_len),
+            )
+        accepted = [("(query_len, key_len)", (query_len, key_len)), per_head]
+        hint = ""
+        if batch is not None and mask.shape == (batch, query_len, key_len) and self.num_heads > 1:
+            hint = (
+                "This looks like one mask per batch element: repeat it for every head with "
+                "attn_mask.repeat_interleave(num_heads, dim=0)."
+            )
+        check.require_mask_shape("attn_mask", mask, accepted, hint)
+
+    # ------------------------------------------------------------------------------------------
+    # conversion to and from torch.nn.MultiheadAttention
+    # ------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Build a ``MultiHeadAttention`` with the configuration and weights of a torch module.
+
+        Math: the copy computes the same function: ``ours(x) == module(x)`` for the same inputs.
+
+        Args:
+            module: A ``torch.nn.MultiheadAttention``.
+
+        Returns:
+            MultiHeadAttention: A new module on the same device and dtype, in the same
+            training mode, holding copies of the weights.
+
+        Raises:
+            TypeError: If ``module`` is not a ``torch.nn.MultiheadAttention``.
+
+        Source:
+            ``torch.nn.MultiheadAttention`` (same ``state_dict`` keys).
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(
+                f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}. "
+                f"For other modules copy the weights by hand."
+            )
+        parameter = module.out_proj.weight
+        ours = cls(**_constructor_arguments(module), device=parameter.device,
+                   dtype=parameter.dtype)
+        ours.load_state_dict(module.state_dict())
+        return ours.train(module.training)
+
+    def to_torch(self) -> nn.MultiheadAttention:
+        """Build a ``torch.nn.MultiheadAttention`` with this module's configuration and weights.
+
+        Math: the copy computes the same function (up to PyTorch's NaN for fully masked rows).
+
+        Returns:
+            torch.nn.MultiheadAttention: A new module on the same device and dtype, in the same
+            training mode.
+
+        Source:
+            ``torch.nn.MultiheadAttention`` (same ``state_dict`` keys).
+        """
+        parameter = self.out_proj.weight
+        theirs = nn.MultiheadAttention(
+            **_constructor_arguments(self), device=parameter.device, dtype=parameter.dtype
+        )
+        theirs.load_state_dict(self.state_dict())
+        return theirs.train(self.training)
+
+
+def _constructor_arguments(module: nn.Module) -> dict:
+    """Read the constructor arguments shared by both MHA classes back from a module."""
+    return {
+        "embed_dim": module.embed_dim,
+        "num_heads": module.num_heads,
+        "dropout": module.dropout,
+        "bias": module.in_proj_bias is not None,
+        "add_bias_kv": module.bias_k is not None,
+        "add_zero_attn": module.add_zero_attn,
+        "kdim": module.kdim,
+        "vdim": module.vdim,
+        "batch_first": module.batch_first,
+    }
+
+
+def _blocked_to_additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """MHA convention -> additive: bool ``True`` (blocked) -> ``-inf``; float cast to ``dtype``."""
+    if mask.dtype == torch.bool:
+        return allowed_to_additive(~mask, dtype=dtype)  # same shape as mask
+    return mask.to(dtype)  # same shape as mask
+
+
+def _check_constructor_arguments(
+    embed_dim: int, num_heads: int, dropout: float, kdim: int | None, vdim: int | None
+) -> None:
+    """Validate the constructor arguments of ``MultiHeadAttention``."""
+    check.require_positive_int("embed_dim", embed_dim, "model width")
+    check.require_positive_int("num_heads", num_heads, "number of heads")
+    check.require_divisible_heads(embed_dim, num_heads)
+    check.require_probability("dropout", dropout)
+    if kdim is not None:
+        check.require_positive_int("kdim", kdim, "features of key")
+    if vdim is not None:
+        check.require_positive_int("vdim", vdim, "features of value")

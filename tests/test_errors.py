@@ -1,0 +1,423 @@
+"""Every kind of bad input raises ValueError/TypeError naming the argument, the value and a fix.
+
+Each test checks the exception type and key words of the message: the argument name and the
+value that was given (and, where there is one, the fix).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+from mha_ref import (
+    CausalAttention,
+    CausalMultiHeadAttention,
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    allowed_to_additive,
+    allowed_to_blocked,
+    causal_mask,
+    merge_heads,
+    padding_mask,
+    pick_device,
+    repeat_kv_heads,
+    scaled_dot_product_attention,
+    split_heads,
+    wrapper_to_batched,
+)
+
+
+@contextlib.contextmanager
+def raises(exception: type[Exception], *words: str):
+    """Expect ``exception`` whose message contains every one of ``words``."""
+    with pytest.raises(exception) as info:
+        yield
+    message = str(info.value)
+    missing = [word for word in words if word not in message]
+    assert not missing, f"{missing} not in message: {message}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Constructor arguments
+# ----------------------------------------------------------------------------------------------
+
+
+def test_embed_dim_not_divisible_by_num_heads():
+    with raises(ValueError, "embed_dim (=10)", "num_heads (=3)", "3.33", "1, 2, 5, 10"):
+        MultiHeadAttention(10, 3)
+
+
+def test_embed_dim_not_divisible_in_gqa():
+    with raises(ValueError, "embed_dim (=10)", "num_heads (=4)"):
+        GroupedQueryAttention(10, 4, 2)
+
+
+def test_d_out_not_divisible_by_num_heads():
+    with raises(ValueError, "d_out (=5)", "num_heads (=2)", "1, 5"):
+        CausalMultiHeadAttention(3, 5, 6, 0.0, num_heads=2)
+
+
+@pytest.mark.parametrize("value", [0, -4])
+def test_non_positive_embed_dim(value):
+    with raises(ValueError, "embed_dim", f"embed_dim={value}", "positive"):
+        MultiHeadAttention(value, 1)
+
+
+def test_non_positive_num_heads():
+    with raises(ValueError, "num_heads", "num_heads=0"):
+        MultiHeadAttention(8, 0)
+
+
+def test_non_integer_embed_dim():
+    with raises(TypeError, "embed_dim", "float", "8.0"):
+        MultiHeadAttention(8.0, 2)
+
+
+def test_non_positive_kdim():
+    with raises(ValueError, "kdim", "kdim=0"):
+        MultiHeadAttention(8, 2, kdim=0)
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda: CausalAttention(0, 2, 6, 0.0), "d_in=0"),
+        (lambda: CausalAttention(3, -1, 6, 0.0), "d_out=-1"),
+        (lambda: CausalAttention(3, 2, 0, 0.0), "context_length=0"),
+        (lambda: MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=0), "num_heads=0"),
+        (lambda: CausalMultiHeadAttention(3, 4, -6, 0.0, num_heads=2), "context_length=-6"),
+    ],
+)
+def test_non_positive_sizes_of_causal_modules(make, name):
+    with raises(ValueError, name, "positive"):
+        make()
+
+
+@pytest.mark.parametrize("dropout", [1.0, 1.5, -0.1])
+def test_dropout_outside_unit_interval(dropout):
+    with raises(ValueError, "dropout", f"dropout={dropout}", "[0, 1)"):
+        MultiHeadAttention(8, 2, dropout=dropout)
+
+
+def test_dropout_of_wrong_type():
+    with raises(TypeError, "dropout", "str"):
+        CausalAttention(3, 2, 6, "0.1")
+
+
+def test_num_kv_heads_must_divide_num_heads():
+    with raises(ValueError, "num_kv_heads (=3)", "num_heads (=4)", "1, 2, 4"):
+        GroupedQueryAttention(8, 4, 3)
+
+
+def test_non_positive_num_kv_heads():
+    with raises(ValueError, "num_kv_heads", "num_kv_heads=0"):
+        GroupedQueryAttention(8, 4, 0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Forward inputs of MultiHeadAttention
+# ----------------------------------------------------------------------------------------------
+
+
+def test_query_wrong_rank():
+    module = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 4, 8)
+    with raises(ValueError, "query", "4-D", "(2, 3, 4, 8)"):
+        module(x, x, x)
+
+
+def test_key_rank_differs_from_query():
+    module = MultiHeadAttention(8, 2)
+    with raises(ValueError, "key", "2-D", "3-D"):
+        module(torch.randn(3, 2, 8), torch.randn(3, 8), torch.randn(3, 8))
+
+
+def test_query_not_a_tensor():
+    module = MultiHeadAttention(2, 1)
+    with raises(TypeError, "query", "list", "torch.as_tensor"):
+        module([[1.0, 2.0]], torch.randn(1, 2), torch.randn(1, 2))
+
+
+def test_integer_query():
+    module = MultiHeadAttention(2, 1)
+    x = torch.ones(3, 2, dtype=torch.int64)
+    with raises(TypeError, "query", "torch.int64", "float"):
+        module(x, x, x)
+
+
+def test_batch_size_mismatch_hints_batch_first():
+    module = MultiHeadAttention(8, 2)  # batch_first=False by default, like torch
+    query = torch.randn(2, 5, 8)  # the user meant (batch=2, seq=5)
+    memory = torch.randn(2, 7, 8)  # (batch=2, seq=7)
+    with raises(ValueError, "batch size", "batch_first=True", "(2, 5, 8)", "(2, 7, 8)"):
+        module(query, memory, memory)
+
+
+def test_batch_size_mismatch_without_layout_hint():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    with raises(ValueError, "batch size", "query", "key", "(2, 5, 8)", "(3, 4, 8)"):
+        module(torch.randn(2, 5, 8), torch.randn(3, 4, 8), torch.randn(3, 4, 8))
+
+
+def test_batch_first_hint_absent_when_it_would_not_help():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    with pytest.raises(ValueError) as info:
+        module(torch.randn(2, 5, 8), torch.randn(3, 4, 8), torch.randn(3, 4, 8))
+    assert "did you mean" not in str(info.value)
+
+
+def test_query_features_differ_from_embed_dim():
+    module = MultiHeadAttention(8, 2)
+    x = torch.randn(5, 2, 6)
+    with raises(ValueError, "query", "6 features", "embed_dim=8"):
+        module(x, x, x)
+
+
+def test_key_features_differ_from_kdim():
+    module = MultiHeadAttention(8, 2, kdim=4, vdim=4)
+    query = torch.randn(5, 2, 8)
+    with raises(ValueError, "key", "8 features", "kdim=4"):
+        module(query, torch.randn(3, 2, 8), torch.randn(3, 2, 4))
+
+
+def test_value_features_differ_from_vdim():
+    module = MultiHeadAttention(8, 2, vdim=3)
+    query = torch.randn(5, 2, 8)
+    with raises(ValueError, "value", "5 features", "vdim=3"):
+        module(query, query, torch.randn(5, 2, 5))
+
+
+def test_key_value_length_mismatch():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    query = torch.randn(2, 5, 8)
+    with raises(ValueError, "key and value", "length 4", "length 6"):
+        module(query, torch.randn(2, 4, 8), torch.randn(2, 6, 8))
+
+
+def test_attn_mask_wrong_shape():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(3, 5, 8)
+    with raises(ValueError, "attn_mask", "(query_len, key_len) = (5, 5)",
+                "(batch * num_heads, query_len, key_len) = (6, 5, 5)", "(3, 5, 5)",
+                "repeat_interleave(num_heads, dim=0)"):
+        module(x, x, x, attn_mask=torch.zeros(3, 5, 5, dtype=torch.bool))
+
+
+def test_attn_mask_wrong_lengths():
+    module = MultiHeadAttention(8, 2)
+    x = torch.randn(5, 3, 8)
+    with raises(ValueError, "attn_mask", "(5, 5)", "(4, 5)", "query and key lengths"):
+        module(x, x, x, attn_mask=torch.zeros(4, 5, dtype=torch.bool))
+
+
+def test_attn_mask_integer_dtype():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(3, 5, 8)
+    with raises(TypeError, "attn_mask", "torch.int64", ".bool()"):
+        module(x, x, x, attn_mask=torch.zeros(5, 5, dtype=torch.int64))
+
+
+def test_key_padding_mask_wrong_shape():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(3, 5, 8)
+    with raises(ValueError, "key_padding_mask", "(batch, key_len) = (3, 5)", "(5, 3)",
+                "key_padding_mask.T"):
+        module(x, x, x, key_padding_mask=torch.zeros(5, 3, dtype=torch.bool))
+
+
+def test_key_padding_mask_integer_dtype():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(3, 5, 8)
+    with raises(TypeError, "key_padding_mask", "torch.int32"):
+        module(x, x, x, key_padding_mask=torch.zeros(3, 5, dtype=torch.int32))
+
+
+def test_mask_not_a_tensor():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(3, 5, 8)
+    with raises(TypeError, "key_padding_mask", "list"):
+        module(x, x, x, key_padding_mask=[[True] * 5] * 3)
+
+
+def test_input_dtype_differs_from_weights():
+    module = MultiHeadAttention(8, 2)
+    x = torch.randn(5, 2, 8, dtype=torch.float64)
+    with raises(TypeError, "query.dtype", "torch.float64", "torch.float32", "module.to("):
+        module(x, x, x)
+
+
+def test_input_device_differs_from_weights():
+    module = MultiHeadAttention(8, 2)
+    x = torch.empty(5, 2, 8, device="meta")
+    with raises(ValueError, "query", "meta", "cpu", ".to("):
+        module(x, x, x)
+
+
+def test_gqa_input_features():
+    module = GroupedQueryAttention(8, 4, 2)
+    with raises(ValueError, "query", "6 features", "embed_dim=8"):
+        module(torch.randn(2, 3, 6))
+
+
+# ----------------------------------------------------------------------------------------------
+# Causal modules
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sequence_longer_than_context_length():
+    module = CausalAttention(3, 2, context_length=6, dropout=0.0)
+    with raises(ValueError, "8 tokens", "context_length=6", "context_length>=8"):
+        module(torch.randn(1, 8, 3))
+
+
+def test_causal_input_features_differ_from_d_in():
+    module = CausalMultiHeadAttention(3, 4, 6, 0.0, num_heads=2)
+    with raises(ValueError, "x", "5 features", "d_in=3"):
+        module(torch.randn(1, 4, 5))
+
+
+def test_causal_input_wrong_rank():
+    module = CausalAttention(3, 2, 6, 0.0)
+    with raises(ValueError, "x", "2-D", "(batch, num_tokens, d_in)", "unsqueeze(0)"):
+        module(torch.randn(4, 3))
+
+
+def test_wrapper_to_batched_wrong_type():
+    with raises(TypeError, "wrapper", "CausalAttention"):
+        wrapper_to_batched(CausalAttention(3, 2, 6, 0.0))
+
+
+def test_from_torch_wrong_type():
+    with raises(TypeError, "module", "Linear"):
+        MultiHeadAttention.from_torch(torch.nn.Linear(2, 2))
+
+
+# ----------------------------------------------------------------------------------------------
+# scaled_dot_product_attention
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sdpa_attn_mask_and_is_causal_together():
+    x = torch.randn(1, 3, 4)
+    with raises(ValueError, "attn_mask", "is_causal=True", "causal_mask"):
+        scaled_dot_product_attention(x, x, x, attn_mask=causal_mask(3), is_causal=True)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("inf")])
+def test_sdpa_scale_not_positive(scale):
+    x = torch.randn(1, 3, 4)
+    with raises(ValueError, "scale", f"scale={scale}", "scale=None"):
+        scaled_dot_product_attention(x, x, x, scale=scale)
+
+
+def test_sdpa_dropout_p_outside_unit_interval():
+    x = torch.randn(1, 3, 4)
+    with raises(ValueError, "dropout_p", "dropout_p=1.2"):
+        scaled_dot_product_attention(x, x, x, dropout_p=1.2)
+
+
+def test_sdpa_query_key_head_dim_differ():
+    with raises(ValueError, "query", "key", "head_dim", "(1, 3, 4)", "(1, 3, 5)"):
+        scaled_dot_product_attention(torch.randn(1, 3, 4), torch.randn(1, 3, 5),
+                                     torch.randn(1, 3, 5))
+
+
+def test_sdpa_rank_too_small():
+    with raises(ValueError, "query", "1-D", "at least 2"):
+        scaled_dot_product_attention(torch.randn(4), torch.randn(3, 4), torch.randn(3, 4))
+
+
+def test_sdpa_gqa_heads_not_multiple():
+    query = torch.randn(1, 4, 3, 2)
+    key = torch.randn(1, 3, 3, 2)
+    with raises(ValueError, "enable_gqa", "query.shape[-3]=4", "key.shape[-3]=3", "1, 2, 4"):
+        scaled_dot_product_attention(query, key, key, enable_gqa=True)
+
+
+def test_sdpa_mask_does_not_broadcast():
+    x = torch.randn(2, 3, 4)
+    with raises(ValueError, "attn_mask", "(2, 3, 3)", "(3, 4)"):
+        scaled_dot_product_attention(x, x, x, attn_mask=torch.ones(3, 4, dtype=torch.bool))
+
+
+def test_sdpa_integer_mask():
+    x = torch.randn(2, 3, 4)
+    with raises(TypeError, "attn_mask", "torch.uint8"):
+        scaled_dot_product_attention(x, x, x, attn_mask=torch.ones(3, 3, dtype=torch.uint8))
+
+
+def test_sdpa_batch_dims_do_not_broadcast():
+    with raises(ValueError, "query", "key", "(2,)", "(3,)", "broadcast"):
+        scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(3, 3, 4),
+                                     torch.randn(3, 3, 4))
+
+
+# ----------------------------------------------------------------------------------------------
+# Reshapes and masks
+# ----------------------------------------------------------------------------------------------
+
+
+def test_repeat_kv_heads_not_multiple():
+    key = torch.randn(1, 2, 3, 4)
+    with raises(ValueError, "num_heads=3", "key.shape[-3]=2", "1, 3"):
+        repeat_kv_heads(key, key, num_heads=3)
+
+
+def test_split_heads_not_divisible():
+    with raises(ValueError, "embed_dim", "(=12)", "num_heads (=5)", "1, 2, 3, 4, 6, 12"):
+        split_heads(torch.randn(2, 3, 12), 5)
+
+
+def test_split_heads_wrong_rank():
+    with raises(ValueError, "x", "4-D", "(batch, seq_len, embed_dim)"):
+        split_heads(torch.randn(2, 2, 3, 12), 2)
+
+
+def test_merge_heads_wrong_rank():
+    with raises(ValueError, "x", "3-D", "(batch, num_heads, seq_len, head_dim)"):
+        merge_heads(torch.randn(2, 3, 12))
+
+
+def test_unknown_alignment():
+    with raises(ValueError, "alignment", "'diagonal'", "'top_left'", "'bottom_right'"):
+        causal_mask(3, 4, alignment="diagonal")
+
+
+def test_causal_mask_non_positive_length():
+    with raises(ValueError, "key_len", "key_len=0"):
+        causal_mask(3, 0)
+
+
+def test_padding_length_longer_than_max_len():
+    with raises(ValueError, "max_len (=3)", "lengths=[2, 5]", "max_len>=5"):
+        padding_mask([2, 5], max_len=3)
+
+
+def test_padding_negative_length():
+    with raises(ValueError, "lengths", "non-negative", "lengths=[2, -1]"):
+        padding_mask([2, -1])
+
+
+def test_padding_float_lengths():
+    with raises(TypeError, "lengths", "torch.float32", ".long()"):
+        padding_mask(torch.tensor([2.0, 3.0]))
+
+
+def test_mask_conversion_of_integer_mask():
+    with raises(TypeError, "mask", "torch.int64"):
+        allowed_to_blocked(torch.ones(2, 2, dtype=torch.int64))
+
+
+def test_additive_conversion_needs_bool():
+    with raises(TypeError, "mask", "torch.float32", "already additive"):
+        allowed_to_additive(torch.zeros(2, 2))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_pick_device_cuda_requested_but_unavailable(monkeypatch):
+    monkeypatch.setenv("MHA_REF_DEVICE", "cuda")
+    with raises(ValueError, "MHA_REF_DEVICE", "'cuda'", "cpu"):
+        pick_device()

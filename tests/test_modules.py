@@ -1,0 +1,376 @@
+"""The modules: causal progression, MultiHeadAttention as a drop-in, GQA, device choice."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mha_ref import (
+    CausalAttention,
+    CausalMultiHeadAttention,
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    causal_mask,
+    pick_device,
+    scaled_dot_product_attention,
+    wrapper_to_batched,
+)
+
+MHA_VARIANTS = [
+    {},
+    {"bias": False},
+    {"kdim": 5, "vdim": 3},
+    {"add_bias_kv": True},
+    {"add_bias_kv": True, "add_zero_attn": True, "bias": False, "kdim": 7},
+    {"batch_first": True},
+]
+
+# ----------------------------------------------------------------------------------------------
+# MultiHeadAttention: same parameters, names, shapes and init as torch
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", MHA_VARIANTS)
+def test_state_dict_keys_shapes_and_seeded_init_match_torch(kwargs):
+    torch.manual_seed(42)
+    theirs = torch.nn.MultiheadAttention(8, 2, **kwargs)
+    torch.manual_seed(42)
+    ours = MultiHeadAttention(8, 2, **kwargs)
+    their_state, our_state = theirs.state_dict(), ours.state_dict()
+    assert list(our_state) == list(their_state)
+    for name, tensor in their_state.items():
+        assert torch.equal(our_state[name], tensor), name
+    for attribute in ("embed_dim", "kdim", "vdim", "num_heads", "head_dim", "dropout",
+                      "batch_first", "_qkv_same_embed_dim", "add_zero_attn"):
+        assert getattr(ours, attribute) == getattr(theirs, attribute), attribute
+    assert isinstance(ours.out_proj, torch.nn.Linear)
+
+
+def test_packed_and_separate_parameter_layout():
+    packed = MultiHeadAttention(8, 2)
+    assert packed.in_proj_weight.shape == (24, 8)
+    assert packed.in_proj_bias.shape == (24,)
+    assert packed.q_proj_weight is None and packed.k_proj_weight is None
+    separate = MultiHeadAttention(8, 2, kdim=5, vdim=3)
+    assert separate.in_proj_weight is None
+    assert separate.q_proj_weight.shape == (8, 8)
+    assert separate.k_proj_weight.shape == (8, 5)
+    assert separate.v_proj_weight.shape == (8, 3)
+    with_bias_kv = MultiHeadAttention(8, 2, add_bias_kv=True)
+    assert with_bias_kv.bias_k.shape == (1, 1, 8) and with_bias_kv.bias_v.shape == (1, 1, 8)
+
+
+def test_init_statistics():
+    torch.manual_seed(0)
+    module = MultiHeadAttention(64, 4, add_bias_kv=True)
+    assert module.in_proj_bias.abs().max().item() == 0.0
+    assert module.out_proj.bias.abs().max().item() == 0.0
+    # xavier_uniform_ on (192, 64): U(-a, a) with a = sqrt(6 / (64 + 192))
+    bound = (6 / (64 + 192)) ** 0.5
+    assert module.in_proj_weight.abs().max().item() <= bound
+    assert module.in_proj_weight.abs().max().item() > 0.9 * bound
+
+
+@pytest.mark.parametrize("kwargs", MHA_VARIANTS)
+def test_load_state_dict_both_ways(kwargs):
+    theirs = torch.nn.MultiheadAttention(8, 2, **kwargs)
+    ours = MultiHeadAttention(8, 2, **kwargs)
+    ours.load_state_dict(theirs.state_dict())
+    back = torch.nn.MultiheadAttention(8, 2, **kwargs)
+    back.load_state_dict(ours.state_dict())
+    for name, tensor in theirs.state_dict().items():
+        assert torch.equal(back.state_dict()[name], tensor)
+
+
+def test_from_torch_and_to_torch_keep_config_mode_dtype():
+    theirs = torch.nn.MultiheadAttention(
+        6, 3, dropout=0.2, kdim=4, vdim=5, batch_first=True, dtype=torch.float64
+    ).eval()
+    ours = MultiHeadAttention.from_torch(theirs)
+    assert (ours.kdim, ours.vdim, ours.dropout, ours.batch_first) == (4, 5, 0.2, True)
+    assert ours.q_proj_weight.dtype == torch.float64
+    assert not ours.training
+    back = ours.train().to_torch()
+    assert isinstance(back, torch.nn.MultiheadAttention) and back.training
+    query, key, value = torch.randn(2, 3, 6), torch.randn(2, 4, 4), torch.randn(2, 4, 5)
+    query, key, value = query.double(), key.double(), value.double()
+    back.eval()
+    ours.eval()
+    torch.testing.assert_close(ours(query, key, value)[0], back(query, key, value)[0])
+
+
+def test_in_proj_weight_is_packed_query_key_value(generator):
+    module = MultiHeadAttention(6, 2, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        module.in_proj_bias.normal_(generator=generator)
+    x = torch.randn(1, 4, 6, generator=generator, dtype=torch.float64)
+    memory = torch.randn(1, 5, 6, generator=generator, dtype=torch.float64)
+    weight, bias = module.in_proj_weight, module.in_proj_bias
+    # Rows 0:E project queries, E:2E keys, 2E:3E values.
+    q = x @ weight[0:6].T + bias[0:6]
+    k = memory @ weight[6:12].T + bias[6:12]
+    v = memory @ weight[12:18].T + bias[12:18]
+    heads = [
+        torch.softmax(q[0, :, h * 3 : h * 3 + 3] @ k[0, :, h * 3 : h * 3 + 3].T / 3**0.5, dim=-1)
+        @ v[0, :, h * 3 : h * 3 + 3]
+        for h in range(2)
+    ]
+    expected = module.out_proj(torch.cat(heads, dim=-1))
+    output, _ = module(x, memory, memory)
+    torch.testing.assert_close(output[0], expected, atol=1e-12, rtol=0)
+    # Swapping the key and value blocks changes the result: the order matters.
+    swapped = torch.cat([weight[0:6], weight[12:18], weight[6:12]])
+    with torch.no_grad():
+        module.in_proj_weight.copy_(swapped)
+    assert (module(x, memory, memory)[0] - output).abs().max() > 1e-3
+
+
+def test_need_weights_false_returns_none_and_averaging(generator):
+    module = MultiHeadAttention(8, 4, batch_first=True)
+    x = torch.randn(2, 5, 8, generator=generator)
+    memory = torch.randn(2, 3, 8, generator=generator)
+    output, weights = module(x, memory, memory, need_weights=False)
+    assert output.shape == (2, 5, 8) and weights is None
+    _, averaged = module(x, memory, memory)
+    _, per_head = module(x, memory, memory, average_attn_weights=False)
+    assert averaged.shape == (2, 5, 3)
+    assert per_head.shape == (2, 4, 5, 3)
+    torch.testing.assert_close(averaged, per_head.mean(dim=1))
+    torch.testing.assert_close(per_head.sum(dim=-1), torch.ones(2, 4, 5))
+
+
+def test_unbatched_equals_batch_of_one(generator):
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(5, 8, generator=generator)
+    padding = torch.tensor([False, False, False, True, True])
+    out, weights = module(x, x, x, key_padding_mask=padding, average_attn_weights=False)
+    out_b, weights_b = module(x[None], x[None], x[None], key_padding_mask=padding[None],
+                              average_attn_weights=False)
+    assert out.shape == (5, 8) and weights.shape == (2, 5, 5)
+    torch.testing.assert_close(out, out_b[0])
+    torch.testing.assert_close(weights, weights_b[0])
+
+
+def test_batch_first_only_changes_layout(generator):
+    seq_first = MultiHeadAttention(8, 2)
+    batch_first = MultiHeadAttention(8, 2, batch_first=True)
+    batch_first.load_state_dict(seq_first.state_dict())
+    x = torch.randn(5, 3, 8, generator=generator)  # (seq_len, batch, embed_dim)
+    out_seq_first, _ = seq_first(x, x, x)
+    out_batch_first, _ = batch_first(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1))
+    torch.testing.assert_close(out_batch_first, out_seq_first.transpose(0, 1))
+
+
+def test_is_causal_builds_top_left_mask_for_short_query(generator):
+    module = MultiHeadAttention(4, 2, batch_first=True)
+    query = torch.randn(1, 2, 4, generator=generator)
+    memory = torch.randn(1, 5, 4, generator=generator)
+    _, weights = module(query, memory, memory, is_causal=True)
+    assert torch.equal(weights[0] > 0, causal_mask(2, 5))
+
+
+def test_eval_is_deterministic_and_train_applies_dropout(generator):
+    torch.manual_seed(0)
+    module = MultiHeadAttention(8, 2, dropout=0.5, batch_first=True)
+    reference = MultiHeadAttention(8, 2, dropout=0.0, batch_first=True)
+    reference.load_state_dict(module.state_dict())
+    x = torch.randn(2, 6, 8, generator=generator)
+    module.eval()
+    first, second = module(x, x, x)[0], module(x, x, x)[0]
+    assert torch.equal(first, second)
+    torch.testing.assert_close(first, reference(x, x, x)[0])
+    module.train()
+    assert (module(x, x, x)[0] - module(x, x, x)[0]).abs().max() > 1e-4
+
+
+def test_parameter_count_does_not_depend_on_num_heads():
+    counts = {
+        heads: sum(p.numel() for p in MultiHeadAttention(64, heads).parameters())
+        for heads in (1, 2, 4, 8, 16, 64)
+    }
+    assert set(counts.values()) == {4 * 64 * 64 + 4 * 64}
+
+
+# ----------------------------------------------------------------------------------------------
+# The causal progression
+# ----------------------------------------------------------------------------------------------
+
+
+def test_causal_attention_equals_sdpa_with_causal_mask(generator):
+    torch.manual_seed(3)
+    head = CausalAttention(3, 4, context_length=8, dropout=0.0, qkv_bias=True)
+    x = torch.randn(2, 5, 3, generator=generator)
+    expected = scaled_dot_product_attention(
+        head.W_query(x), head.W_key(x), head.W_value(x), is_causal=True
+    )
+    torch.testing.assert_close(head(x), expected)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: CausalAttention(3, 4, 6, 0.0),
+        lambda: MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3),
+        lambda: CausalMultiHeadAttention(3, 4, 6, 0.0, num_heads=2),
+    ],
+)
+def test_causal_modules_do_not_look_ahead(make, generator):
+    module = make()
+    x = torch.randn(1, 6, 3, generator=generator)
+    changed = x.clone()
+    changed[0, 4:] += 10.0  # change the last two tokens only
+    torch.testing.assert_close(module(x)[0, :4], module(changed)[0, :4])
+    assert (module(x)[0, 4:] - module(changed)[0, 4:]).abs().max() > 1e-3
+
+
+def test_two_meanings_of_d_out(textbook_batch):
+    wrapper = MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2)  # d_out per head
+    batched = CausalMultiHeadAttention(3, 2, 6, 0.0, num_heads=2)  # d_out in total
+    assert wrapper(textbook_batch).shape == (2, 6, 4)
+    assert batched(textbook_batch).shape == (2, 6, 2)
+    assert batched.head_dim == 1
+
+
+def test_parameter_creation_order():
+    names = [name for name, _ in CausalMultiHeadAttention(3, 4, 6, 0.0, 2).named_parameters()]
+    assert names == ["W_query.weight", "W_key.weight", "W_value.weight",
+                     "out_proj.weight", "out_proj.bias"]
+    wrapper = MultiHeadAttentionWrapper(3, 4, 6, 0.0, 2)
+    wrapper_names = [name for name, _ in wrapper.named_parameters()]
+    assert wrapper_names[:3] == ["heads.0.W_query.weight", "heads.0.W_key.weight",
+                                 "heads.0.W_value.weight"]
+
+
+def test_causal_mask_buffer_is_not_saved():
+    module = CausalAttention(3, 2, 6, 0.0)
+    assert "causal_mask" not in module.state_dict()
+    assert torch.equal(module.causal_mask, ~torch.triu(torch.ones(6, 6), diagonal=1).bool())
+
+
+def test_wrapper_heads_are_concatenated(generator):
+    wrapper = MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)
+    x = torch.randn(2, 4, 3, generator=generator)
+    expected = torch.cat([head(x) for head in wrapper.heads], dim=-1)
+    torch.testing.assert_close(wrapper(x), expected)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_wrapper_to_batched_gives_same_output(qkv_bias, generator):
+    wrapper = MultiHeadAttentionWrapper(5, 3, 7, 0.0, num_heads=4, qkv_bias=qkv_bias).double()
+    batched = wrapper_to_batched(wrapper)
+    assert isinstance(batched, CausalMultiHeadAttention)
+    assert batched.d_out == 12 and batched.head_dim == 3
+    assert torch.equal(batched.out_proj.weight, torch.eye(12, dtype=torch.float64))
+    x = torch.randn(2, 7, 5, generator=generator, dtype=torch.float64)
+    torch.testing.assert_close(batched(x), wrapper(x), atol=1e-12, rtol=0)
+
+
+def test_causal_modules_eval_disables_dropout(generator):
+    module = CausalMultiHeadAttention(3, 4, 6, 0.5, num_heads=2)
+    x = torch.randn(2, 6, 3, generator=generator)
+    module.eval()
+    assert torch.equal(module(x), module(x))
+    module.train()
+    assert not torch.equal(module(x), module(x))
+
+
+# ----------------------------------------------------------------------------------------------
+# GroupedQueryAttention
+# ----------------------------------------------------------------------------------------------
+
+
+def test_gqa_shapes_and_kv_cache_size():
+    module = GroupedQueryAttention(12, num_heads=6, num_kv_heads=2)
+    assert module.head_dim == 2
+    assert module.k_proj.weight.shape == (4, 12) and module.v_proj.weight.shape == (4, 12)
+    assert module.kv_cache_size_per_token() == 2 * 2 * 2
+    assert GroupedQueryAttention(12, 6, 1).kv_cache_size_per_token() == 4  # MQA
+    assert GroupedQueryAttention(12, 6, 6).kv_cache_size_per_token() == 24  # MHA: 2 * embed_dim
+
+
+def test_gqa_with_all_kv_heads_equals_multihead_attention(generator):
+    gqa = GroupedQueryAttention(8, 4, 4, dtype=torch.float64)
+    mha = MultiHeadAttention(8, 4, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([gqa.q_proj.weight, gqa.k_proj.weight,
+                                            gqa.v_proj.weight]))
+        mha.in_proj_bias.copy_(torch.cat([gqa.q_proj.bias, gqa.k_proj.bias, gqa.v_proj.bias]))
+        mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
+    x = torch.randn(2, 5, 8, generator=generator, dtype=torch.float64)
+    out, weights = gqa(x, is_causal=True, need_weights=True)
+    expected, expected_weights = mha(x, x, x, is_causal=True, average_attn_weights=False)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(weights, expected_weights, atol=1e-12, rtol=0)
+
+
+def test_mqa_heads_share_keys(generator):
+    module = GroupedQueryAttention(8, 4, 1, dtype=torch.float64)
+    x = torch.randn(1, 3, 8, generator=generator, dtype=torch.float64)
+    _, weights = module(x, need_weights=True)
+    assert weights.shape == (1, 4, 3, 3)
+    keys = module.k_proj(x)[0]  # (3, head_dim): the one key head every query head uses
+    queries = module.q_proj(x)[0]  # (3, 4 * head_dim)
+    for head in range(4):
+        q_head = queries[:, head * 2 : head * 2 + 2]
+        expected = torch.softmax(q_head @ keys.T / 2**0.5, dim=-1)
+        torch.testing.assert_close(weights[0, head], expected, atol=1e-12, rtol=0)
+
+
+def test_gqa_cross_attention_and_seq_first(generator):
+    module = GroupedQueryAttention(8, 4, 2, batch_first=False)
+    query = torch.randn(3, 2, 8, generator=generator)  # (L, N, E)
+    memory = torch.randn(5, 2, 8, generator=generator)  # (S, N, E)
+    output, weights = module(query, memory, need_weights=True)
+    assert output.shape == (3, 2, 8)
+    assert weights.shape == (2, 4, 3, 5)
+
+
+# ----------------------------------------------------------------------------------------------
+# pick_device
+# ----------------------------------------------------------------------------------------------
+
+
+def test_pick_device_default(monkeypatch):
+    monkeypatch.delenv("MHA_REF_DEVICE", raising=False)
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert pick_device().type == expected
+
+
+def test_pick_device_env_override(monkeypatch):
+    monkeypatch.setenv("MHA_REF_DEVICE", "cpu")
+    assert pick_device() == torch.device("cpu")
+
+
+def test_pick_device_bad_env_value(monkeypatch):
+    monkeypatch.setenv("MHA_REF_DEVICE", "not-a-device")
+    with pytest.raises(ValueError, match="MHA_REF_DEVICE"):
+        pick_device()
+
+
+def test_functional_and_module_agree_on_devices_given_by_pick_device(monkeypatch):
+    monkeypatch.setenv("MHA_REF_DEVICE", "cpu")
+    device = pick_device()
+    module = MultiHeadAttention(4, 2, device=device)
+    x = torch.randn(3, 1, 4, device=device)
+    assert module(x, x, x)[0].device == device
+    assert F.scaled_dot_product_attention(x, x, x).device == device
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_multihead_attention_matches_torch_on_cuda():
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(16, 4, batch_first=True, device="cuda",
+                                         dtype=torch.float64)
+    ours = MultiHeadAttention.from_torch(theirs)
+    x = torch.randn(3, 7, 16, device="cuda", dtype=torch.float64)
+    padding = torch.zeros(3, 7, dtype=torch.bool, device="cuda")
+    padding[1, 5:] = True
+    expected = theirs(x, x, x, key_padding_mask=padding, average_attn_weights=False)
+    actual = ours(x, x, x, key_padding_mask=padding, average_attn_weights=False)
+    torch.testing.assert_close(actual[0], expected[0], atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(actual[1], expected[1], atol=1e-10, rtol=1e-10)
+    ours.use_fused = True
+    fused, _ = ours(x, x, x, key_padding_mask=padding, need_weights=False)
+    torch.testing.assert_close(fused, expected[0], atol=1e-10, rtol=1e-10)
