@@ -55,7 +55,7 @@ autodoc_default_options = {"show-inheritance": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 # mha_ref's docstrings follow PyTorch's layout: a Shape section with named dims, the Source
-napoleon_custom_sections = [("Shape", "params_style"), "Source", "Math"]
+napoleon_custom_sections = ["Shape", "Source", "Math"]
 
 # -- Math, served with the site (no CDN) ---------------------------------------------------------
 mathjax_path = "mathjax/tex-chtml.js"  # docs/_static/mathjax: a MathJax 3.2.2 subset

@@ -1,0 +1,232 @@
+"""
+From one head to many
+=====================
+
+A single causal attention head gives every token one set of attention weights over the tokens
+before it. Multi-head attention runs several such heads side by side, each with its own
+projections, and puts their outputs next to each other.
+
+This example builds that up in three steps on a six-token sentence: one
+``mha_ref.CausalAttention`` head, a ``mha_ref.MultiHeadAttentionWrapper`` that stacks heads,
+and ``mha_ref.CausalMultiHeadAttention``, which computes all heads at once. Then it shows that
+the wrapper and the batched module compute the same numbers when they hold the same weights.
+"""
+
+# %%
+# The sentence
+# ------------
+# Six tokens, each with a 3-dimensional embedding (small numbers chosen by hand, as in the
+# textbook this example follows). Real batches hold several sequences, so the batch is two
+# copies of the sentence: ``(batch, num_tokens, d_in)``.
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref import (
+    CausalAttention,
+    CausalMultiHeadAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    allowed_to_blocked,
+    causal_mask,
+    pick_device,
+    scaled_dot_product_attention,
+    wrapper_to_batched,
+)
+from mha_ref.viz import plot_heads
+
+torch.manual_seed(0)
+device = pick_device()
+
+tokens = ["Your", "journey", "starts", "with", "one", "step"]
+inputs = torch.tensor(
+    [
+        [0.43, 0.15, 0.89],  # Your
+        [0.55, 0.87, 0.66],  # journey
+        [0.57, 0.85, 0.64],  # starts
+        [0.22, 0.58, 0.33],  # with
+        [0.77, 0.25, 0.10],  # one
+        [0.05, 0.80, 0.55],  # step
+    ]
+)  # (num_tokens, d_in)
+batch = torch.stack((inputs, inputs), dim=0).to(device)  # (batch, num_tokens, d_in)
+d_in = inputs.shape[1]
+context_length = batch.shape[1]
+print("inputs:", tuple(inputs.shape))
+print("batch: ", tuple(batch.shape))
+
+
+def rounded(row):
+    """A row of a tensor, each value rounded to 4 decimals (the same on every device)."""
+    return "[" + ", ".join(f"{v:7.4f}" for v in row.tolist()) + "]"
+
+
+# %%
+# One causal head
+# ---------------
+# ``CausalAttention(d_in, d_out, context_length, dropout)`` projects each token to a query, a
+# key and a value of ``d_out`` features, and lets each token attend only to itself and earlier
+# tokens. Its output has ``d_out`` features per token.
+#
+# To see the weights, we recompute the head's attention from its own projections with
+# ``mha_ref.scaled_dot_product_attention(..., is_causal=True, return_weights=True)`` and check
+# that the output is the head's output.
+
+torch.manual_seed(123)
+d_out = 2
+head = CausalAttention(d_in, d_out, context_length, 0.0).to(device)
+
+with torch.no_grad():
+    context_vec = head(batch)  # (batch, num_tokens, d_out)
+    queries = head.W_query(batch)  # (batch, num_tokens, d_out)
+    keys = head.W_key(batch)  # (batch, num_tokens, d_out)
+    values = head.W_value(batch)  # (batch, num_tokens, d_out)
+    recomputed, head_weights = scaled_dot_product_attention(
+        queries, keys, values, is_causal=True, return_weights=True
+    )  # (batch, num_tokens, d_out), (batch, num_tokens, num_tokens)
+
+print("one head, output:", tuple(context_vec.shape))
+print("weights:         ", tuple(head_weights.shape))
+diff = (recomputed - context_vec).abs().max().item()
+print(f"recomputed output vs head output: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
+
+# %%
+# The causal weights: row ``i`` is the query token, column ``j`` the key token. Everything
+# above the diagonal is exactly 0 (a token never looks ahead), and every row sums to 1, so the
+# first token can only attend to itself.
+
+fig = plot_heads(
+    head_weights[0],
+    tokens,
+    titles=[f"one causal head (d_out = {d_out})"],
+    xlabel="key token",
+    ylabel="query token",
+)
+plt.show()
+
+# %%
+# Stacking heads: the wrapper
+# ---------------------------
+# ``MultiHeadAttentionWrapper`` keeps a list of ``num_heads`` independent ``CausalAttention``
+# heads and concatenates their outputs along the last axis. With ``d_out=2`` and two heads the
+# output has ``num_heads * d_out`` features per token. Both sequences of the batch are the same
+# sentence, so their outputs are the same.
+#
+# The seed is set right before the module is built, as in the textbook, so the random initial
+# weights, and therefore the numbers below, are the textbook's.
+
+torch.manual_seed(123)
+wrapper = MultiHeadAttentionWrapper(d_in, d_out, context_length, 0.0, num_heads=2).to(device)
+
+with torch.no_grad():
+    context_vecs = wrapper(batch)  # (batch, num_tokens, num_heads * d_out)
+
+print("wrapper output:", tuple(context_vecs.shape))
+print("both sequences give the same output:", torch.equal(context_vecs[0], context_vecs[1]))
+for token, row in zip(tokens, context_vecs[0], strict=True):
+    print(rounded(row), token)
+
+# %%
+# The textbook prints its first and last rows. The check below compares them with the rows
+# computed here, to 4 decimals. It raises an error if they differ, and then this page would
+# not build: the rows you see above are the textbook's.
+
+textbook_rows = torch.tensor(
+    [
+        [-0.4519, 0.2216, 0.4772, 0.1063],  # first row (Your)
+        [-0.5299, -0.1081, 0.5077, 0.3493],  # last row (step)
+    ]
+)  # (2, num_heads * d_out)
+torch.testing.assert_close(context_vecs[0, [0, -1]].cpu(), textbook_rows, rtol=0, atol=5e-5)
+print("first and last rows equal the textbook's to 4 decimals")
+
+# %%
+# Two meanings of ``d_out``
+# -------------------------
+# The same name means two different widths, a known source of confusion:
+#
+# * in ``CausalAttention`` and ``MultiHeadAttentionWrapper``, ``d_out`` is the width of **one
+#   head**; the wrapper returns ``num_heads * d_out`` features;
+# * in ``CausalMultiHeadAttention``, ``d_out`` is the **total** width of all heads together;
+#   each head gets ``head_dim = d_out // num_heads`` features and the output has ``d_out``.
+#
+# So the textbook's batched module, built with ``d_out=2`` and two heads, has heads one
+# feature wide and returns two features per token, not four:
+
+torch.manual_seed(123)
+batched_small = CausalMultiHeadAttention(d_in, d_out, context_length, 0.0, num_heads=2).to(device)
+
+with torch.no_grad():
+    small_out = batched_small(batch)  # (batch, num_tokens, d_out)
+
+print(f"wrapper:  d_out={d_out} per head, {len(wrapper.heads)} heads -> output", tuple(context_vecs.shape))
+print(f"batched:  d_out={batched_small.d_out} in total, head_dim={batched_small.head_dim} -> output", tuple(small_out.shape))
+for token, row in zip(tokens, small_out[0], strict=True):
+    print(rounded(row), token)
+
+# %%
+# Same computation, batched
+# -------------------------
+# To compute what the wrapper computes, the batched module needs ``d_out = num_heads * 2`` in
+# total. ``wrapper_to_batched`` builds it and copies the weights: it stacks the heads'
+# projection matrices on top of each other, so head ``i`` owns slice ``i`` of the batched
+# projection, and it sets the output projection to the identity (the wrapper has none). One
+# matrix multiplication per projection now serves both heads.
+
+batched = wrapper_to_batched(wrapper)
+
+with torch.no_grad():
+    batched_out = batched(batch)  # (batch, num_tokens, num_heads * d_out)
+
+print("wrapper head 0 W_query.weight:", tuple(wrapper.heads[0].W_query.weight.shape))
+print("batched W_query.weight:       ", tuple(batched.W_query.weight.shape))
+print(f"batched d_out={batched.d_out}, num_heads={batched.num_heads}, head_dim={batched.head_dim}")
+print("batched output:", tuple(batched_out.shape))
+diff = (batched_out - context_vecs).abs().max().item()
+print(f"batched vs wrapper: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
+
+# %%
+# The PyTorch-style module with ``is_causal``
+# -------------------------------------------
+# ``mha_ref.MultiHeadAttention`` has the constructor and ``forward`` of
+# ``torch.nn.MultiheadAttention``, where the input width ``embed_dim`` is also the output
+# width. Here ``embed_dim = 3`` (the embedding size), so three heads are one feature wide.
+# ``is_causal=True`` is enough for it to build the causal mask. With
+# ``average_attn_weights=False`` it returns one weight matrix per head: all three are
+# lower-triangular.
+
+torch.manual_seed(123)
+mha = MultiHeadAttention(embed_dim=d_in, num_heads=3, batch_first=True).to(device).eval()
+
+with torch.no_grad():
+    mha_out, mha_weights = mha(batch, batch, batch, is_causal=True, average_attn_weights=False)  # (batch, num_tokens, embed_dim), (batch, num_heads, num_tokens, num_tokens)
+
+print("output: ", tuple(mha_out.shape))
+print("weights:", tuple(mha_weights.shape))
+above_diagonal = mha_weights[..., ~causal_mask(context_length, device=device)]  # (batch, num_heads, num_blocked)
+print("largest weight above the diagonal:", above_diagonal.abs().max().item())
+
+fig = plot_heads(
+    mha_weights[0],
+    tokens,
+    titles=[f"head {h}" for h in range(mha.num_heads)],
+    suptitle="mha_ref.MultiHeadAttention, is_causal=True",
+    xlabel="key token",
+    ylabel="query token",
+)
+plt.show()
+
+# %%
+# ``torch.nn.MultiheadAttention`` treats ``is_causal`` only as a hint: it needs the mask itself
+# in ``attn_mask``, in its own convention, where ``True`` means **blocked**.
+# ``allowed_to_blocked`` flips ``causal_mask`` (``True`` = may attend) into that convention.
+# ``to_torch`` copies our module, weights included, into PyTorch's.
+
+torch_mha = mha.to_torch()
+blocked = allowed_to_blocked(causal_mask(context_length, device=device))  # (num_tokens, num_tokens)
+
+with torch.no_grad():
+    torch_out, _ = torch_mha(batch, batch, batch, attn_mask=blocked, is_causal=True)  # (batch, num_tokens, embed_dim)
+
+diff = (torch_out - mha_out).abs().max().item()
+print(f"torch.nn.MultiheadAttention vs mha_ref: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")

@@ -1,0 +1,225 @@
+"""
+从单头到多头
+============
+
+单个因果注意力头为每个词元算出一组权重，分配给它自己以及它之前的词元。多头注意力让好几个
+这样的头并排工作，每个头有自己的投影矩阵，最后把各头的输出拼接在一起。
+
+本例在一个六词元的句子上分三步搭起来：一个 ``mha_ref.CausalAttention`` 单头；把多个头堆叠
+起来的 ``mha_ref.MultiHeadAttentionWrapper``；以及一次算完所有头的
+``mha_ref.CausalMultiHeadAttention``。最后验证：只要权重相同，封装类和批量模块算出的数完全一样。
+"""
+
+# %%
+# 例句
+# ----
+# 例句是英文的 “Your journey starts with one step”，意思相当于“千里之行，始于足下”。
+# 逐词对照：Your（你的）、journey（旅程）、starts（开始）、with（以）、one（一）、
+# step（步）。六个词元各有一个 3 维嵌入（沿用本例所依据的教材中手选的小数值）。
+# 实际的批次里有多个序列，所以这里的批次是同一句话的两份拷贝，形状为
+# ``(batch, num_tokens, d_in)``。
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref import (
+    CausalAttention,
+    CausalMultiHeadAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    allowed_to_blocked,
+    causal_mask,
+    pick_device,
+    scaled_dot_product_attention,
+    wrapper_to_batched,
+)
+from mha_ref.viz import plot_heads
+
+torch.manual_seed(0)
+device = pick_device()
+
+tokens = ["Your（你的）", "journey（旅程）", "starts（开始）", "with（以）", "one（一）", "step（步）"]
+inputs = torch.tensor(
+    [
+        [0.43, 0.15, 0.89],  # Your（你的）
+        [0.55, 0.87, 0.66],  # journey（旅程）
+        [0.57, 0.85, 0.64],  # starts（开始）
+        [0.22, 0.58, 0.33],  # with（以）
+        [0.77, 0.25, 0.10],  # one（一）
+        [0.05, 0.80, 0.55],  # step（步）
+    ]
+)  # (num_tokens, d_in)
+batch = torch.stack((inputs, inputs), dim=0).to(device)  # (batch, num_tokens, d_in)
+d_in = inputs.shape[1]
+context_length = batch.shape[1]
+print("inputs:", tuple(inputs.shape))
+print("batch: ", tuple(batch.shape))
+
+
+def rounded(row):
+    """把张量的一行格式化输出，每个值保留 4 位小数（在任何设备上都相同）。"""
+    return "[" + ", ".join(f"{v:7.4f}" for v in row.tolist()) + "]"
+
+
+# %%
+# 单个因果注意力头
+# ----------------
+# ``CausalAttention(d_in, d_out, context_length, dropout)`` 把每个词元投影成 ``d_out`` 维的
+# 查询、键和值，并且每个词元只能关注它自己和它之前的词元。输出中每个词元有 ``d_out`` 个特征。
+#
+# 为了看到权重，我们用这个头自己的投影，通过
+# ``mha_ref.scaled_dot_product_attention(..., is_causal=True, return_weights=True)``
+# 重新计算一遍注意力，并核对输出与这个头的输出一致。
+
+torch.manual_seed(123)
+d_out = 2
+head = CausalAttention(d_in, d_out, context_length, 0.0).to(device)
+
+with torch.no_grad():
+    context_vec = head(batch)  # (batch, num_tokens, d_out)
+    queries = head.W_query(batch)  # (batch, num_tokens, d_out)
+    keys = head.W_key(batch)  # (batch, num_tokens, d_out)
+    values = head.W_value(batch)  # (batch, num_tokens, d_out)
+    recomputed, head_weights = scaled_dot_product_attention(
+        queries, keys, values, is_causal=True, return_weights=True
+    )  # (batch, num_tokens, d_out), (batch, num_tokens, num_tokens)
+
+print("单头的输出：", tuple(context_vec.shape))
+print("权重：      ", tuple(head_weights.shape))
+diff = (recomputed - context_vec).abs().max().item()
+print(f"重新计算的输出 对比 该头的输出：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
+
+# %%
+# 下图是因果权重：第 ``i`` 行是查询词元，第 ``j`` 列是键词元。对角线以上全部严格为 0
+# （词元永远看不到后面的词），每一行之和为 1，所以第一个词元只能关注它自己。
+
+fig = plot_heads(
+    head_weights[0],
+    tokens,
+    titles=[f"单个因果注意力头（d_out = {d_out}）"],
+    xlabel="键词元",
+    ylabel="查询词元",
+)
+plt.show()
+
+# %%
+# 堆叠多个头：封装类
+# ------------------
+# ``MultiHeadAttentionWrapper`` 保存一个由 ``num_heads`` 个相互独立的 ``CausalAttention``
+# 组成的列表，并把它们的输出沿最后一维拼接起来。``d_out=2``、两个头时，每个词元的输出有
+# ``num_heads * d_out`` 个特征。批次里的两个序列是同一句话，所以它们的输出也相同。
+#
+# 和教材一样，随机种子紧挨着模块的构造语句设置，因此随机初始化的权重——进而下面的这些数——
+# 都与教材相同。
+
+torch.manual_seed(123)
+wrapper = MultiHeadAttentionWrapper(d_in, d_out, context_length, 0.0, num_heads=2).to(device)
+
+with torch.no_grad():
+    context_vecs = wrapper(batch)  # (batch, num_tokens, num_heads * d_out)
+
+print("封装类的输出：", tuple(context_vecs.shape))
+print("两个序列的输出相同：", torch.equal(context_vecs[0], context_vecs[1]))
+for token, row in zip(tokens, context_vecs[0], strict=True):
+    print(rounded(row), token)
+
+# %%
+# 教材打印了第一行和最后一行。下面的检查把它们和这里算出的行逐一比较，精确到 4 位小数。
+# 如果不一致，检查就会报错，本页也就无法构建：所以上面看到的这两行就是教材里的数。
+
+textbook_rows = torch.tensor(
+    [
+        [-0.4519, 0.2216, 0.4772, 0.1063],  # 第一行（Your）
+        [-0.5299, -0.1081, 0.5077, 0.3493],  # 最后一行（step）
+    ]
+)  # (2, num_heads * d_out)
+torch.testing.assert_close(context_vecs[0, [0, -1]].cpu(), textbook_rows, rtol=0, atol=5e-5)
+print("第一行和最后一行与教材一致（精确到 4 位小数）")
+
+# %%
+# ``d_out`` 的两种含义
+# --------------------
+# 同一个名字表示两种不同的宽度，这是一个常见的困惑来源：
+#
+# * 在 ``CausalAttention`` 和 ``MultiHeadAttentionWrapper`` 中，``d_out`` 是 **单个头** 的宽度；
+#   封装类返回 ``num_heads * d_out`` 个特征；
+# * 在 ``CausalMultiHeadAttention`` 中，``d_out`` 是所有头加起来的 **总** 宽度；每个头分到
+#   ``head_dim = d_out // num_heads`` 个特征，输出有 ``d_out`` 个特征。
+#
+# 所以教材里用 ``d_out=2``、两个头构造的批量模块，每个头只有一个特征宽，每个词元输出两个
+# 特征，而不是四个：
+
+torch.manual_seed(123)
+batched_small = CausalMultiHeadAttention(d_in, d_out, context_length, 0.0, num_heads=2).to(device)
+
+with torch.no_grad():
+    small_out = batched_small(batch)  # (batch, num_tokens, d_out)
+
+print(f"封装类：d_out={d_out} 是每个头的宽度，共 {len(wrapper.heads)} 个头 -> 输出", tuple(context_vecs.shape))
+print(f"批量模块：d_out={batched_small.d_out} 是总宽度，head_dim={batched_small.head_dim} -> 输出", tuple(small_out.shape))
+for token, row in zip(tokens, small_out[0], strict=True):
+    print(rounded(row), token)
+
+# %%
+# 同一个计算，批量完成
+# --------------------
+# 要算出封装类算的东西，批量模块的总宽度需要 ``d_out = num_heads * 2``。``wrapper_to_batched``
+# 构造这样一个模块并复制权重：它把各头的投影矩阵上下堆叠，于是第 ``i`` 个头占据批量投影的
+# 第 ``i`` 段；再把输出投影设为单位矩阵（封装类没有输出投影）。现在每种投影只需一次矩阵
+# 乘法，就同时服务了两个头。
+
+batched = wrapper_to_batched(wrapper)
+
+with torch.no_grad():
+    batched_out = batched(batch)  # (batch, num_tokens, num_heads * d_out)
+
+print("封装类第 0 个头的 W_query.weight：", tuple(wrapper.heads[0].W_query.weight.shape))
+print("批量模块的 W_query.weight：       ", tuple(batched.W_query.weight.shape))
+print(f"批量模块：d_out={batched.d_out}，num_heads={batched.num_heads}，head_dim={batched.head_dim}")
+print("批量模块的输出：", tuple(batched_out.shape))
+diff = (batched_out - context_vecs).abs().max().item()
+print(f"批量模块 对比 封装类：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
+
+# %%
+# 带 ``is_causal`` 的 PyTorch 风格模块
+# -------------------------------------
+# ``mha_ref.MultiHeadAttention`` 的构造函数和 ``forward`` 与 ``torch.nn.MultiheadAttention``
+# 相同：输入宽度 ``embed_dim`` 同时也是输出宽度。这里 ``embed_dim = 3`` （嵌入的维度），
+# 所以三个头各只有一个特征宽。只需传入 ``is_causal=True``，它就会自己构造因果掩码。
+# 设 ``average_attn_weights=False`` 时，它为每个头各返回一个权重矩阵：三个都是下三角。
+
+torch.manual_seed(123)
+mha = MultiHeadAttention(embed_dim=d_in, num_heads=3, batch_first=True).to(device).eval()
+
+with torch.no_grad():
+    mha_out, mha_weights = mha(batch, batch, batch, is_causal=True, average_attn_weights=False)  # (batch, num_tokens, embed_dim), (batch, num_heads, num_tokens, num_tokens)
+
+print("输出：", tuple(mha_out.shape))
+print("权重：", tuple(mha_weights.shape))
+above_diagonal = mha_weights[..., ~causal_mask(context_length, device=device)]  # (batch, num_heads, num_blocked)
+print("对角线以上的最大权重：", above_diagonal.abs().max().item())
+
+fig = plot_heads(
+    mha_weights[0],
+    tokens,
+    titles=[f"头 {h}" for h in range(mha.num_heads)],
+    suptitle="mha_ref.MultiHeadAttention，is_causal=True",
+    xlabel="键词元",
+    ylabel="查询词元",
+)
+plt.show()
+
+# %%
+# ``torch.nn.MultiheadAttention`` 只把 ``is_causal`` 当作一个提示：掩码本身必须放进
+# ``attn_mask``，而且要用它自己的约定——``True`` 表示 **屏蔽**。``allowed_to_blocked`` 把
+# ``causal_mask`` （``True`` 表示可以关注）翻转成这种约定。``to_torch`` 把我们的模块
+# 连同权重复制成一个 PyTorch 模块。
+
+torch_mha = mha.to_torch()
+blocked = allowed_to_blocked(causal_mask(context_length, device=device))  # (num_tokens, num_tokens)
+
+with torch.no_grad():
+    torch_out, _ = torch_mha(batch, batch, batch, attn_mask=blocked, is_causal=True)  # (batch, num_tokens, embed_dim)
+
+diff = (torch_out - mha_out).abs().max().item()
+print(f"torch.nn.MultiheadAttention 对比 mha_ref：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")

@@ -1,0 +1,218 @@
+"""
+常见错误
+========
+
+使用多头注意力时最常犯的几个错误，每一个都在本次构建中真实复现：先给出真实的报错信息（或者
+更糟——悄无声息的错误结果），再运行修正后的代码。当 ``mha_ref`` 对同一个错误的报告方式与
+PyTorch 不同时，两条信息都会列出。
+
+错误由下面的小工具 ``expect_error`` 捕获：它像 Python 一样打印异常；如果代码 **没有** 抛出
+异常，它会直接报错。所以本页上的每一条报错信息，都是构建本页时真实抛出的。
+"""
+
+# %%
+# 准备
+# ----
+# 沿用第一个示例的形状：2 个序列，每个 5 个词元，``embed_dim = 64``，8 个头。
+
+import traceback
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from mha_ref import (
+    MultiHeadAttention,
+    allowed_to_blocked,
+    causal_mask,
+    merge_heads,
+    pick_device,
+    scaled_dot_product_attention,
+    split_heads,
+)
+
+torch.manual_seed(0)
+device = pick_device()
+
+batch, seq_len, embed_dim, num_heads = 2, 5, 64, 8
+head_dim = embed_dim // num_heads
+x = torch.randn(batch, seq_len, embed_dim).to(device)  # (batch, seq_len, embed_dim)
+
+
+@contextmanager
+def expect_error(*error_types):
+    """像 Python 一样打印代码块中抛出的错误；如果没有抛出错误，就报错。"""
+    try:
+        yield
+    except error_types as error:
+        print(traceback.format_exception_only(error)[-1].strip())
+    else:
+        raise AssertionError(f"预期抛出 {error_types}，但代码运行时没有出错")
+
+
+def max_diff(a, b):
+    return f"{(a - b).abs().max().item():.1e}"
+
+
+# %%
+# 1. ``embed_dim`` 不能被 ``num_heads`` 整除
+# -------------------------------------------
+# 每个头分到 ``embed_dim // num_heads`` 个特征，所以必须能整除。PyTorch 会以
+# ``AssertionError`` 终止：
+
+with expect_error(AssertionError):
+    nn.MultiheadAttention(embed_dim, num_heads=7)
+
+# %%
+# ``mha_ref`` 抛出 ``ValueError``，点名两个参数，并列出所有可行的头数：
+
+with expect_error(ValueError):
+    MultiHeadAttention(embed_dim, num_heads=7)
+
+# %%
+# 修正：选一个 ``embed_dim`` 的约数。
+
+mha = MultiHeadAttention(embed_dim, num_heads=8, batch_first=True).to(device).eval()
+print("num_heads=8 可行：head_dim =", mha.head_dim)
+
+# %%
+# 2. 忘记除以 sqrt(d_k)
+# ---------------------
+# 不会报任何错，只是训练变慢或不稳定。查询和键的方差为 1、``d_k = 64`` （原始 Transformer
+# 的头宽）时，不缩放的 softmax 已经接近独热向量。``scale=1.0`` 表示不做除法。（示例
+# “为什么要除以 sqrt(d_k)”对每个 ``d_k`` 都做了测量。）
+
+q, k, v = torch.randn(3, batch, num_heads, seq_len, 64).to(device)  # 各为 (batch, num_heads, seq_len, d_k)
+for label, scale in (("不缩放       ", 1.0), ("1 / sqrt(d_k)", None)):
+    _, w = scaled_dot_product_attention(q, k, v, scale=scale, return_weights=True)  # (batch, num_heads, seq_len, seq_len)
+    largest = w.max(dim=-1).values  # (batch, num_heads, seq_len)
+    print(f"{label}：最大权重的均值 {largest.mean().item():.3f}，"
+          f"存在大于 0.99 的权重的行：{(largest > 0.99).float().mean().item():.0%}")
+
+# %%
+# 3. ``view`` 的形状写错
+# ----------------------
+# 用 ``view`` 切分多头时，``batch * seq_len * num_heads * head_dim`` 必须等于元素总数。一个
+# 典型的笔误是把 ``head_dim`` 的位置写成了 ``embed_dim``：
+
+q = x  # (batch, seq_len, embed_dim)，代替投影后的查询
+with expect_error(RuntimeError):
+    q.view(batch, seq_len, num_heads, embed_dim)
+
+# %%
+# ``mha_ref.split_heads`` 检查唯一可能出错的地方——头数，并给出可行的取值：
+
+with expect_error(ValueError):
+    split_heads(q, 7)
+
+# %%
+# 修正：用 ``-1`` 让 ``view`` 自己推断最后一维，或者直接调用 ``split_heads``。
+
+q_heads = q.view(batch, seq_len, num_heads, -1).transpose(1, 2)  # (batch, num_heads, seq_len, head_dim)
+print("view(..., -1):", tuple(q_heads.shape), " split_heads:", tuple(split_heads(q, num_heads).shape))
+
+# %%
+# 4. ``transpose`` 之后直接 ``view``
+# ----------------------------------
+# 合并多头是切分的逆过程：先 ``transpose(1, 2)``，再 ``view``。但 ``transpose`` 只改变步长
+# （stride），不搬动内存，而 ``view`` 要求内存按顺序排列：
+
+head_out = scaled_dot_product_attention(q_heads, q_heads, q_heads)  # (batch, num_heads, seq_len, head_dim)
+with expect_error(RuntimeError):
+    head_out.transpose(1, 2).view(batch, seq_len, embed_dim)
+
+# %%
+# 修正：用 ``reshape`` （必要时会复制）、``contiguous().view(...)``，或者 ``merge_heads``。
+
+merged = head_out.transpose(1, 2).reshape(batch, seq_len, embed_dim)  # (batch, seq_len, embed_dim)
+print("reshape:", tuple(merged.shape), " 与 merge_heads 相同：", torch.equal(merge_heads(head_out), merged))
+
+# %%
+# 5. 搞混 ``batch_first``
+# -----------------------
+# ``torch.nn.MultiheadAttention`` 默认 ``batch_first=False``，按 ``(seq_len, batch, embed_dim)``
+# 读取输入。给它 ``(batch, seq_len, embed_dim)`` 时，它 **不会** 报错：它把 2 个序列当成
+# 2 个词元、把 5 个词元当成 5 个序列，返回的张量形状却和预期一模一样。只有权重的形状露出了马脚。
+
+seq_first = nn.MultiheadAttention(embed_dim, num_heads).to(device).eval()  # 即 batch_first=False
+right = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
+right.load_state_dict(seq_first.state_dict())
+
+with torch.no_grad():
+    wrong_out, wrong_w = seq_first(x, x, x)  # x 是 (batch, seq_len, embed_dim)：被读错了
+    right_out, right_w = right(x, x, x)  # (batch, seq_len, embed_dim), (batch, seq_len, seq_len)
+
+print("输出形状：错误", tuple(wrong_out.shape), " 正确", tuple(right_out.shape))
+print("权重形状：错误", tuple(wrong_w.shape), " 正确", tuple(right_w.shape))
+print("两个输出的最大绝对差：", max_diff(wrong_out, right_out))
+
+# %%
+# ``mha_ref.MultiHeadAttention`` 也猜不出布局：默认设置相同，算出的也是同样的错误结果。
+# 一旦传入形状为 ``(batch, seq_len)`` 的 ``key_padding_mask``，错误才会暴露。PyTorch 报的是：
+
+ours_seq_first = MultiHeadAttention.from_torch(seq_first)
+padding = torch.zeros(batch, seq_len, dtype=torch.bool, device=device)  # (batch, seq_len)，没有任何填充
+with expect_error(AssertionError):
+    seq_first(x, x, x, key_padding_mask=padding)
+
+# %%
+# ``mha_ref`` 报的是：
+
+with expect_error(ValueError):
+    ours_seq_first(x, x, x, key_padding_mask=padding)
+
+# %%
+# 仔细看两条信息里的形状：模块期望的是 ``seq_len`` 个序列，因为它把序列轴当成了批次轴。
+# （``mha_ref`` 建议转置掩码，但只有在输入布局正确时这才有用。）修正：数据是
+# ``(batch, seq_len, embed_dim)`` 时设 ``batch_first=True``，或者把输入转置成
+# ``(seq_len, batch, embed_dim)``。
+
+with torch.no_grad():
+    fixed_out, fixed_w = ours_seq_first(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1))  # (seq_len, batch, embed_dim), (batch, seq_len, seq_len)
+print("转置输入 对比 batch_first=True：", max_diff(fixed_out.transpose(0, 1), right_out))
+
+# %%
+# 6. 把平均权重误当作逐头权重
+# ----------------------------
+# 默认返回的权重是 **各头的平均**，形状为 ``(batch, seq_len, seq_len)``。``weights[:, h]``
+# 取到的不是第 ``h`` 个头，而是第 ``h`` 个查询。而且从平均值里也无法还原出各个头：
+
+print("默认权重：", tuple(right_w.shape), " weights[:, 0]:", tuple(right_w[:, 0].shape))
+with expect_error(RuntimeError):
+    right_w.view(batch, num_heads, seq_len, seq_len)
+
+# %%
+# 修正：用 ``average_attn_weights=False`` 直接要逐头权重。
+
+with torch.no_grad():
+    _, per_head = right(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+print("逐头权重：", tuple(per_head.shape), " 它们的均值就是默认权重：", max_diff(per_head.mean(dim=1), right_w))
+
+# %%
+# 7. 掩码极性
+# -----------
+# ``causal_mask`` （和 ``F.scaled_dot_product_attention`` 一样）以 ``True`` 表示可以关注；
+# ``torch.nn.MultiheadAttention`` 的 ``attn_mask`` 则以 ``True`` 表示屏蔽。原样传进去，因果
+# 掩码就会让每个词元看不到它自己和它之前的所有词元。不会报错：最后一个词元一个键也不剩，
+# PyTorch 在该处返回 NaN；``mha_ref`` 在该处返回 0，而其余各行无论如何都是错的。
+
+allowed = causal_mask(seq_len, device=device)  # (seq_len, seq_len)，True 表示可以关注
+ours_right = MultiHeadAttention.from_torch(right)
+with torch.no_grad():
+    torch_wrong, _ = right(x, x, x, attn_mask=allowed)  # (batch, seq_len, embed_dim)
+    ours_wrong, _ = ours_right(x, x, x, attn_mask=allowed)  # (batch, seq_len, embed_dim)
+    fixed, _ = right(x, x, x, attn_mask=allowed_to_blocked(allowed))  # (batch, seq_len, embed_dim)
+
+print("出现 NaN 的查询位置，torch：  ", torch_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
+print("出现 NaN 的查询位置，mha_ref：", ours_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
+print(f"mha_ref 错误结果 对比 正确结果，前 {seq_len - 1} 个位置：", max_diff(ours_wrong[:, :-1], fixed[:, :-1]))
+
+# %%
+# 修正：把掩码交给 ``torch.nn.MultiheadAttention`` 之前先用 ``allowed_to_blocked(mask)``
+# （即 ``~mask``）转换；或者对 ``mha_ref.MultiHeadAttention`` 使用 ``is_causal=True``，
+# 它会自己构造正确的掩码。
+
+with torch.no_grad():
+    ours_causal, _ = ours_right(x, x, x, is_causal=True)  # (batch, seq_len, embed_dim)
+print("is_causal=True 对比 修正后的掩码：", max_diff(ours_causal, fixed))
+print("还有 NaN 吗：", bool(fixed.isnan().any()))

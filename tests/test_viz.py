@@ -1,0 +1,253 @@
+"""Tests for mha_ref.viz: what the figures contain, and the CJK font lookup."""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from mha_ref import viz  # noqa: E402
+
+TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
+ZH_TOKENS = ["你的", "旅程", "开始", "于", "一", "步"]
+
+
+@pytest.fixture(autouse=True)
+def _clean_matplotlib():
+    """Each test starts from default rcParams and leaves no open figure behind."""
+    with matplotlib.rc_context():
+        matplotlib.rcParams.update(matplotlib.rcParamsDefault)
+        matplotlib.use("Agg")
+        yield
+    plt.close("all")
+
+
+def _weights(num_heads: int, n: int = 6) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.softmax(torch.randn(num_heads, n, n, generator=g), dim=-1)
+
+
+def _heatmap_axes(fig):
+    return [ax for ax in fig.axes if ax.images and ax.get_label() != "<colorbar>"]
+
+
+def _tick_texts(labels):
+    return [t.get_text() for t in labels]
+
+
+def _drawn_with_warnings(fig) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.canvas.draw()
+    return [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("num_heads", [1, 2, 8])
+def test_plot_heads_one_heatmap_per_head_and_one_colorbar(num_heads):
+    fig = viz.plot_heads(_weights(num_heads), TOKENS, TOKENS)
+    heatmaps = _heatmap_axes(fig)
+    assert len(heatmaps) == num_heads
+    colorbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(colorbars) == 1
+    assert [ax.get_title() for ax in heatmaps] == [f"head {h}" for h in range(num_heads)]
+
+
+def test_plot_heads_tick_labels_are_the_tokens():
+    fig = viz.plot_heads(_weights(2), TOKENS, TOKENS[::-1])
+    for ax in _heatmap_axes(fig):
+        assert _tick_texts(ax.get_yticklabels()) == TOKENS
+        assert _tick_texts(ax.get_xticklabels()) == TOKENS[::-1]
+
+
+def test_plot_heads_shows_the_given_numbers():
+    w = _weights(3)
+    fig = viz.plot_heads(w, TOKENS)
+    for h, ax in enumerate(_heatmap_axes(fig)):
+        np.testing.assert_allclose(ax.images[0].get_array(), w[h].numpy(), rtol=0, atol=1e-6)
+        # 6 x 6 = 36 cells is small: every value is written in its cell, 2 decimals
+        texts = [t.get_text() for t in ax.texts]
+        assert len(texts) == 36
+        assert texts[0] == f"{w[h, 0, 0].item():.2f}"
+
+
+def test_plot_heads_large_matrices_are_not_annotated():
+    fig = viz.plot_heads(_weights(1, n=12), None)
+    (ax,) = _heatmap_axes(fig)
+    assert len(ax.texts) == 0
+    assert _tick_texts(ax.get_xticklabels()) == [str(i) for i in range(12)]
+
+
+def test_plot_heads_accepts_2d_titles_and_suptitle():
+    fig = viz.plot_heads(_weights(1)[0], TOKENS, titles=["causal"], suptitle="one head")
+    (ax,) = _heatmap_axes(fig)
+    assert ax.get_title() == "causal"
+    assert fig.get_suptitle() == "one head"
+
+
+def test_plot_heads_rejects_a_batch_and_wrong_labels():
+    with pytest.raises(ValueError, match=r"weights\[0\]"):
+        viz.plot_heads(torch.rand(2, 8, 5, 5), None)
+    with pytest.raises(ValueError, match="one label per row"):
+        viz.plot_heads(_weights(2), TOKENS[:5], TOKENS)
+    with pytest.raises(ValueError, match="titles"):
+        viz.plot_heads(_weights(2), TOKENS, titles=["only one"])
+
+
+def test_plot_heads_nan_row_is_drawn_and_labelled():
+    w = _weights(1)
+    w[0, 2] = float("nan")
+    fig = viz.plot_heads(w, TOKENS)
+    (ax,) = _heatmap_axes(fig)
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[12:18] == ["nan"] * 6
+    fig.canvas.draw()
+
+
+def test_plot_mask_pixels_follow_true_means_may_attend():
+    mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2)
+    fig = viz.plot_mask(mask, TOKENS[2:], TOKENS, title="bottom-right causal")
+    (ax,) = [a for a in fig.axes if a.images]
+    np.testing.assert_array_equal(ax.images[0].get_array(), mask.numpy().astype(np.int8))
+    assert _tick_texts(ax.get_xticklabels()) == TOKENS
+    assert _tick_texts(ax.get_yticklabels()) == TOKENS[2:]
+    assert ax.get_title() == "bottom-right causal"
+    legend_texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend_texts == ["may attend", "blocked"]
+
+
+def test_plot_mask_refuses_float_masks_with_the_fix():
+    with pytest.raises(TypeError, match="mask == 0"):
+        viz.plot_mask(torch.zeros(3, 3), None)
+
+
+def test_plot_masks_one_axes_per_mask_and_one_legend():
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    padding = torch.tensor([True] * 4 + [False] * 2).expand(6, 6)
+    fig = viz.plot_masks(
+        [causal, padding, causal & padding], TOKENS, titles=["causal", "padding", "both"]
+    )
+    axes = [a for a in fig.axes if a.images]
+    assert [a.get_title() for a in axes] == ["causal", "padding", "both"]
+    assert len(fig.legends) == 1
+    np.testing.assert_array_equal(
+        axes[2].images[0].get_array(), (causal & padding).numpy().astype(np.int8)
+    )
+
+
+def test_has_cjk():
+    assert viz.has_cjk("注意力")
+    assert viz.has_cjk(["head", "头 0"])
+    assert not viz.has_cjk("head 0 √d_k −1")
+    assert not viz.has_cjk(None)
+
+
+requires_cjk_font = pytest.mark.skipif(
+    viz.find_cjk_font() is None, reason="no CJK font installed (apt-get install fonts-noto-cjk)"
+)
+
+
+@requires_cjk_font
+def test_use_cjk_font_puts_the_font_first():
+    name = viz.use_cjk_font()
+    assert name in viz.CJK_FONT_CANDIDATES
+    assert matplotlib.rcParams["font.sans-serif"][0] == name
+    assert matplotlib.rcParams["font.sans-serif"].count(name) == 1
+
+
+@requires_cjk_font
+def test_chinese_labels_render_without_missing_glyphs():
+    fig = viz.plot_heads(_weights(2), ZH_TOKENS, titles=["头 0", "头 1"], suptitle="注意力权重")
+    assert matplotlib.rcParams["font.sans-serif"][0] == viz.find_cjk_font()
+    messages = _drawn_with_warnings(fig)
+    assert not [m for m in messages if "Glyph" in m], messages
+    fig = viz.plot_mask(
+        torch.ones(6, 6, dtype=torch.bool).tril(), ZH_TOKENS, legend=("可以关注", "被屏蔽")
+    )
+    messages = _drawn_with_warnings(fig)
+    assert not [m for m in messages if "Glyph" in m], messages
+
+
+def test_english_labels_leave_the_default_font_alone():
+    before = list(matplotlib.rcParams["font.sans-serif"])
+    viz.plot_heads(_weights(2), TOKENS)
+    assert matplotlib.rcParams["font.sans-serif"] == before
+
+
+def test_missing_font_warns_with_the_fix(monkeypatch):
+    monkeypatch.setattr(viz, "_installed_font_names", lambda: {"DejaVu Sans"})
+    before = list(matplotlib.rcParams["font.sans-serif"])
+    with pytest.warns(UserWarning, match="apt-get install fonts-noto-cjk"):
+        assert viz.use_cjk_font() is None
+    assert matplotlib.rcParams["font.sans-serif"] == before
+    # a plotting helper given Chinese labels warns too, and still draws the figure
+    with pytest.warns(UserWarning, match="No CJK font found"):
+        fig = viz.plot_heads(_weights(1), ZH_TOKENS)
+    assert len(_heatmap_axes(fig)) == 1
+
+
+def test_font_lookup_follows_candidate_order(monkeypatch):
+    monkeypatch.setattr(
+        viz,
+        "_installed_font_names",
+        lambda: {"DejaVu Sans", "WenQuanYi Zen Hei", "Source Han Sans SC"},
+    )
+    assert viz.find_cjk_font() == "Source Han Sans SC"
+
+
+def test_plot_lines_draws_each_curve_with_its_label():
+    d_k = [4, 16, 64, 256]
+    fig = viz.plot_lines(
+        d_k,
+        {"unscaled": [4.1, 15.8, 63.0, 250.0], "scaled": [1.0, 0.99, 0.98, 0.97]},
+        xlabel="d_k",
+        ylabel="variance",
+        title="variance of q.k",
+        logx=True,
+        logy=True,
+    )
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.get_lines()] == ["unscaled", "scaled"]
+    np.testing.assert_array_equal(ax.get_lines()[0].get_xdata(), d_k)
+    np.testing.assert_array_equal(ax.get_lines()[1].get_ydata(), [1.0, 0.99, 0.98, 0.97])
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert _tick_texts(ax.get_xticklabels()) == ["4", "16", "64", "256"]
+    assert ax.get_title() == "variance of q.k"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["unscaled", "scaled"]
+
+
+def test_plot_lines_into_given_axes_and_length_check():
+    fig, (left, right) = plt.subplots(1, 2)
+    assert viz.plot_lines([1, 2], {"a": [1, 2]}, ax=right) is fig
+    assert len(right.get_lines()) == 1 and len(left.get_lines()) == 0
+    with pytest.raises(ValueError, match="one y per x"):
+        viz.plot_lines([1, 2, 3], {"a": [1, 2]})
+
+
+@requires_cjk_font
+def test_plot_lines_chinese_labels_render():
+    fig = viz.plot_lines([1, 2], {"未缩放": [1, 2]}, xlabel="维度", ylabel="方差", title="标题")
+    messages = _drawn_with_warnings(fig)
+    assert not [m for m in messages if "Glyph" in m], messages
+
+
+def test_text_table_aligns_columns_by_display_width():
+    rows = [["F.sdpa", "全为 0", True], ["mha_ref", "NaN", 1]]
+    table = viz.text_table(["API", "结果", "ok"], rows)
+    lines = table.splitlines()
+    assert lines[0] == "API      结果    ok"
+    assert lines[1] == "-------  ------  ----"
+    assert lines[2] == "F.sdpa   全为 0  True"
+    assert lines[3] == "mha_ref  NaN     1"
+    assert len({viz._display_width(line) for line in lines[1:3]}) == 1  # same right edge
+
+
+def test_text_table_rejects_ragged_rows():
+    with pytest.raises(ValueError, match="row 0 has 1 cells"):
+        viz.text_table(["a", "b"], [["only one"]])
