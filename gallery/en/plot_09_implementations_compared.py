@@ -1,0 +1,212 @@
+"""
+Implementations compared
+========================
+
+Multi-head attention can be written in several ways that compute the same function: a loop
+over heads, one batched tensor program, a single packed projection, PyTorch's fused
+``F.scaled_dot_product_attention``, or ``torch.nn.MultiheadAttention`` itself. Grouped-query and
+multi-query attention change the function (fewer key/value heads) but have their own reference.
+
+This example first **checks** that every implementation gives the same output as a reference,
+and only then **times** them and reports their peak memory on the device this page was built on.
+A benchmark of implementations that disagree would compare nothing.
+
+Times depend on the machine, its load and the library build, and differ from run to run. They
+are printed on lines that start with ``[timing]`` and are never copied into the text; read them
+as "on this build, on this device", not as general truths.
+"""
+
+# %%
+# The setup
+# ---------
+# A batch of 4 sequences of 128 tokens, ``embed_dim = 64`` and 8 heads (``head_dim = 8``), no
+# mask. All implementations share the weights of one :class:`mha_ref.MultiHeadAttention`, and
+# every call runs under ``torch.no_grad()`` (inference: no autograd graph is recorded). The
+# environment a timing depends on is printed first.
+
+import math
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from mha_ref import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    merge_heads,
+    pick_device,
+    split_heads,
+)
+from mha_ref.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
+from mha_ref.viz import text_table
+
+torch.manual_seed(0)
+device = pick_device()
+
+batch, seq_len, embed_dim, num_heads = 4, 128, 64, 8
+head_dim = embed_dim // num_heads
+
+env = environment(device)
+print(f"torch {env['torch']}, device: {env['device']}, threads: {env['threads']}")
+
+ref = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
+W_q, W_k, W_v = ref.projection_weights()  # each (embed_dim, embed_dim)
+b_q, b_k, b_v = ref.projection_biases()  # each (embed_dim,)
+x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, embed_dim)
+print("x:", tuple(x.shape))
+
+# %%
+# The implementations
+# -------------------
+# 1. **Naive loop**: the paper's formula literally, one head at a time, each with its own slice
+#    of the projection matrices.
+# 2. **Batched explicit** (``mha_ref``): all heads at once through ``split_heads``; the weights
+#    tensor ``(batch, num_heads, seq_len, seq_len)`` is materialised.
+# 3. **Packed QKV**: the same, but Q, K and V come from *one* matrix multiplication with the
+#    packed ``in_proj_weight`` ``(3 * embed_dim, embed_dim)``.
+# 4. **F.scaled_dot_product_attention**: packed projection, then PyTorch's fused attention,
+#    which never hands the weights back (and may never store them all).
+# 5. and 6. **torch.nn.MultiheadAttention** with the same weights, asking for the weights or not.
+#    Without autograd, in eval mode and with ``need_weights=False`` it can take its fused
+#    inference "fast path".
+
+
+def naive_loop(x):
+    heads = []
+    for i in range(num_heads):
+        rows = slice(i * head_dim, (i + 1) * head_dim)  # this head's rows of W_q, W_k, W_v
+        q = x @ W_q[rows].T + b_q[rows]  # (batch, seq_len, head_dim)
+        k = x @ W_k[rows].T + b_k[rows]  # (batch, seq_len, head_dim)
+        v = x @ W_v[rows].T + b_v[rows]  # (batch, seq_len, head_dim)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (batch, seq_len, seq_len)
+        heads.append(scores.softmax(dim=-1) @ v)  # (batch, seq_len, head_dim)
+    return ref.out_proj(torch.cat(heads, dim=-1))  # (batch, seq_len, embed_dim)
+
+
+def batched_explicit(x):
+    return ref(x, x, x, need_weights=False)[0]  # (batch, seq_len, embed_dim)
+
+
+def packed_qkv(x):
+    qkv = F.linear(x, ref.in_proj_weight, ref.in_proj_bias)  # (batch, seq_len, 3 * embed_dim)
+    q, k, v = (split_heads(t, num_heads) for t in qkv.chunk(3, dim=-1))  # each (batch, num_heads, seq_len, head_dim)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (batch, num_heads, seq_len, seq_len)
+    context = scores.softmax(dim=-1) @ v  # (batch, num_heads, seq_len, head_dim)
+    return ref.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
+
+
+def fused_sdpa(x):
+    qkv = F.linear(x, ref.in_proj_weight, ref.in_proj_bias)  # (batch, seq_len, 3 * embed_dim)
+    q, k, v = (split_heads(t, num_heads) for t in qkv.chunk(3, dim=-1))  # each (batch, num_heads, seq_len, head_dim)
+    context = F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
+    return ref.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
+
+
+torch_mha = ref.to_torch().eval()  # torch.nn.MultiheadAttention holding the same weights
+
+implementations = {
+    "naive loop over heads": naive_loop,
+    "batched explicit (mha_ref)": batched_explicit,
+    "packed QKV": packed_qkv,
+    "F.scaled_dot_product_attention": fused_sdpa,
+    "nn.MultiheadAttention, need_weights=True": lambda x: torch_mha(x, x, x)[0],
+    "nn.MultiheadAttention, need_weights=False": lambda x: torch_mha(x, x, x, need_weights=False)[0],
+}
+
+# %%
+# Check first: same output?
+# -------------------------
+# The reference is the same ``mha_ref`` module run in float64, so every float32 implementation,
+# ``mha_ref``'s own included, is measured against a result with far smaller rounding error. A
+# difference at the level of float32 rounding, tiny next to the output scale printed first, means
+# "the same function"; the script stops if any difference exceeds the tolerance ``1e-4``.
+
+ref64 = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64)
+ref64 = ref64.to(device).eval()
+ref64.load_state_dict(ref.state_dict())
+x64 = x.double()  # (batch, seq_len, embed_dim)
+with torch.no_grad():
+    expected = ref64(x64, x64, x64, need_weights=False)[0]  # (batch, seq_len, embed_dim)
+print("output scale (max |expected|):", f"{expected.abs().max().item():.2f}")
+
+check_rows = []
+for name, fn in implementations.items():
+    with torch.no_grad():
+        out = fn(x)  # (batch, seq_len, embed_dim)
+    diff = (out.double() - expected).abs().max().item()
+    check_rows.append((name, tuple(out.shape), f"{diff:.0e}", diff < 1e-4))
+print(text_table(["implementation", "output shape", "max abs diff", "equal"], check_rows))
+if not all(row[-1] for row in check_rows):
+    raise RuntimeError("an implementation disagrees with the reference; timing it is meaningless")
+
+# %%
+# Grouped-query and multi-query attention
+# ---------------------------------------
+# :class:`mha_ref.GroupedQueryAttention` with ``num_kv_heads = 2`` (GQA) and ``1`` (MQA) has fewer
+# key/value heads, so it is a different function with its own weights. Its reference: project
+# with the module's own layers, then PyTorch's ``F.scaled_dot_product_attention(...,
+# enable_gqa=True)`` on exactly those projected tensors.
+
+gqa_modules = {
+    "GQA, 2 key/value heads": GroupedQueryAttention(embed_dim, num_heads, 2),
+    "MQA, 1 key/value head": GroupedQueryAttention(embed_dim, num_heads, 1),
+}
+gqa_rows = []
+for name, module in gqa_modules.items():
+    module = module.to(device).eval()
+    with torch.no_grad():
+        q = split_heads(module.q_proj(x), num_heads)  # (batch, num_heads, seq_len, head_dim)
+        k = split_heads(module.k_proj(x), module.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+        v = split_heads(module.v_proj(x), module.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+        context = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # (batch, num_heads, seq_len, head_dim)
+        reference = module.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
+        out = module(x)[0]  # (batch, seq_len, embed_dim)
+    diff = (out - reference).abs().max().item()
+    gqa_rows.append((name, tuple(k.shape), f"{diff:.0e}", diff < 1e-4))
+    implementations[name] = lambda x, m=module: m(x)[0]
+print(text_table(["implementation", "key shape", "max abs diff vs SDPA", "equal"], gqa_rows))
+if not all(row[-1] for row in gqa_rows):
+    raise RuntimeError("GQA/MQA disagree with F.scaled_dot_product_attention(enable_gqa=True)")
+
+# %%
+# Then time and memory
+# --------------------
+# :func:`mha_ref.bench.time_fn` calls each implementation 3 times to warm up, then times 10 calls
+# one by one (synchronising the GPU before every clock read, when there is one) and reports the
+# median. :func:`mha_ref.bench.peak_memory` reports the peak tensor memory of one call above
+# what existed before it: on a GPU from ``torch.cuda.max_memory_allocated``, on a CPU from the
+# allocation and free events that ``torch.profiler`` records (temporaries inside an operator
+# included). For scale, the size of the attention-weight tensor alone is printed first.
+#
+# What to look for: which implementations materialise the ``(batch, num_heads, seq_len,
+# seq_len)`` weights (their peak memory is at least that tensor), and how the loop over heads and
+# the fused kernels compare with the batched code on this device. When you run the script
+# yourself, keep the machine otherwise idle: if another program keeps a core busy, PyTorch's
+# worker threads wait for each other and small operations can become many times slower (setting
+# ``torch.set_num_threads(1)`` avoids that, at the price of using one core).
+
+weights_bytes = tensor_bytes((batch, num_heads, seq_len, seq_len), torch.float32)
+print(f"attention weights (batch, num_heads, seq_len, seq_len), float32: {weights_bytes / 2**20:.2f} MiB")
+
+seconds, peaks = [], []
+for fn in implementations.values():
+    with torch.no_grad():
+        seconds.append(time_fn(lambda fn=fn: fn(x), warmup=3, repeats=10, device=device))
+        peaks.append(peak_memory(lambda fn=fn: fn(x), device))
+
+memory_rows = [(name, f"{p.peak_mib:.2f}") for name, p in zip(implementations, peaks, strict=True)]
+print(f"peak memory, measured with {peaks[0].method}:")
+print(text_table(["implementation", "peak MiB"], memory_rows))
+fastest = min(seconds)
+for name, s in zip(implementations, seconds, strict=True):
+    print(f"[timing] {name}: {s * 1e3:.3f} ms ({s / fastest:.1f} x the fastest)")
+
+fig = plot_benchmark(
+    list(implementations),
+    seconds,
+    [p.peak_bytes for p in peaks],
+    title=f"batch={batch}, seq_len={seq_len}, embed_dim={embed_dim}, num_heads={num_heads} ({env['device']})",
+    time_label="median time per call (ms)",
+    memory_label="peak memory (MiB)",
+)
+plt.show()

@@ -1,0 +1,201 @@
+"""
+各种实现的比较
+==============
+
+多头注意力可以用好几种写法计算同一个函数：逐个头循环、一次批量的张量计算、一次打包的投影、
+PyTorch 融合实现的 ``F.scaled_dot_product_attention``，或者直接用 ``torch.nn.MultiheadAttention``。
+分组查询注意力和多查询注意力改变了函数本身（键/值头更少），它们另有自己的参照。
+
+本例先 **检查** 每种实现与参照结果是否相同，然后才在构建本页的设备上为它们 **计时** 并报告峰值
+内存。如果被比较的实现算出的结果都不一致，这样的基准测试就毫无意义。
+
+耗时取决于机器、机器的负载和库的编译方式，每次运行都不同。它们打印在以 ``[timing]`` 开头的
+行上，从不抄进正文；请把它们理解为“在这次构建、这台设备上”的结果，而不是普遍规律。
+"""
+
+# %%
+# 准备
+# ----
+# 一批 4 个序列，每个 128 个词元，``embed_dim = 64``，8 个头（``head_dim = 8``），不加掩码。
+# 所有实现共用同一个 :class:`mha_ref.MultiHeadAttention` 的权重，每次调用都在
+# ``torch.no_grad()`` 下进行（推理：不记录自动求导图）。先打印计时所依赖的运行环境。
+
+import math
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from mha_ref import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    merge_heads,
+    pick_device,
+    split_heads,
+)
+from mha_ref.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
+from mha_ref.viz import text_table
+
+torch.manual_seed(0)
+device = pick_device()
+
+batch, seq_len, embed_dim, num_heads = 4, 128, 64, 8
+head_dim = embed_dim // num_heads
+
+env = environment(device)
+print(f"torch {env['torch']}，设备：{env['device']}，线程数：{env['threads']}")
+
+ref = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
+W_q, W_k, W_v = ref.projection_weights()  # 各为 (embed_dim, embed_dim)
+b_q, b_k, b_v = ref.projection_biases()  # 各为 (embed_dim,)
+x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, embed_dim)
+print("x：", tuple(x.shape))
+
+# %%
+# 各种实现
+# --------
+# 1. **朴素循环**：逐字照搬论文公式，一次算一个头，每个头使用投影矩阵中属于自己的那几行。
+# 2. **批量显式计算** （``mha_ref``）：通过 ``split_heads`` 一次算完所有头；权重张量
+#    ``(batch, num_heads, seq_len, seq_len)`` 会被完整算出来。
+# 3. **打包 QKV**：与上一种相同，但 Q、K、V 由打包的 ``in_proj_weight``
+#    ``(3 * embed_dim, embed_dim)`` 经 *一次* 矩阵乘法得到。
+# 4. **F.scaled_dot_product_attention**：打包投影之后调用 PyTorch 的融合注意力，它不返回权重
+#    （也可能从不完整地存储权重）。
+# 5. 和 6. 使用相同权重的 **torch.nn.MultiheadAttention**，分别要求返回权重和不返回权重。
+#    在不求导、评估模式且 ``need_weights=False`` 时，它可以走融合的推理“快速路径”。
+
+
+def naive_loop(x):
+    heads = []
+    for i in range(num_heads):
+        rows = slice(i * head_dim, (i + 1) * head_dim)  # 这个头在 W_q、W_k、W_v 中对应的行
+        q = x @ W_q[rows].T + b_q[rows]  # (batch, seq_len, head_dim)
+        k = x @ W_k[rows].T + b_k[rows]  # (batch, seq_len, head_dim)
+        v = x @ W_v[rows].T + b_v[rows]  # (batch, seq_len, head_dim)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (batch, seq_len, seq_len)
+        heads.append(scores.softmax(dim=-1) @ v)  # (batch, seq_len, head_dim)
+    return ref.out_proj(torch.cat(heads, dim=-1))  # (batch, seq_len, embed_dim)
+
+
+def batched_explicit(x):
+    return ref(x, x, x, need_weights=False)[0]  # (batch, seq_len, embed_dim)
+
+
+def packed_qkv(x):
+    qkv = F.linear(x, ref.in_proj_weight, ref.in_proj_bias)  # (batch, seq_len, 3 * embed_dim)
+    q, k, v = (split_heads(t, num_heads) for t in qkv.chunk(3, dim=-1))  # 各为 (batch, num_heads, seq_len, head_dim)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (batch, num_heads, seq_len, seq_len)
+    context = scores.softmax(dim=-1) @ v  # (batch, num_heads, seq_len, head_dim)
+    return ref.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
+
+
+def fused_sdpa(x):
+    qkv = F.linear(x, ref.in_proj_weight, ref.in_proj_bias)  # (batch, seq_len, 3 * embed_dim)
+    q, k, v = (split_heads(t, num_heads) for t in qkv.chunk(3, dim=-1))  # 各为 (batch, num_heads, seq_len, head_dim)
+    context = F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
+    return ref.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
+
+
+torch_mha = ref.to_torch().eval()  # 持有相同权重的 torch.nn.MultiheadAttention
+
+implementations = {
+    "朴素循环（逐个头）": naive_loop,
+    "批量显式计算（mha_ref）": batched_explicit,
+    "打包 QKV": packed_qkv,
+    "F.scaled_dot_product_attention": fused_sdpa,
+    "nn.MultiheadAttention，need_weights=True": lambda x: torch_mha(x, x, x)[0],
+    "nn.MultiheadAttention，need_weights=False": lambda x: torch_mha(x, x, x, need_weights=False)[0],
+}
+
+# %%
+# 先检查：输出相同吗？
+# --------------------
+# 参照是同一个 ``mha_ref`` 模块在 float64 下的结果，因此每个 float32 实现（包括 ``mha_ref``
+# 自己）都是和一个舍入误差小得多的结果比较。差异若只在 float32 舍入误差的量级，与最先打印的
+# 输出量级相比微不足道，就说明“是同一个函数”；任何差异超过容差 ``1e-4``，脚本就会停止。
+
+ref64 = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64)
+ref64 = ref64.to(device).eval()
+ref64.load_state_dict(ref.state_dict())
+x64 = x.double()  # (batch, seq_len, embed_dim)
+with torch.no_grad():
+    expected = ref64(x64, x64, x64, need_weights=False)[0]  # (batch, seq_len, embed_dim)
+print("输出的量级（max |expected|）：", f"{expected.abs().max().item():.2f}")
+
+check_rows = []
+for name, fn in implementations.items():
+    with torch.no_grad():
+        out = fn(x)  # (batch, seq_len, embed_dim)
+    diff = (out.double() - expected).abs().max().item()
+    check_rows.append((name, tuple(out.shape), f"{diff:.0e}", diff < 1e-4))
+print(text_table(["实现", "输出形状", "最大绝对误差", "相同"], check_rows))
+if not all(row[-1] for row in check_rows):
+    raise RuntimeError("有实现与参照结果不一致，为它计时毫无意义")
+
+# %%
+# 分组查询注意力与多查询注意力
+# ----------------------------
+# ``num_kv_heads = 2`` （GQA）和 ``1`` （MQA）的 :class:`mha_ref.GroupedQueryAttention` 键/值头
+# 更少，所以是另一个函数，也有自己的权重。它的参照是：用模块自己的投影层做投影，再在这些投影
+# 结果上调用 PyTorch 的 ``F.scaled_dot_product_attention(..., enable_gqa=True)``。
+
+gqa_modules = {
+    "GQA，2 个键/值头": GroupedQueryAttention(embed_dim, num_heads, 2),
+    "MQA，1 个键/值头": GroupedQueryAttention(embed_dim, num_heads, 1),
+}
+gqa_rows = []
+for name, module in gqa_modules.items():
+    module = module.to(device).eval()
+    with torch.no_grad():
+        q = split_heads(module.q_proj(x), num_heads)  # (batch, num_heads, seq_len, head_dim)
+        k = split_heads(module.k_proj(x), module.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+        v = split_heads(module.v_proj(x), module.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+        context = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # (batch, num_heads, seq_len, head_dim)
+        reference = module.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
+        out = module(x)[0]  # (batch, seq_len, embed_dim)
+    diff = (out - reference).abs().max().item()
+    gqa_rows.append((name, tuple(k.shape), f"{diff:.0e}", diff < 1e-4))
+    implementations[name] = lambda x, m=module: m(x)[0]
+print(text_table(["实现", "键的形状", "与 SDPA 的最大绝对误差", "相同"], gqa_rows))
+if not all(row[-1] for row in gqa_rows):
+    raise RuntimeError("GQA/MQA 与 F.scaled_dot_product_attention(enable_gqa=True) 不一致")
+
+# %%
+# 然后计时、测内存
+# ----------------
+# :func:`mha_ref.bench.time_fn` 先调用每种实现 3 次预热，再逐次计时 10 次调用（有 GPU 时，每次
+# 读时钟前都同步 GPU），报告中位数。:func:`mha_ref.bench.peak_memory` 报告一次调用在调用前已有
+# 内存之上的张量内存峰值：GPU 上取自 ``torch.cuda.max_memory_allocated``，CPU 上取自
+# ``torch.profiler`` 记录的分配与释放事件（包括算子内部的临时张量）。作为参照，先打印注意力权重
+# 张量本身的大小。
+#
+# 该看什么：哪些实现把 ``(batch, num_heads, seq_len, seq_len)`` 的权重完整算了出来（它们的峰值
+# 内存至少有这个张量那么大），以及在这台设备上，逐头循环和融合内核与批量代码相比如何。自己运行
+# 这个脚本时，请让机器保持空闲：如果另一个程序占满了某个核心，PyTorch 的工作线程会互相等待，
+# 小运算可能慢上许多倍（调用 ``torch.set_num_threads(1)`` 可以避免这一点，代价是只用一个核心）。
+
+weights_bytes = tensor_bytes((batch, num_heads, seq_len, seq_len), torch.float32)
+print(f"注意力权重 (batch, num_heads, seq_len, seq_len)，float32：{weights_bytes / 2**20:.2f} MiB")
+
+seconds, peaks = [], []
+for fn in implementations.values():
+    with torch.no_grad():
+        seconds.append(time_fn(lambda fn=fn: fn(x), warmup=3, repeats=10, device=device))
+        peaks.append(peak_memory(lambda fn=fn: fn(x), device))
+
+memory_rows = [(name, f"{p.peak_mib:.2f}") for name, p in zip(implementations, peaks, strict=True)]
+print(f"峰值内存（测量方式：{peaks[0].method}）：")
+print(text_table(["实现", "峰值 MiB"], memory_rows))
+fastest = min(seconds)
+for name, s in zip(implementations, seconds, strict=True):
+    print(f"[timing] {name}：{s * 1e3:.3f} ms（最快者的 {s / fastest:.1f} 倍）")
+
+fig = plot_benchmark(
+    list(implementations),
+    seconds,
+    [p.peak_bytes for p in peaks],
+    title=f"batch={batch}，seq_len={seq_len}，embed_dim={embed_dim}，num_heads={num_heads}（{env['device']}）",
+    time_label="每次调用的耗时中位数（ms）",
+    memory_label="峰值内存（MiB）",
+)
+plt.show()

@@ -1,0 +1,96 @@
+"""Tests for mha_ref.bench: structure and arithmetic only, never a wall-clock number."""
+
+import pytest
+import torch
+
+from mha_ref import bench
+
+
+class FakeClock:
+    """Each call to ``fn`` advances the clock by the next duration in ``durations``."""
+
+    def __init__(self, durations):
+        self.now = 0.0
+        self.durations = iter(durations)
+        self.calls = 0
+
+    def __call__(self):
+        return self.now
+
+    def work(self):
+        self.calls += 1
+        self.now += next(self.durations)
+
+
+def test_measure_times_uses_fake_clock_and_skips_warmup():
+    # two warm-up calls (10 s, 20 s: must not be counted), then five timed calls
+    clock = FakeClock([10.0, 20.0, 0.3, 0.1, 0.5, 0.2, 0.4])
+    times = bench.measure_times(clock.work, warmup=2, repeats=5, device="cpu", clock=clock)
+    assert times == pytest.approx([0.3, 0.1, 0.5, 0.2, 0.4])
+    assert clock.calls == 7
+
+
+def test_time_fn_is_the_median_of_repeats():
+    clock = FakeClock([99.0, 0.3, 0.1, 5.0, 0.2])  # one warm-up, one slow outlier
+    assert bench.time_fn(clock.work, warmup=1, repeats=4, clock=clock) == pytest.approx(0.25)
+    clock = FakeClock([0.3, 0.1, 7.0])
+    assert bench.time_fn(clock.work, warmup=0, repeats=3, clock=clock) == pytest.approx(0.3)
+
+
+def test_time_fn_real_clock_is_positive():
+    x = torch.randn(64, 64)
+    assert bench.time_fn(lambda: x @ x, warmup=1, repeats=3) > 0
+
+
+@pytest.mark.parametrize(("warmup", "repeats"), [(-1, 3), (0, 0)])
+def test_measure_times_rejects_bad_counts(warmup, repeats):
+    with pytest.raises(ValueError, match="warmup|repeats"):
+        bench.measure_times(lambda: None, warmup=warmup, repeats=repeats)
+
+
+def test_peak_memory_cpu_sees_the_materialised_tensors():
+    x = torch.randn(8, 4, 64, 16)  # allocated before the call: not counted
+    scores_bytes = bench.tensor_bytes((8, 4, 64, 64))
+
+    def attention():
+        scores = x @ x.transpose(-2, -1)  # (8, 4, 64, 64)
+        weights = scores.softmax(dim=-1)  # (8, 4, 64, 64)
+        return weights @ x  # (8, 4, 64, 16)
+
+    report = bench.peak_memory(attention, "cpu")
+    assert report.method == "torch.profiler allocation events"
+    # scores and weights are alive together, plus the output
+    expected = 2 * scores_bytes + bench.tensor_bytes((8, 4, 64, 16))
+    assert report.peak_bytes == expected
+    assert report.peak_mib == pytest.approx(expected / 2**20)
+
+
+def test_peak_memory_cpu_sees_temporaries_inside_one_operator():
+    # torch.nn.MultiheadAttention's inference path computes the per-head weights inside one
+    # fused operator and returns only their average: the (N, H, L, L) tensor is a temporary.
+    mha = torch.nn.MultiheadAttention(32, 8, batch_first=True).eval()
+    x = torch.randn(2, 64, 32)
+    with torch.no_grad():
+        mha(x, x, x)  # warm-up
+        report = bench.peak_memory(lambda: mha(x, x, x), "cpu")
+    assert report.peak_bytes >= bench.tensor_bytes((2, 8, 64, 64))
+
+
+def test_peak_memory_rejects_unknown_device():
+    with pytest.raises(ValueError, match="device"):
+        bench.peak_memory(lambda: None, "meta")
+
+
+def test_tensor_bytes():
+    assert bench.tensor_bytes((2, 4, 5, 5)) == 800
+    assert bench.tensor_bytes((3, 7), torch.float64) == 168
+    assert bench.tensor_bytes((2, 2), torch.bfloat16) == 8
+
+
+def test_environment_structure():
+    env = bench.environment("cpu")
+    assert set(env) == {"torch", "python", "device", "threads", "cpu_count"}
+    assert env["torch"] == torch.__version__
+    assert env["threads"] == torch.get_num_threads() >= 1
+    assert env["device"].startswith("cpu")
+    assert all(isinstance(v, (str, int)) for v in env.values())

@@ -1,0 +1,256 @@
+"""Tests for mha_ref.experiments: the task, the head read-out, training, the sweep, the cache."""
+
+import math
+import pickle
+
+import pytest
+import torch
+
+from mha_ref import experiments as ex
+
+# A short run: enough to check determinism and structure, not to learn the task.
+SHORT = dict(steps=8, eval_size=64, probe_size=16)
+
+
+# -- the task ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offsets", [(-1, -2), (-1, -3), (-3, -1)])
+def test_make_batch_targets_follow_the_table(offsets):
+    table = ex.make_table(5, seed=3)  # (5, 5)
+    tokens, targets = ex.make_batch(32, 7, table, torch.Generator().manual_seed(0), offsets)
+    assert tokens.shape == targets.shape == (32, 7)
+    start = -min(offsets)
+    assert (targets[:, :start] == -100).all()
+    for t in range(start, 7):
+        expected = table[tokens[:, t + offsets[0]], tokens[:, t + offsets[1]]]  # (32,)
+        assert torch.equal(targets[:, t], expected)
+
+
+def test_make_table_is_seeded_and_not_symmetric():
+    table = ex.make_table(16, seed=0)
+    assert torch.equal(table, ex.make_table(16, seed=0))
+    assert not torch.equal(table, ex.make_table(16, seed=1))
+    assert not torch.equal(table, table.T)  # order matters: both relations must be told apart
+    assert table.min() >= 0 and table.max() < 16
+
+
+@pytest.mark.parametrize("offsets", [(-1,), (1, -2), (-2, -2), (-1, -8)])
+def test_bad_offsets_are_rejected(offsets):
+    with pytest.raises(ValueError, match="offsets"):
+        ex.make_batch(2, 8, ex.make_table(4), torch.Generator(), offsets)
+
+
+# -- reading the heads from weights ------------------------------------------------------------
+
+
+def _synthetic_weights(seq_len=6):
+    """Four heads: offset -1, offset -2, offset -1 again, uniform over allowed keys."""
+    weights = torch.zeros(3, 4, seq_len, seq_len)  # (N, H, L, L)
+    for t in range(seq_len):
+        weights[:, 0, t, max(t - 1, 0)] = 1.0
+        weights[:, 1, t, max(t - 2, 0)] = 1.0
+        weights[:, 2, t, max(t - 1, 0)] = 1.0
+        weights[:, 3, t, : t + 1] = 1.0 / (t + 1)
+    return weights
+
+
+def test_offset_profile_and_entropy_of_known_heads():
+    weights = _synthetic_weights()
+    profile = ex.offset_profile(weights, min_query=2)  # (H, L)
+    assert profile.shape == (4, 6)
+    assert profile[0, 1] == 1.0 and profile[0].sum() == 1.0
+    assert profile[1, 2] == 1.0
+    entropy = ex.head_entropy(weights, min_query=2)  # (H,)
+    assert entropy[:3].tolist() == [0.0, 0.0, 0.0]
+    assert entropy[3].item() == pytest.approx(ex.uniform_entropy(6, min_query=2))
+    assert ex.uniform_entropy(6, 2) == pytest.approx(sum(math.log(t + 1) for t in range(2, 6)) / 4)
+
+
+def test_summarize_heads_finds_offsets_redundancy_and_spread():
+    heads = ex.summarize_heads(_synthetic_weights(), min_query=2)
+    assert [(h.offset, h.weight, h.focused) for h in heads[:3]] == [
+        (-1, 1.0, True),
+        (-2, 1.0, True),
+        (-1, 1.0, True),
+    ]
+    assert [h.redundant_with for h in heads] == [None, None, 0, None]
+    # uniform head, queries t = 2..5: every offset the query can reach gets 1 / (t + 1)
+    assert not heads[3].focused
+    assert heads[3].weight == pytest.approx((1 / 3 + 1 / 4 + 1 / 5 + 1 / 6) / 4, abs=1e-4)
+    assert heads[2].describe() == (
+        "head 2 attends mostly to offset -1 (mean weight 1.00); redundant with head 0 (same offset)"
+    )
+    assert (
+        heads[2].describe("zh_CN")
+        == "头 2 主要关注偏移 -1（平均权重 1.00）；与头 0 重复（偏移相同）"
+    )
+    assert heads[3].describe().startswith("head 3 is spread out: offset ")
+    with pytest.raises(ValueError, match="language"):
+        heads[0].describe("fr")
+
+
+# -- training --------------------------------------------------------------------------------------
+
+
+def test_train_is_deterministic_and_leaves_global_state_alone():
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+
+    torch.manual_seed(123)
+    first = ex.train(num_heads=2, **SHORT)
+    assert torch.equal(torch.rand(3), expected_next)  # global RNG untouched
+    assert torch.get_num_threads() == threads
+    assert torch.are_deterministic_algorithms_enabled() == deterministic
+
+    second = ex.train(num_heads=2, **SHORT)
+    assert first.loss_curve == second.loss_curve
+    assert first.accuracy == second.accuracy
+    assert torch.equal(first.probe_weights, second.probe_weights)
+    other_seed = ex.train(num_heads=2, seed=1, **SHORT)
+    assert other_seed.loss_curve != first.loss_curve
+
+
+def test_train_result_structure():
+    result = ex.train(num_heads=4, **SHORT)
+    assert len(result.loss_curve) == SHORT["steps"]
+    assert result.probe_tokens.shape == (4, 8)
+    assert result.probe_weights.shape == (4, 4, 8, 8)  # (probe_keep, H, L, L)
+    rows = result.probe_weights.sum(dim=-1)  # (4, 4, 8)
+    assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
+    assert torch.equal(result.probe_weights.triu(1), torch.zeros_like(result.probe_weights))
+    assert result.offset_profile.shape == (4, 8)
+    assert result.entropy.shape == (4,)
+    assert len(result.heads) == 4
+    assert 0.0 <= result.accuracy <= 1.0
+    # embeddings 16*16 + 8*16, attention 4*16*16 + 4*16, read-out 16*64 + 64 + 64*16 + 16
+    assert result.attention_parameters == 1088
+    assert result.num_parameters == 256 + 128 + 1088 + 1088 + 1040
+
+
+@pytest.mark.parametrize("offsets", [(-1, -2), (-1, -3)])
+def test_two_heads_learn_the_two_relations(offsets):
+    """The offsets are read from the trained weights: changing the task moves them."""
+    result = ex.train(num_heads=2, offsets=offsets)
+    assert result.accuracy > 0.95
+    assert result.relations_found() == sorted(offsets, reverse=True)
+    assert result.relations_missing() == []
+    assert all(h.focused and h.weight > 0.9 for h in result.heads)
+    assert result.loss_curve[-1] < result.loss_curve[0] / 10
+
+
+# -- the head-count sweep ------------------------------------------------------------------------
+
+
+def test_attention_flops_by_hand():
+    flops = ex.attention_flops(batch=2, seq_len=3, embed_dim=4, num_heads=2)
+    assert flops["projections"] == 4 * 2 * 2 * 3 * 4 * 4
+    assert flops["scores"] == flops["weighted_sum"] == 2 * 2 * 3 * 3 * 4
+    assert flops["softmax"] == 6 * 2 * 2 * 3 * 3
+    assert flops["total"] == 768 + 144 + 144 + 216
+    one, eight = (ex.attention_flops(8, 64, 32, h) for h in (1, 8))
+    assert one["scores"] == eight["scores"]  # matmul work does not depend on h
+    assert eight["softmax"] == 8 * one["softmax"]
+    with pytest.raises(ValueError, match="divide"):
+        ex.attention_flops(1, 1, 10, 3)
+
+
+def test_attention_weight_bytes():
+    assert ex.attention_weight_bytes(2, 5, 4) == 2 * 4 * 5 * 5 * 4
+    assert ex.attention_weight_bytes(2, 5, 4, torch.float16) == 2 * 4 * 5 * 5 * 2
+
+
+def test_head_count_sweep_rows():
+    rows = ex.head_count_sweep((1, 2, 4), embed_dim=16, seeds=(0, 1), **SHORT)
+    assert [r.num_heads for r in rows] == [1, 2, 4]
+    assert [r.head_dim for r in rows] == [16, 8, 4]
+    assert {r.attention_parameters for r in rows} == {1088}
+    assert len({r.matmul_flops for r in rows}) == 1
+    assert rows[0].flops < rows[1].flops < rows[2].flops
+    assert [r.weight_bytes for r in rows] == [32 * h * 128 * 128 * 4 for h in (1, 2, 4)]
+    for row, h in zip(rows, (1, 2, 4), strict=True):
+        accuracies = [ex.train(num_heads=h, seed=s, **SHORT).accuracy for s in (0, 1)]
+        assert row.accuracies == accuracies
+        assert row.accuracy_mean == pytest.approx(sum(accuracies) / 2, abs=1e-6)
+        assert row.accuracy_std == pytest.approx(
+            abs(accuracies[0] - accuracies[1]) / 2**0.5, abs=1e-6
+        )
+        assert row.accuracy_min == min(accuracies) and row.accuracy_max == max(accuracies)
+
+
+def test_head_count_sweep_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="divide"):
+        ex.head_count_sweep((3,), embed_dim=16)
+    with pytest.raises(ValueError, match="seeds"):
+        ex.head_count_sweep((1,), seeds=(0,))
+
+
+# -- the cache -----------------------------------------------------------------------------------
+
+
+def test_no_cache_without_the_environment_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv(ex.CACHE_ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    ex.train(num_heads=1, **SHORT)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cache_hit_miss_and_source_change(tmp_path, monkeypatch):
+    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
+    first = ex.train(num_heads=2, **SHORT)
+    files = sorted(tmp_path.iterdir())
+    assert len(files) == 1 and files[0].name.startswith("train-")
+
+    # a hit: nothing is computed (computing would raise), the result is equal
+    def must_not_run(**_):
+        raise AssertionError("cache hit expected")
+
+    monkeypatch.setattr(ex, "_train", must_not_run)
+    hit = ex.train(num_heads=2, **SHORT)
+    assert hit.loss_curve == first.loss_curve and hit.accuracy == first.accuracy
+    assert torch.equal(hit.probe_weights, first.probe_weights)
+    assert hit.heads == first.heads
+    monkeypatch.undo()
+    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
+
+    # another argument: a miss, stored beside the first
+    ex.train(num_heads=2, seed=1, **SHORT)
+    assert len(list(tmp_path.iterdir())) == 2
+
+    # changed mha_ref source: a miss too
+    monkeypatch.setattr(ex, "_source_fingerprint", lambda: "edited source")
+    ex.train(num_heads=2, **SHORT)
+    assert len(list(tmp_path.iterdir())) == 3
+
+
+def test_cache_key_covers_every_input(monkeypatch):
+    base = ex.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.01})
+    assert base == ex.cache_key("train", {"b": [1, 2], "lr": 0.01, "a": 1})  # order-free
+    assert base != ex.cache_key("train", {"a": 2, "b": (1, 2), "lr": 0.01})
+    assert base != ex.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.010000001})
+    assert base != ex.cache_key("head_count_sweep", {"a": 1, "b": (1, 2), "lr": 0.01})
+    monkeypatch.setattr(ex.torch, "__version__", "0.0.0")
+    assert base != ex.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.01})
+    with pytest.raises(TypeError, match="cache key"):
+        ex.cache_key("train", {"a": object()})
+
+
+def test_damaged_cache_file_is_recomputed(tmp_path, monkeypatch):
+    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
+    first = ex.train(num_heads=1, **SHORT)
+    (path,) = tmp_path.iterdir()
+    path.write_bytes(b"not a pickle")
+    again = ex.train(num_heads=1, **SHORT)
+    assert again.loss_curve == first.loss_curve
+    assert pickle.loads(path.read_bytes()).loss_curve == first.loss_curve
+
+
+def test_sweep_is_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
+    rows = ex.head_count_sweep((1, 2), seeds=(0, 1), **SHORT)
+    names = sorted(p.name.split("-")[0] for p in tmp_path.iterdir())
+    assert names == ["head_count_sweep"] + ["train"] * 4
+    monkeypatch.setattr(ex, "_head_count_sweep", lambda **_: pytest.fail("cache hit expected"))
+    assert ex.head_count_sweep((1, 2), seeds=(0, 1), **SHORT) == rows
