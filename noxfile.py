@@ -153,6 +153,23 @@ def downloads(session: nox.Session) -> None:
     session.run("pytest", "-m", "downloads", "tests/downloads", *session.posargs)
 
 
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Speed ratios of mha_ref against PyTorch (one process, interleaved), and the site's size.
+
+    Writes build/bench/bench.json. ``nox -s bench -- --repeats 3`` passes options to the suite.
+    """
+    install(session)
+    out = BUILD / "bench"
+    session.run(
+        "python", "-m", "mha_ref.bench_suite", "--json", str(out / "bench.json"), *session.posargs
+    )
+    if (HTML / "en" / "index.html").is_file():
+        session.run("python", "tests/site_size.py", str(HTML), str(out / "site-size.json"))
+    else:
+        session.log("no built site under build/html: run `nox -s docs` for the size report")
+
+
 @nox.session(name="docs-live")
 def docs_live(session: nox.Session) -> None:
     """Rebuild one language on every change: ``nox -s docs-live -- zh_CN``."""

@@ -113,11 +113,14 @@ def scaled_dot_product_attention(
     if is_causal:
         attn_mask = causal_mask(query_len, key_len, device=query.device)  # (L, S)
 
-    attn_scores = query @ key.transpose(-2, -1) * scale  # (..., Hq, L, S)
-    if attn_mask is not None:
+    # scaling the queries equals scaling the scores, on a tensor S / head_dim times smaller
+    attn_scores = (query * scale) @ key.transpose(-2, -1)  # (..., Hq, L, S)
+    if attn_mask is None:
+        attn_weights = torch.softmax(attn_scores, dim=-1)  # (..., Hq, L, S), rows sum to 1
+    else:
         check.require_mask_broadcasts("attn_mask", attn_mask, attn_scores.shape)
         attn_scores = _apply_mask(attn_scores, attn_mask)  # (..., Hq, L, S)
-    attn_weights = _softmax_over_keys(attn_scores)  # (..., Hq, L, S), rows sum to 1 (or 0)
+        attn_weights = _softmax_over_keys(attn_scores)  # (..., Hq, L, S), rows sum to 1 (or 0)
     if dropout_p > 0.0:
         attn_weights = F.dropout(attn_weights, p=dropout_p, training=True)  # (..., Hq, L, S)
     output = attn_weights @ value  # (..., Hq, L, value_dim)

@@ -71,10 +71,14 @@ class MultiHeadAttention(nn.Module):
       the fix, instead of ``AssertionError``/``RuntimeError``.
     * No inference fast path and no NestedTensor support.
 
-    **Fast path (opt-in).** With ``use_fused=True`` and ``need_weights=False`` the attention
-    step calls ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels) instead of
-    ``mha_ref.scaled_dot_product_attention``. Everything else is the same code. The default is
-    the explicit path, which is the one this package teaches and tests first.
+    **Two paths, like PyTorch.** When the weights are returned (``need_weights=True``, the
+    default) the attention step is the explicit ``mha_ref.scaled_dot_product_attention``: every
+    intermediate is a tensor you can inspect. When they are not (``need_weights=False``) the
+    step calls ``torch.nn.functional.scaled_dot_product_attention``, which computes the same
+    thing with fused kernels that never store the ``(batch, num_heads, L, S)`` weights, as
+    ``torch.nn.MultiheadAttention`` does. Everything around that one call (projections, head
+    split, masks, merge, output projection) is the same code. ``use_fused=False`` keeps the
+    explicit path for ``need_weights=False`` too (slower; for study and debugging).
 
     Args:
         embed_dim: Total model width :math:`d_{model}` (query features and output features).
@@ -93,7 +97,7 @@ class MultiHeadAttention(nn.Module):
         device: Device of the parameters.
         dtype: Dtype of the parameters.
         use_fused: Keyword-only. Use PyTorch's fused attention when ``need_weights=False``.
-            Can also be changed later through the attribute ``use_fused``. Default: ``False``.
+            Can also be changed later through the attribute ``use_fused``. Default: ``True``.
 
     Shape:
         - query: ``(L, E)`` unbatched, ``(L, N, E)`` or ``(N, L, E)`` with ``batch_first``;
@@ -135,7 +139,7 @@ class MultiHeadAttention(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         *,
-        use_fused: bool = False,
+        use_fused: bool = True,
     ) -> None:
         _check_constructor_arguments(embed_dim, num_heads, dropout, kdim, vdim)
         factory_kwargs = {"device": device, "dtype": dtype}
@@ -398,10 +402,10 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None,
         need_weights: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Scaled dot-product attention for all heads at once; the explicit path by default."""
+        """Scaled dot-product attention for all heads at once (fused only without weights)."""
         dropout_p = self.dropout if self.training else 0.0
         if self.use_fused and not need_weights:
-            # Fast path, opt-in: PyTorch's fused kernels compute the same thing.
+            # No weights wanted: PyTorch's fused kernels compute the same context faster.
             context = F.scaled_dot_product_attention(
                 queries, keys, values, attn_mask=mask, dropout_p=dropout_p
             )  # (batch, num_heads, query_len, head_dim)

@@ -126,3 +126,12 @@ def test_no_request_to_another_host_in_pages(lang):
             if tag.startswith("<link") and re.search(r'rel="(canonical|alternate)"', tag):
                 continue
             pytest.fail(f"{page.relative_to(HTML)} loads from another host: {tag[:200]}")
+
+
+def test_site_and_pages_stay_small():
+    from site_size import PAGE_LIMIT_MB, TOTAL_LIMIT_MB, site_size_report
+
+    report = site_size_report(HTML)
+    assert report["total_mb"] < TOTAL_LIMIT_MB, f"the site is {report['total_mb']} MB"
+    heavy = {name: mb for name, mb in report["pages_mb"].items() if mb > PAGE_LIMIT_MB}
+    assert not heavy, f"pages over {PAGE_LIMIT_MB} MB with their images: {heavy}"

@@ -198,6 +198,7 @@ def build_pair(config: MhaConfig) -> tuple[torch.nn.MultiheadAttention, MultiHea
         vdim=config.vdim,
         batch_first=config.batch_first,
         dtype=config.dtype,
+        use_fused=False,  # the suite checks the explicit path; the fused one has its own test
     )
     ours.load_state_dict(theirs.state_dict())
     return theirs, ours
@@ -282,7 +283,9 @@ def _pair(embed_dim=8, num_heads=2, seed=0, **kwargs):
     with torch.no_grad():
         for parameter in theirs.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.1)
-    return theirs, MultiHeadAttention.from_torch(theirs)
+    ours = MultiHeadAttention.from_torch(theirs)
+    ours.use_fused = False  # the explicit path; the fused one has its own test
+    return theirs, ours
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -377,6 +380,7 @@ def test_fused_path_matches_explicit_path(seed):
     inputs = make_inputs(config, generator)
     attn_mask, padding = make_attn_mask(config, generator), make_padding_mask(config, generator)
     kwargs = {"key_padding_mask": padding, "attn_mask": attn_mask, "need_weights": False}
+    ours.use_fused = False
     explicit, _ = ours(*inputs, **kwargs)
     ours.use_fused = True
     fused, weights = ours(*inputs, **kwargs)

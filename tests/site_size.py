@@ -1,0 +1,66 @@
+"""Size of the built site: in all, and per page with the images it shows.
+
+Used by ``nox -s bench`` (``python tests/site_size.py build/html``) and by the built-site tests.
+A page's weight counts its HTML and, for each image, the largest file a browser may pick
+(``src`` or any ``srcset`` candidate).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+TOTAL_LIMIT_MB = 25.0
+PAGE_LIMIT_MB = 1.5
+_IMG = re.compile(r"<img\b[^>]*>", re.I)
+_SRC = re.compile(r'\bsrc="([^"]+)"')
+_SRCSET = re.compile(r'\bsrcset="([^"]+)"')
+
+
+def _image_files(tag: str) -> list[str]:
+    files = _SRC.findall(tag)
+    for srcset in _SRCSET.findall(tag):
+        files += [candidate.strip().split()[0] for candidate in srcset.split(",") if candidate]
+    return files
+
+
+def page_weight(page: Path) -> int:
+    """Bytes of the page's HTML plus, per image, its largest candidate file."""
+    html = page.read_text(encoding="utf-8")
+    weight = page.stat().st_size
+    for tag in set(_IMG.findall(html)):
+        sizes = []
+        for src in _image_files(tag):
+            image = (page.parent / src.split("?")[0]).resolve()
+            if image.is_file():
+                sizes.append(image.stat().st_size)
+        weight += max(sizes, default=0)
+    return weight
+
+
+def site_size_report(html_root: Path) -> dict:
+    total = sum(p.stat().st_size for p in html_root.rglob("*") if p.is_file())
+    pages = {p.relative_to(html_root).as_posix(): page_weight(p) for p in html_root.rglob("*.html")}
+    heaviest = max(pages, key=pages.get)
+    return {
+        "total_mb": round(total / 1e6, 3),
+        "total_limit_mb": TOTAL_LIMIT_MB,
+        "heaviest_page": heaviest,
+        "heaviest_page_mb": round(pages[heaviest] / 1e6, 3),
+        "page_limit_mb": PAGE_LIMIT_MB,
+        "pages_mb": {name: round(size / 1e6, 3) for name, size in sorted(pages.items())},
+    }
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "build/html")
+    report = site_size_report(root)
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).write_text(json.dumps(report, indent=2) + "\n")
+    print(
+        f"built site: {report['total_mb']:.2f} MB in all (limit {TOTAL_LIMIT_MB} MB); heaviest "
+        f"page with its images: {report['heaviest_page']} {report['heaviest_page_mb']:.2f} MB "
+        f"(limit {PAGE_LIMIT_MB} MB)"
+    )
