@@ -229,9 +229,30 @@ def _insert_after_title(rst: str, note: str) -> str:
     return rst + note
 
 
+# -- doctree-read: no stray spaces inside Chinese sentences -------------------------------------
+# A line break in the source becomes a space in HTML. Between two Chinese characters (or Chinese
+# punctuation) that space does not belong: join such lines. Text next to Latin letters keeps it.
+_CJK = r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]"
+_CJK_LINE_BREAK = re.compile(rf"(?<={_CJK})[ \t]*\n[ \t]*(?={_CJK})")
+
+
+def _join_cjk_lines(app: Sphinx, doctree) -> None:
+    if not (app.config.language or "").startswith("zh"):
+        return
+    from docutils import nodes
+
+    for text in list(doctree.findall(nodes.Text)):
+        if isinstance(text.parent, (nodes.literal_block, nodes.raw, nodes.comment)):
+            continue
+        joined = _CJK_LINE_BREAK.sub("", text.astext())
+        if joined != text.astext():
+            text.parent.replace(text, nodes.Text(joined))
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _configure_language, priority=5)  # before sphinx-gallery's 10
     app.connect("source-read", _add_provenance)
     app.connect("source-read", _translate_gallery_text)
+    app.connect("doctree-read", _join_cjk_lines)
     app.connect("build-finished", _write_stamp)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
