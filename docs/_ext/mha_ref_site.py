@@ -241,12 +241,30 @@ def _join_cjk_lines(app: Sphinx, doctree) -> None:
         return
     from docutils import nodes
 
+    cjk_char = re.compile(_CJK)
     for text in list(doctree.findall(nodes.Text)):
-        if isinstance(text.parent, (nodes.literal_block, nodes.raw, nodes.comment)):
+        parent = text.parent
+        if parent is None or isinstance(parent, (nodes.literal_block, nodes.raw, nodes.comment)):
             continue
-        joined = _CJK_LINE_BREAK.sub("", text.astext())
-        if joined != text.astext():
-            text.parent.replace(text, nodes.Text(joined))
+        content = text.astext()
+        if content.strip() == "" and "\n" in content:
+            # MyST makes each soft line break a Text node of its own: look at the neighbours
+            before, after = _neighbour_text(text, -1), _neighbour_text(text, +1)
+            if cjk_char.match(before[-1:] or " ") and cjk_char.match(after[:1] or " "):
+                parent.replace(text, nodes.Text(""))
+            continue
+        joined = _CJK_LINE_BREAK.sub("", content)
+        if joined != content:
+            parent.replace(text, nodes.Text(joined))
+
+
+def _neighbour_text(node, step: int) -> str:
+    """The text of the sibling before (step -1) or after (step +1) ``node``, or ``""``."""
+    siblings = node.parent.children
+    index = siblings.index(node) + step
+    if 0 <= index < len(siblings):
+        return siblings[index].astext()
+    return ""
 
 
 def setup(app: Sphinx) -> dict:
