@@ -10,13 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
+from gallery_output import generated_pages, output_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "build" / "html"
 LANGUAGES = ("en", "zh_CN")
-# lines whose numbers legitimately differ between two runs: wall-clock timings
-TIMING_LINE = re.compile(r"\b(ms|µs|us|s/it|毫秒|微秒|秒)\b|seconds|time|耗时|用时", re.IGNORECASE)
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
 
 
 def _require_build() -> None:
@@ -33,29 +31,7 @@ def built_site():
 
 
 def generated_rst(lang: str) -> dict[str, str]:
-    folder = ROOT / "docs" / lang / "auto_examples"
-    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("plot_*.rst"))}
-
-
-def captured_outputs(rst: str) -> list[str]:
-    """The text outputs sphinx-gallery captured, in order (one string per output block)."""
-    outputs = []
-    pattern = re.compile(
-        r"\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n(.*?)(?=\n\S|\Z)", re.S
-    )
-    for match in pattern.finditer(rst):
-        outputs.append(match.group(1))
-    return outputs
-
-
-def output_numbers(rst: str) -> list[str]:
-    numbers = []
-    for block in captured_outputs(rst):
-        for line in block.splitlines():
-            if TIMING_LINE.search(line):
-                continue
-            numbers += NUMBER.findall(line)
-    return numbers
+    return generated_pages(ROOT / "docs" / lang / "auto_examples")
 
 
 def test_root_index_links_both_languages():
