@@ -84,6 +84,8 @@ def docs(session: nox.Session) -> None:
             env=BUILD_ENV,
         )
         timings[lang] = time.perf_counter() - start
+    if not all((HTML / lang / "index.html").is_file() for lang in LANGUAGES):
+        return  # nothing was built (nox --install-only)
     shutil.copyfile(ROOT / "docs" / "root_index.html", HTML / "index.html")
     timings["total"] = time.perf_counter() - start_all
     _report_build_times(session, timings)
