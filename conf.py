@@ -50,7 +50,8 @@ myst_heading_anchors = 3
 
 # -- autodoc --------------------------------------------------------------------------------------
 autodoc_member_order = "bysource"
-autodoc_typehints = "description"
+autodoc_typehints = "signature"  # the docstrings' Args say what each argument is
+autodoc_inherit_docstrings = False  # no nn.Module boilerplate under our forward methods
 autodoc_default_options = {"show-inheritance": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
@@ -85,12 +86,9 @@ sphinx_gallery_conf = {
     "only_warn_on_example_error": False,
     "image_srcset": ["2x"],
     "download_all_examples": False,
-    "first_notebook_cell": (
-        "# This notebook needs the mha_ref package (it brings torch, numpy and matplotlib).\n"
-        "import importlib.util, subprocess, sys\n"
-        "if importlib.util.find_spec('mha_ref') is None:\n"
-        "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', 'mha-ref'])"
-    ),
+    # set per language by docs/_ext/mha_ref_site.py: checks that mha_ref is installed and says
+    # how to install it (it is not on PyPI, so the notebook must not pip-install that name)
+    "first_notebook_cell": None,
     "matplotlib_animations": False,
     "capture_repr": ("_repr_html_", "__repr__"),
 }

@@ -65,6 +65,33 @@ def build_commit() -> str:
     return _git("describe", "--always", "--dirty", "--abbrev=12") or "unknown"
 
 
+# The first cell of every downloaded notebook. The package is installed from the project's
+# source (it is not published on PyPI, so installing the name ``mha-ref`` from an index could
+# fetch someone else's package): the cell checks and says how.
+_FIRST_NOTEBOOK_CELL = {
+    "en": (
+        "# This notebook needs the mha_ref package (it brings torch, numpy and matplotlib).\n"
+        "# Install it from a checkout of the project: python -m pip install .\n"
+        "import importlib.util\n\n"
+        "if importlib.util.find_spec('mha_ref') is None:\n"
+        "    raise ModuleNotFoundError(\n"
+        "        'mha_ref is not installed: run `python -m pip install .` in a checkout of the '\n"
+        "        'mha-ref project, then restart the kernel'\n"
+        "    )"
+    ),
+    "zh_CN": (
+        "# 本笔记本需要 mha_ref 包（安装时会一并装好 torch、numpy 和 matplotlib）。\n"
+        "# 在本项目源代码目录里安装：python -m pip install .\n"
+        "import importlib.util\n\n"
+        "if importlib.util.find_spec('mha_ref') is None:\n"
+        "    raise ModuleNotFoundError(\n"
+        "        '没有安装 mha_ref：请在 mha-ref 项目的源代码目录里运行 '\n"
+        "        '`python -m pip install .`，然后重启内核'\n"
+        "    )"
+    ),
+}
+
+
 # -- config-inited: choose the language's gallery --------------------------------------------------
 def _configure_language(app: Sphinx, config: Config) -> None:
     lang = config.language or "en"
@@ -77,6 +104,7 @@ def _configure_language(app: Sphinx, config: Config) -> None:
             f"build it with -D language={src_name}"
         )
     config.sphinx_gallery_conf["examples_dirs"] = [f"../../gallery/{lang}"]
+    config.sphinx_gallery_conf["first_notebook_cell"] = _FIRST_NOTEBOOK_CELL[lang]
     config.html_search_language = "zh" if lang.startswith("zh") else "en"
 
     # results of deterministic training runs are cached on disk, keyed by code and inputs, so
@@ -247,13 +275,19 @@ def _join_cjk_lines(app: Sphinx, doctree) -> None:
         if parent is None or isinstance(parent, (nodes.literal_block, nodes.raw, nodes.comment)):
             continue
         content = text.astext()
+        before, after = _neighbour_text(text, -1), _neighbour_text(text, +1)
         if content.strip() == "" and "\n" in content:
             # MyST makes each soft line break a Text node of its own: look at the neighbours
-            before, after = _neighbour_text(text, -1), _neighbour_text(text, +1)
             if cjk_char.match(before[-1:] or " ") and cjk_char.match(after[:1] or " "):
                 parent.replace(text, nodes.Text(""))
             continue
         joined = _CJK_LINE_BREAK.sub("", content)
+        # reST needs a space around inline markup (a link, **emphasis**); between Chinese
+        # characters on both sides of it, that space does not belong on the page
+        if cjk_char.match(after[:1] or " ") and cjk_char.match(joined.rstrip()[-1:] or " "):
+            joined = joined.rstrip()
+        if cjk_char.match(before[-1:] or " ") and cjk_char.match(joined.lstrip()[:1] or " "):
+            joined = joined.lstrip()
         if joined != content:
             parent.replace(text, nodes.Text(joined))
 

@@ -79,7 +79,9 @@ def test_notebook_runs(notebook, tmp_path):
     nbclient = pytest.importorskip("nbclient")
     document = nbformat.read(notebook, as_version=4)
     first = document.cells[0] if document.cells else None
-    assert first is not None and "pip" in first.source, "the first cell must install the package"
+    assert first is not None and "pip install" in first.source and "mha_ref" in first.source, (
+        "the first cell must check for the package and say how to install it"
+    )
     client = nbclient.NotebookClient(
         document,
         timeout=300,
