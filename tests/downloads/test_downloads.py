@@ -57,7 +57,10 @@ def test_package_comes_from_site_packages(tmp_path):
         check=True,
     )
     location = Path(done.stdout.strip()).resolve()
-    assert ROOT not in location.parents, f"mha_ref imported from the source tree: {location}"
+    assert "site-packages" in location.parts, f"mha_ref is not an installed copy: {location}"
+    assert (ROOT / "mha_ref") not in location.parents, (
+        f"mha_ref imported from the checkout: {location}"
+    )
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))

@@ -12,6 +12,7 @@ Checked here:
 - reproducible: two clean builds write identical example pages.
 
 These tests run sphinx-build in a subprocess (``pytest -m build``; ``nox -s tests`` runs them).
+The folder is not called ``build``: pytest skips folders of that name when collecting.
 """
 
 from __future__ import annotations
