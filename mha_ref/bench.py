@@ -173,7 +173,13 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
     * CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus what
       was allocated before the call.
     * CPU: the allocation events of ``torch.profiler`` (``profile_memory=True``), summed in time
-      order (see the module source for the details). Operator-internal scratch space is not seen.
+      order (see ``_cpu_peak_from_profiler``). Every allocation made through PyTorch's CPU
+      allocator is an event, including the temporaries an operator allocates and frees inside
+      itself (e.g. the ``(L, S)`` scores of the math path of
+      ``F.scaled_dot_product_attention``). Not seen: memory that a library allocates with its own
+      ``malloc`` (some BLAS or oneDNN scratch space), and, if this torch build exposes no raw
+      event list, operator-internal temporaries too (the fallback sums each operator's net
+      allocation).
 
     Call ``fn`` once beforehand if it has one-off allocations you do not want counted.
     """
@@ -227,15 +233,22 @@ def plot_benchmark(
     title: str = "Implementations compared on this device",
     time_label: str = "median time per call (ms)",
     memory_label: str = "peak memory (MiB)",
+    memory_reference_bytes: int | None = None,
+    memory_reference_label: str = "reference size",
 ) -> Figure:
-    """Two horizontal bar charts side by side: median time and peak memory per implementation."""
+    """Two horizontal bar charts side by side: median time and peak memory per implementation.
+
+    ``memory_reference_bytes`` (e.g. the analytic size of the attention-weight tensor, from
+    :func:`tensor_bytes`) is drawn as a dashed vertical line in the memory panel, labelled
+    ``memory_reference_label``: bars that reach it materialised at least that much.
+    """
     import matplotlib.pyplot as plt
 
     from mha_ref.viz import use_cjk_font_for
 
-    use_cjk_font_for(list(names), title, time_label, memory_label)
+    use_cjk_font_for(list(names), title, time_label, memory_label, memory_reference_label)
     fig, (ax_time, ax_memory) = plt.subplots(
-        1, 2, figsize=(10, 0.9 + 0.42 * len(names)), sharey=True, layout="constrained"
+        1, 2, figsize=(10, 1.1 + 0.42 * len(names)), sharey=True, layout="constrained"
     )
     positions = range(len(names))
     millis = [s * 1e3 for s in seconds]
@@ -245,7 +258,16 @@ def plot_benchmark(
     for ax, values, fmt in ((ax_time, millis, "{:.2f}"), (ax_memory, mib, "{:.2f}")):
         for y, value in zip(positions, values, strict=True):
             ax.text(value, y, " " + fmt.format(value), va="center", fontsize=8)
-        ax.set_xlim(0, max(values) * 1.25 if max(values) > 0 else 1)
+    ax_time.set_xlim(0, max(millis) * 1.25 if max(millis) > 0 else 1)
+    top = max(mib)
+    if memory_reference_bytes is not None:
+        reference = memory_reference_bytes / 2**20
+        top = max(top, reference)
+        ax_memory.axvline(
+            reference, color="#444444", linestyle="--", linewidth=1.2, label=memory_reference_label
+        )
+        ax_memory.legend(fontsize=8, loc="lower right")
+    ax_memory.set_xlim(0, top * 1.25 if top > 0 else 1)
     ax_time.set_yticks(list(positions), labels=list(names))
     ax_time.invert_yaxis()
     ax_time.set_xlabel(time_label)

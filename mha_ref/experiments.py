@@ -644,6 +644,7 @@ def plot_head_profiles(
     entropy_title: str = "Mean entropy of each head",
     entropy_label: str = "entropy (nats)",
     uniform_label: str = "uniform over allowed keys",
+    colorbar_label: str = "mean attention weight",
 ) -> Figure:
     """Left: mean weight per head and offset (a heatmap); right: mean entropy per head.
 
@@ -654,7 +655,9 @@ def plot_head_profiles(
 
     from mha_ref.viz import use_cjk_font_for
 
-    use_cjk_font_for(title, offset_label, head_label, entropy_title, entropy_label, uniform_label)
+    use_cjk_font_for(
+        title, offset_label, head_label, entropy_title, entropy_label, uniform_label, colorbar_label
+    )
     profile = result.offset_profile.numpy()  # (H, L)
     num_heads, seq_len = profile.shape
     heads = [head_label.format(h) for h in range(num_heads)]
@@ -671,7 +674,7 @@ def plot_head_profiles(
     ax_profile.set_yticks(range(num_heads), labels=heads)
     ax_profile.set_xlabel(offset_label)
     ax_profile.set_title(title, fontsize=11)
-    fig.colorbar(image, ax=ax_profile, shrink=0.9)
+    fig.colorbar(image, ax=ax_profile, shrink=0.9, label=colorbar_label)
 
     entropy = result.entropy.numpy()  # (H,)
     ax_entropy.barh(range(num_heads), entropy, color="#2b6ca3")
@@ -692,10 +695,15 @@ def plot_loss_curves(
     *,
     title: str = "Training loss",
     xlabel: str = "training step",
-    ylabel: str = "cross-entropy loss",
+    ylabel: str = "cross-entropy loss (log scale)",
 ) -> Figure:
-    """Loss against training step, one line per entry of ``curves`` (label -> losses), log y."""
+    """Loss against training step, one line per entry of ``curves`` (label -> losses), log y.
+
+    The y axis is logarithmic, with labels at 1, 2 and 5 times each power of ten, so the values
+    between the powers can be read; say so in ``ylabel``.
+    """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     from mha_ref.viz import use_cjk_font_for
 
@@ -704,6 +712,10 @@ def plot_loss_curves(
     for label, losses in curves.items():
         ax.plot(range(1, len(losses) + 1), losses, label=label)
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+    ax.grid(True, which="major", axis="y", alpha=0.3)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11)
@@ -722,6 +734,7 @@ def plot_relative_costs(
 ) -> Figure:
     """Each cost in ``series`` (label -> one value per head count) divided by its first value."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     from mha_ref.viz import use_cjk_font_for
 
@@ -741,6 +754,7 @@ def plot_relative_costs(
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.set_xticks(head_counts, labels=[str(h) for h in head_counts])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -759,17 +773,23 @@ def plot_head_count_sweep(
     accuracy_title: str = "Tiny task, this build",
     bleu_label: str = "BLEU (EN-DE newstest2013)",
     bleu_title: str = "Vaswani et al. 2017, Table 3 (A)",
+    base_heads: int | None = 8,
+    base_label: str = "base model",
+    min_bleu_span: float = 3.0,
 ) -> Figure:
     """Accuracy of :func:`head_count_sweep` against ``h`` (error bars: standard deviation over
     seeds; dots: single seeds); beside it, if given, the published BLEU against ``h``
     (``published``: dicts with keys ``"h"`` and ``"bleu"``).
+
+    The BLEU axis spans at least ``min_bleu_span`` BLEU, so a gap of a fraction of a point is not
+    drawn as if it were large; the row with ``h == base_heads`` is marked ``base_label``.
     """
     import matplotlib.pyplot as plt
 
     from mha_ref.viz import use_cjk_font_for
 
     use_cjk_font_for(
-        heads_label, accuracy_label, seeds_label, accuracy_title, bleu_label, bleu_title
+        heads_label, accuracy_label, seeds_label, accuracy_title, bleu_label, bleu_title, base_label
     )
     panels = 2 if published else 1
     fig, axes = plt.subplots(
@@ -810,7 +830,7 @@ def plot_head_count_sweep(
                 f"{row['bleu']:.1f}",
                 (row["h"], row["bleu"]),
                 textcoords="offset points",
-                xytext=(0, 6),
+                xytext=(0, 9),
                 ha="center",
                 fontsize=8,
             )
@@ -820,7 +840,21 @@ def plot_head_count_sweep(
         ax.set_ylabel(bleu_label)
         ax.set_title(bleu_title, fontsize=11)
         low, high = min(r["bleu"] for r in published), max(r["bleu"] for r in published)
-        ax.set_ylim(low - 0.3, high + 0.3)
+        half = max(min_bleu_span, high - low + 0.6) / 2
+        ax.set_ylim((low + high) / 2 - half, (low + high) / 2 + half)
+        base = [row for row in published if base_heads is not None and row["h"] == base_heads]
+        if base:
+            ax.scatter(
+                [base[0]["h"]],
+                [base[0]["bleu"]],
+                s=160,
+                facecolors="none",
+                edgecolors="#c0392b",
+                linewidths=1.5,
+                zorder=3,
+                label=base_label,
+            )
+            ax.legend(fontsize=8, loc="lower center")
     return fig
 
 

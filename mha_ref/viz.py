@@ -152,6 +152,50 @@ def _grid(n: int, ncols: int | None) -> tuple[int, int]:
     return math.ceil(n / ncols), ncols
 
 
+#: Widest figure (inches) the heatmap helpers aim for. A gallery page shows a figure about 6.5 to
+#: 7 inches wide at matplotlib's 100 dpi, so wider figures are shrunk and their text with them.
+_MAX_FIGURE_WIDTH = 7.0
+_TICK_FONTSIZE = 8.0
+#: Annotation font sizes (points): the largest used, and the smallest still written by default.
+_ANNOTATION_MAX_FONTSIZE = 8.0
+_ANNOTATION_MIN_FONTSIZE = 6.5
+
+
+def _text_width_pt(labels: Sequence[str], fontsize: float) -> float:
+    """Rough width in points of the widest label: CJK characters 1 em, others 0.6 em."""
+    widest = max((_display_width(str(label)) for label in labels), default=0)
+    return 0.55 * fontsize * widest
+
+
+def _xtick_style(labels: Sequence[str], cell_inches: float) -> dict:
+    """Tick labels for the columns: horizontal when the widest fits in a cell, else turned 45
+    degrees, or 90 where the cells are too narrow for turned labels to clear each other (CJK
+    glyphs are as tall as the font size, Latin lower case about half as tall)."""
+    if _text_width_pt(labels, _TICK_FONTSIZE) <= 0.9 * cell_inches * 72:
+        return {"rotation": 0, "ha": "center"}
+    line_height = _TICK_FONTSIZE * (1.3 if has_cjk(list(labels)) else 0.9)
+    if cell_inches * 72 * math.sin(math.radians(45)) < line_height:
+        return {"rotation": 90, "ha": "center"}
+    return {"rotation": 45, "ha": "right", "rotation_mode": "anchor"}
+
+
+def _side_margin(labels: Sequence[str]) -> float:
+    """Inches taken by tick labels left of a heatmap."""
+    return (_text_width_pt(labels, _TICK_FONTSIZE) + 6) / 72
+
+
+def _below_margin(labels: Sequence[str], rotated: bool) -> float:
+    """Inches taken by tick labels below a heatmap, horizontal or turned 45 degrees."""
+    if rotated:  # 45 degrees; a label turned 90 takes its width, a little more than this
+        return (0.8 * (_text_width_pt(labels, _TICK_FONTSIZE) + _TICK_FONTSIZE) + 6) / 72
+    return (1.3 * _TICK_FONTSIZE + 6) / 72
+
+
+def _annotation_fontsize(cell_inches: float) -> float:
+    """Font size (points) at which ``"0.00"`` fills about 70 % of a square cell's width."""
+    return min(_ANNOTATION_MAX_FONTSIZE, cell_inches * 72 / 3.1)
+
+
 def plot_heads(
     weights: object,
     query_labels: Sequence[str] | None = None,
@@ -161,13 +205,17 @@ def plot_heads(
     suptitle: str | None = None,
     ncols: int | None = None,
     annotate: bool | None = None,
+    annotate_min: float | None = None,
     vmax: float | None = None,
     cmap: str = "viridis",
     colorbar_label: str | None = None,
     xlabel: str | None = None,
     ylabel: str | None = None,
 ) -> Figure:
-    """Draw one heatmap per head, side by side, with token labels and one shared colour bar.
+    """Draw one heatmap per head in a grid, with token labels and one shared colour bar.
+
+    The figure is sized to stay about 7 inches wide (the width a gallery page shows without
+    shrinking it): the more heatmaps per row and the longer the sequences, the smaller the cells.
 
     Args:
         weights: attention weights ``(num_heads, query_len, key_len)``, or ``(query_len, key_len)``
@@ -178,7 +226,10 @@ def plot_heads(
         titles: one title per heatmap (default: ``"head 0"``, ``"head 1"``, ...).
         suptitle: a title for the whole figure.
         ncols: heatmaps per row (default: up to 4).
-        annotate: write each value in its cell (default: when a matrix has at most 64 cells).
+        annotate: write each value in its cell, in a font scaled to the cell. Default: when a
+            matrix has at most 64 cells and the cells are large enough for a readable font.
+        annotate_min: write only the values at least this large (e.g. ``0.01``, so a heatmap of
+            near-one-hot rows is not covered in ``0.00``); NaN is always written.
         vmax: top of the shared colour scale (default: the largest finite weight); the bottom is 0.
         cmap: matplotlib colour map name. NaN cells (e.g. a fully masked row) are drawn grey.
         colorbar_label: a label for the colour bar.
@@ -208,21 +259,33 @@ def plot_heads(
         raise ValueError(f"plot_heads: got {len(titles)} titles for {num_heads} heatmaps")
     use_cjk_font_for(query_labels, key_labels, titles, suptitle, colorbar_label, xlabel, ylabel)
 
+    nrows, ncols = _grid(num_heads, ncols)
+    # Size the cells so that the whole grid fits _MAX_FIGURE_WIDTH (cells at most 0.42 inch).
+    # The rows of every heatmap are the same queries: only the first column names them.
+    fixed = _side_margin(query_labels) + 0.15 * ncols + (0.75 if colorbar_label else 0.55)
+    fixed += (0.3 if ylabel else 0.0) + 0.2
+    cell = min(0.42, max(0.12, (_MAX_FIGURE_WIDTH - fixed) / (ncols * key_len)))
+    xticks = _xtick_style(key_labels, cell)
+    below = _below_margin(key_labels, rotated=xticks["rotation"] != 0)
+    width = ncols * cell * key_len + fixed
+    height = (
+        nrows * (cell * query_len + below + 0.3)
+        + (0.4 if suptitle else 0.0)
+        + (0.3 if xlabel else 0.0)
+        + 0.1
+    )
+
+    fontsize = _annotation_fontsize(cell)
     if annotate is None:
-        annotate = query_len * key_len <= 64
+        annotate = query_len * key_len <= 64 and fontsize >= _ANNOTATION_MIN_FONTSIZE
     finite = w[np.isfinite(w)]
     if vmax is None:
         vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     colours = mpl.colormaps[cmap].with_extremes(bad="#d0d0d0")
 
-    nrows, ncols = _grid(num_heads, ncols)
-    cell = 0.42
-    width = max(2.4, cell * key_len + 1.0)
-    height = max(2.2, cell * query_len + 1.0)
-    fig = plt.figure(
-        figsize=(width * ncols + 0.9, height * nrows + (0.5 if suptitle else 0.1)),
-        layout="constrained",
-    )
+    fig = plt.figure(figsize=(width, height), layout="compressed")
+    # room between rows, so a title does not touch the tick labels of the row above
+    fig.get_layout_engine().set(h_pad=0.06, hspace=0.06, w_pad=0.04, wspace=0.02)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     image = None
     for h in range(nrows * ncols):
@@ -232,20 +295,15 @@ def plot_heads(
             continue
         image = ax.imshow(w[h], cmap=colours, vmin=0.0, vmax=vmax, aspect="equal")
         ax.set_title(titles[h], fontsize=10)
-        ax.set_xticks(
-            range(key_len),
-            labels=list(key_labels),
-            rotation=45,
-            ha="right",
-            rotation_mode="anchor",
-            fontsize=8,
-        )
-        ax.set_yticks(range(query_len), labels=list(query_labels), fontsize=8)
-        ax.tick_params(length=0)
+        ax.set_xticks(range(key_len), labels=list(key_labels), fontsize=_TICK_FONTSIZE, **xticks)
+        ax.set_yticks(range(query_len), labels=list(query_labels), fontsize=_TICK_FONTSIZE)
+        ax.tick_params(length=0, labelleft=h % ncols == 0)
         if annotate:
             for i in range(query_len):
                 for j in range(key_len):
                     v = w[h, i, j]
+                    if annotate_min is not None and np.isfinite(v) and v < annotate_min:
+                        continue
                     dark = np.isfinite(v) and v < 0.6 * vmax
                     ax.text(
                         j,
@@ -253,12 +311,12 @@ def plot_heads(
                         "nan" if np.isnan(v) else f"{v:.2f}",
                         ha="center",
                         va="center",
-                        fontsize=7,
+                        fontsize=fontsize,
                         color="white" if dark else "black",
                     )
-    bar = fig.colorbar(image, ax=list(axes.flat[:num_heads]), shrink=0.8)
+    colorbar = fig.colorbar(image, ax=list(axes.flat[:num_heads]), shrink=0.8)
     if colorbar_label:
-        bar.set_label(colorbar_label)
+        colorbar.set_label(colorbar_label)
     if xlabel:
         fig.supxlabel(xlabel, fontsize=10)
     if ylabel:
@@ -268,6 +326,28 @@ def plot_heads(
     return fig
 
 
+def _check_mask(mask: object, query_labels, key_labels, caller: str) -> np.ndarray:
+    """The mask as a 2-D bool array, after checking its dtype, its shape and the label counts."""
+    m = _to_numpy(mask)
+    if m.dtype != np.bool_:
+        raise TypeError(
+            f"{caller}: expected a bool mask (True = may attend), got dtype {m.dtype}; for an "
+            "additive float mask (0 = attend, -inf = blocked) pass `mask == 0`"
+        )
+    if m.ndim != 2:
+        raise ValueError(
+            f"{caller}: mask must be (query_len, key_len), got shape {tuple(m.shape)}; for a "
+            "batch or per-head mask, pass mask[0]"
+        )
+    rows, cols = _default_labels(query_labels, key_labels, *m.shape)
+    if len(rows) != m.shape[0] or len(cols) != m.shape[1]:
+        raise ValueError(
+            f"{caller}: got {len(rows)} query labels and {len(cols)} key labels "
+            f"for a mask of shape {tuple(m.shape)}"
+        )
+    return m
+
+
 def plot_mask(
     mask: object,
     query_labels: Sequence[str] | None = None,
@@ -275,6 +355,8 @@ def plot_mask(
     *,
     title: str | None = None,
     legend: tuple[str, str] = ("may attend", "blocked"),
+    xlabel: str | None = None,
+    ylabel: str | None = None,
     ax=None,
 ) -> Figure:
     """Draw a boolean attention mask: True (may attend) dark, False (blocked) light.
@@ -285,33 +367,24 @@ def plot_mask(
         query_labels, key_labels: tokens for rows and columns (default: positions).
         title: the axes title.
         legend: the two legend entries, (allowed, blocked); translate them for other languages.
+        xlabel, ylabel: axis labels for the columns (keys) and the rows (queries).
         ax: draw into this axes instead of a new figure.
 
     Returns:
         The figure that holds the axes.
     """
-    m = _to_numpy(mask)
-    if m.dtype != np.bool_:
-        raise TypeError(
-            f"plot_mask: expected a bool mask (True = may attend), got dtype {m.dtype}; for an "
-            "additive float mask (0 = attend, -inf = blocked) pass `mask == 0`"
-        )
-    if m.ndim != 2:
-        raise ValueError(
-            f"plot_mask: mask must be (query_len, key_len), got shape {tuple(m.shape)}; for a "
-            "batch or per-head mask, pass mask[0]"
-        )
+    m = _check_mask(mask, query_labels, key_labels, "plot_mask")
+    query_labels, key_labels = _default_labels(query_labels, key_labels, *m.shape)
     query_len, key_len = m.shape
-    query_labels, key_labels = _default_labels(query_labels, key_labels, query_len, key_len)
-    if len(query_labels) != query_len or len(key_labels) != key_len:
-        raise ValueError(
-            f"plot_mask: got {len(query_labels)} query labels and {len(key_labels)} key labels "
-            f"for a mask of shape {tuple(m.shape)}"
-        )
-    use_cjk_font_for(query_labels, key_labels, title, legend)
+    use_cjk_font_for(query_labels, key_labels, title, legend, xlabel, ylabel)
+    xticks = _xtick_style(key_labels, _MASK_CELL)
     if ax is None:
+        below = _below_margin(key_labels, rotated=xticks["rotation"] != 0)
         fig = plt.figure(
-            figsize=(max(2.6, 0.42 * key_len + 1.2), max(2.6, 0.42 * query_len + 1.4)),
+            figsize=(
+                max(2.6, _MASK_CELL * key_len + _side_margin(query_labels) + 0.5),
+                max(2.2, _MASK_CELL * query_len + below + 0.9 + (0.25 if xlabel else 0.0)),
+            ),
             layout="constrained",
         )
         ax = fig.subplots()
@@ -319,10 +392,17 @@ def plot_mask(
     else:
         fig = ax.figure
         show_legend = False
-    blocked_colour, allowed_colour = "#eeeeee", "#2b6ca3"
+    _draw_mask(ax, m, query_labels, key_labels, title, xlabel, ylabel, xticks)
+    if show_legend:
+        _mask_legend(fig, legend, _ALLOWED_COLOUR, _BLOCKED_COLOUR)
+    return fig
+
+
+def _draw_mask(ax, m, query_labels, key_labels, title, xlabel, ylabel, xticks) -> None:
+    query_len, key_len = m.shape
     ax.imshow(
         m.astype(np.int8),
-        cmap=ListedColormap([blocked_colour, allowed_colour]),
+        cmap=ListedColormap([_BLOCKED_COLOUR, _ALLOWED_COLOUR]),
         vmin=0,
         vmax=1,
         aspect="equal",
@@ -331,21 +411,20 @@ def plot_mask(
     ax.set_yticks(np.arange(query_len + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="white", linewidth=1.5)
     ax.tick_params(which="minor", length=0)
-    ax.set_xticks(
-        range(key_len),
-        labels=list(key_labels),
-        rotation=45,
-        ha="right",
-        rotation_mode="anchor",
-        fontsize=8,
-    )
-    ax.set_yticks(range(query_len), labels=list(query_labels), fontsize=8)
+    ax.set_xticks(range(key_len), labels=list(key_labels), fontsize=_TICK_FONTSIZE, **xticks)
+    ax.set_yticks(range(query_len), labels=list(query_labels), fontsize=_TICK_FONTSIZE, rotation=0)
     ax.tick_params(length=0)
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize=9)
+    if ylabel:
+        ax.set_ylabel(ylabel, fontsize=9)
     if title:
         ax.set_title(title, fontsize=10)
-    if show_legend:
-        _mask_legend(fig, legend, allowed_colour, blocked_colour)
-    return fig
+
+
+#: Side of one mask cell, in inches (at most), and the colours of the two kinds of cell.
+_MASK_CELL = 0.36
+_ALLOWED_COLOUR, _BLOCKED_COLOUR = "#2b6ca3", "#eeeeee"
 
 
 def _mask_legend(fig: Figure, legend: tuple[str, str], allowed: str, blocked: str) -> None:
@@ -364,31 +443,46 @@ def plot_masks(
     titles: Sequence[str] | None = None,
     suptitle: str | None = None,
     legend: tuple[str, str] = ("may attend", "blocked"),
+    xlabel: str | None = None,
+    ylabel: str | None = None,
 ) -> Figure:
     """Draw several bool masks side by side (same labels), with one legend.
 
     ``masks`` is a sequence of ``(query_len, key_len)`` bool masks, or a 3-D bool tensor.
+    ``xlabel`` and ``ylabel`` name the columns (keys) and rows (queries) once for all masks.
     """
     masks = list(masks)
     if titles is None:
         titles = [None] * len(masks)
     if len(titles) != len(masks):
         raise ValueError(f"plot_masks: got {len(titles)} titles for {len(masks)} masks")
-    use_cjk_font_for(query_labels, key_labels, titles, suptitle, legend)
+    use_cjk_font_for(query_labels, key_labels, titles, suptitle, legend, xlabel, ylabel)
     shapes = [tuple(_to_numpy(m).shape) for m in masks]
     q = max(s[0] for s in shapes)
     k = max(s[-1] for s in shapes)
+    rows, cols = _default_labels(query_labels, key_labels, q, k)
+    side = _side_margin(rows) + 0.2
+    extra = 0.35 if ylabel else 0.1
+    cell = min(
+        _MASK_CELL, max(0.2, (_MAX_FIGURE_WIDTH - extra - len(masks) * side) / (len(masks) * k))
+    )
+    xticks = _xtick_style(cols, cell)
+    below = _below_margin(cols, rotated=xticks["rotation"] != 0)
     fig = plt.figure(
         figsize=(
-            len(masks) * max(2.4, 0.42 * k + 1.0) + 0.3,
-            max(2.6, 0.42 * q + 1.6) + (0.4 if suptitle else 0.0),
+            len(masks) * (cell * k + side) + extra,
+            cell * q + below + 0.95 + (0.4 if suptitle else 0.0) + (0.25 if xlabel else 0.0),
         ),
         layout="constrained",
     )
     axes = fig.subplots(1, len(masks), squeeze=False)[0]
-    for ax, m, t in zip(axes, masks, titles, strict=True):
-        plot_mask(m, query_labels, key_labels, title=t, legend=legend, ax=ax)
-    _mask_legend(fig, legend, "#2b6ca3", "#eeeeee")
+    for i, (ax, m, t) in enumerate(zip(axes, masks, titles, strict=True)):
+        m = _check_mask(m, query_labels, key_labels, "plot_masks")
+        query_labels_i, key_labels_i = _default_labels(query_labels, key_labels, *m.shape)
+        # the key label under every mask (the legend sits below them), the query label once
+        ylabel_i = ylabel if i == 0 else None
+        _draw_mask(ax, m, query_labels_i, key_labels_i, t, xlabel, ylabel_i, xticks)
+    _mask_legend(fig, legend, _ALLOWED_COLOUR, _BLOCKED_COLOUR)
     if suptitle:
         fig.suptitle(suptitle)
     return fig

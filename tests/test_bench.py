@@ -94,3 +94,30 @@ def test_environment_structure():
     assert env["threads"] == torch.get_num_threads() >= 1
     assert env["device"].startswith("cpu")
     assert all(isinstance(v, (str, int)) for v in env.values())
+
+
+def test_plot_benchmark_reference_line():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = ["explicit", "fused"]
+    reference = bench.tensor_bytes((4, 8, 128, 128))
+    fig = bench.plot_benchmark(
+        names,
+        [2e-3, 1e-3],
+        [3 * 2**20, 2**19],
+        title="cpu (x86_64)",
+        memory_reference_bytes=reference,
+        memory_reference_label="attention weights",
+    )
+    ax_time, ax_memory = fig.axes
+    assert [t.get_text() for t in ax_time.get_yticklabels()] == names
+    (line,) = ax_memory.get_lines()
+    assert line.get_xdata()[0] == pytest.approx(reference / 2**20)
+    assert line.get_linestyle() == "--"
+    assert [t.get_text() for t in ax_memory.get_legend().get_texts()] == ["attention weights"]
+    assert ax_memory.get_xlim()[1] > reference / 2**20
+    no_reference = bench.plot_benchmark(names, [2e-3, 1e-3], [3 * 2**20, 2**19])
+    assert not no_reference.axes[1].get_lines()
+    plt.close("all")

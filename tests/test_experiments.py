@@ -254,3 +254,55 @@ def test_sweep_is_cached(tmp_path, monkeypatch):
     assert names == ["head_count_sweep"] + ["train"] * 4
     monkeypatch.setattr(ex, "_head_count_sweep", lambda **_: pytest.fail("cache hit expected"))
     assert ex.head_count_sweep((1, 2), seeds=(0, 1), **SHORT) == rows
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def _agg():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield
+    plt.close("all")
+
+
+def test_plot_loss_curves_log_axis_is_labelled_and_readable(_agg):
+    fig = ex.plot_loss_curves({"4 heads": [2.7, 1.0, 0.3, 0.1, 0.03]})
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "log"
+    assert "log scale" in ax.get_ylabel()
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+    assert len([t for t in shown if t]) >= 5  # 1, 2 and 5 times each power of ten
+    assert "0.5" in shown and "2" in shown
+
+
+def test_plot_head_profiles_labels_its_colorbar(_agg):
+    result = ex.train(num_heads=2, **SHORT)
+    fig = ex.plot_head_profiles(result, colorbar_label="平均注意力权重")
+    (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert bar.get_ylabel() == "平均注意力权重"
+
+
+def _row(h, accuracies):
+    mean = sum(accuracies) / len(accuracies)
+    return ex.HeadCountRow(h, 16 // h, 1088, 0, 0, 0, accuracies, mean, 0.0, mean, mean)
+
+
+def test_plot_head_count_sweep_bleu_axis_and_base_model(_agg):
+    published = [{"h": 1, "bleu": 24.9}, {"h": 8, "bleu": 25.8}, {"h": 32, "bleu": 25.4}]
+    rows = [_row(1, [0.7, 0.8]), _row(8, [0.9, 1.0])]
+    fig = ex.plot_head_count_sweep(rows, published, base_label="base model")
+    ax_bleu = fig.axes[1]
+    low, high = ax_bleu.get_ylim()
+    assert high - low >= 3.0  # a 0.9 BLEU gap is not stretched over the whole panel
+    assert low < 24.9 and high > 25.8
+    assert [t.get_text() for t in ax_bleu.get_legend().get_texts()] == ["base model"]
+    (marker,) = ax_bleu.collections
+    assert marker.get_offsets().tolist() == [[8.0, 25.8]]
+    no_base = ex.plot_head_count_sweep(rows, published, base_heads=None)
+    assert no_base.axes[1].get_legend() is None

@@ -18,6 +18,10 @@ from mha_ref import viz  # noqa: E402
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 ZH_TOKENS = ["你的", "旅程", "开始", "于", "一", "步"]
 
+requires_cjk_font = pytest.mark.skipif(
+    viz.find_cjk_font() is None, reason="no CJK font installed (apt-get install fonts-noto-cjk)"
+)
+
 
 @pytest.fixture(autouse=True)
 def _clean_matplotlib():
@@ -61,9 +65,65 @@ def test_plot_heads_one_heatmap_per_head_and_one_colorbar(num_heads):
 
 def test_plot_heads_tick_labels_are_the_tokens():
     fig = viz.plot_heads(_weights(2), TOKENS, TOKENS[::-1])
-    for ax in _heatmap_axes(fig):
-        assert _tick_texts(ax.get_yticklabels()) == TOKENS
+    first, second = _heatmap_axes(fig)
+    for ax in (first, second):
         assert _tick_texts(ax.get_xticklabels()) == TOKENS[::-1]
+    # every heatmap has the same query rows: only the first one of a row of heatmaps names them
+    assert _tick_texts(first.get_yticklabels()) == TOKENS
+    assert _tick_texts(second.get_yticklabels()) == []
+
+
+def test_plot_heads_grid_columns_and_row_labels():
+    fig = viz.plot_heads(_weights(4), TOKENS, ncols=2)
+    axes = _heatmap_axes(fig)
+    rows = sorted({round(ax.get_position().y0, 3) for ax in axes})
+    assert len(rows) == 2  # 2 x 2
+    labelled = [bool(_tick_texts(ax.get_yticklabels())) for ax in axes]
+    assert labelled == [True, False, True, False]
+
+
+def test_plot_heads_fits_a_page_and_labels_the_colorbar():
+    fig = viz.plot_heads(_weights(8, n=5), None, colorbar_label="attention weight")
+    assert fig.get_size_inches()[0] <= 7.05  # a page shows ~7 inches without shrinking the text
+    (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert bar.get_ylabel() == "attention weight"
+    fig.canvas.draw()
+    heatmaps = _heatmap_axes(fig)
+    # no wide empty gap between the last column of heatmaps and the colour bar
+    gap = bar.get_position().x0 - max(ax.get_position().x1 for ax in heatmaps)
+    assert gap < 0.08
+
+
+def test_plot_heads_annotation_font_follows_the_cell_size():
+    big = viz.plot_heads(_weights(1), TOKENS)
+    small = viz.plot_heads(_weights(3), TOKENS)
+    (ax_big,) = _heatmap_axes(big)
+    ax_small = _heatmap_axes(small)[0]
+    assert ax_big.texts and ax_small.texts
+    assert ax_small.texts[0].get_fontsize() < ax_big.texts[0].get_fontsize()
+    # eight heads of 6 x 6 in one row: cells too small for a readable number, so none is written
+    crowded = viz.plot_heads(_weights(8), TOKENS, ncols=8)
+    assert all(len(ax.texts) == 0 for ax in _heatmap_axes(crowded))
+    # asked for explicitly, they are written anyway
+    forced = viz.plot_heads(_weights(8), TOKENS, ncols=8, annotate=True)
+    assert all(len(ax.texts) == 36 for ax in _heatmap_axes(forced))
+
+
+def test_plot_heads_annotate_min_skips_small_values():
+    w = torch.zeros(1, 4, 4)
+    w[0, :, 0] = 1.0
+    fig = viz.plot_heads(w, None, annotate_min=0.01)
+    (ax,) = _heatmap_axes(fig)
+    assert [t.get_text() for t in ax.texts] == ["1.00"] * 4
+
+
+def test_x_tick_labels_turn_only_when_they_do_not_fit():
+    short = viz.plot_heads(_weights(1, n=4), ["t0", "t1", "t2", "t3"])
+    (ax,) = _heatmap_axes(short)
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {0.0}
+    long = viz.plot_heads(_weights(1, n=4), ["a long token", "b", "c", "d"])
+    (ax,) = _heatmap_axes(long)
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {45.0}
 
 
 def test_plot_heads_shows_the_given_numbers():
@@ -122,6 +182,75 @@ def test_plot_mask_pixels_follow_true_means_may_attend():
     assert legend_texts == ["may attend", "blocked"]
 
 
+@pytest.mark.parametrize("draw", ["mask", "masks", "heads"])
+def test_y_tick_labels_are_upright(draw):
+    queries, keys = ["足", "下"], ["千里", "之行", "始", "于", "足", "下"]
+    mask = torch.ones(2, 6, dtype=torch.bool).tril()
+    if draw == "mask":
+        fig = viz.plot_mask(mask, queries, keys)
+    elif draw == "masks":
+        fig = viz.plot_masks([mask, mask], queries, keys)
+    else:
+        fig = viz.plot_heads(mask.float(), queries, keys)
+    fig.canvas.draw()
+    ax = [a for a in fig.axes if a.images][0]
+    labels = ax.get_yticklabels()
+    assert _tick_texts(labels) == queries
+    assert [t.get_rotation() for t in labels] == [0.0, 0.0]
+
+
+@requires_cjk_font
+def test_single_chinese_characters_are_drawn_upright():
+    """Compare the pixels of each y tick label with the same glyph drawn upright and turned."""
+
+    def ink(rgba: np.ndarray) -> np.ndarray:
+        grey = 255.0 - rgba[..., :3].mean(axis=-1)
+        ys, xs = np.nonzero(grey > 60)
+        return grey[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
+
+    def glyph(char: str, rotation: float) -> np.ndarray:
+        fig = plt.figure(figsize=(1, 1), dpi=250)
+        fig.text(0.5, 0.5, char, fontsize=8, rotation=rotation, ha="center", va="center")
+        fig.canvas.draw()
+        return ink(np.asarray(fig.canvas.buffer_rgba()))
+
+    def similarity(a: np.ndarray, b: np.ndarray) -> float:
+        size = (max(a.shape[0], b.shape[0]), max(a.shape[1], b.shape[1]))
+        a2, b2 = np.zeros(size), np.zeros(size)
+        a2[: a.shape[0], : a.shape[1]] = a
+        b2[: b.shape[0], : b.shape[1]] = b
+        return float((a2 * b2).sum() / np.sqrt((a2 * a2).sum() * (b2 * b2).sum()))
+
+    mask = torch.ones(2, 6, dtype=torch.bool).tril()
+    fig = viz.plot_mask(mask, ["足", "下"], ["千里", "之行", "始", "于", "足", "下"])
+    fig.set_dpi(250)
+    fig.canvas.draw()
+    image = np.asarray(fig.canvas.buffer_rgba())
+    height = image.shape[0]
+    (ax,) = [a for a in fig.axes if a.images]
+    for label in ax.get_yticklabels():
+        box = label.get_window_extent()
+        crop = image[
+            int(height - box.y1) - 2 : int(height - box.y0) + 2, int(box.x0) - 2 : int(box.x1) + 2
+        ]
+        drawn = ink(crop)
+        upright = similarity(drawn, glyph(label.get_text(), 0))
+        turned = max(similarity(drawn, glyph(label.get_text(), r)) for r in (90, -90))
+        assert upright > 0.8 and upright > turned + 0.3, (label.get_text(), upright, turned)
+
+
+def test_plot_masks_axis_labels():
+    mask = torch.ones(3, 3, dtype=torch.bool).tril()
+    fig = viz.plot_masks([mask, mask], ["a", "b", "c"], xlabel="key", ylabel="query")
+    first, second = [a for a in fig.axes if a.images]
+    assert first.get_xlabel() == second.get_xlabel() == "key"
+    assert first.get_ylabel() == "query"
+    assert second.get_ylabel() == ""
+    fig = viz.plot_mask(mask, ["a", "b", "c"], xlabel="键", ylabel="查询")
+    (ax,) = [a for a in fig.axes if a.images]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("键", "查询")
+
+
 def test_plot_mask_refuses_float_masks_with_the_fix():
     with pytest.raises(TypeError, match="mask == 0"):
         viz.plot_mask(torch.zeros(3, 3), None)
@@ -146,11 +275,6 @@ def test_has_cjk():
     assert viz.has_cjk(["head", "头 0"])
     assert not viz.has_cjk("head 0 √d_k −1")
     assert not viz.has_cjk(None)
-
-
-requires_cjk_font = pytest.mark.skipif(
-    viz.find_cjk_font() is None, reason="no CJK font installed (apt-get install fonts-noto-cjk)"
-)
 
 
 @requires_cjk_font

@@ -110,6 +110,8 @@ fig = plot_heads(
     [f"pos {i}" for i in range(seq_len)],
     titles=[f"head {h}" for h in range(num_heads)],
     suptitle="Attention weights of sequence 0, per head",
+    annotate=False,
+    colorbar_label="attention weight",
     xlabel="key position",
     ylabel="query position",
 )

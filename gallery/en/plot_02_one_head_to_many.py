@@ -99,6 +99,7 @@ fig = plot_heads(
     head_weights[0],
     tokens,
     titles=[f"one causal head (d_out = {d_out})"],
+    colorbar_label="attention weight",
     xlabel="key token",
     ylabel="query token",
 )
@@ -211,6 +212,7 @@ fig = plot_heads(
     tokens,
     titles=[f"head {h}" for h in range(mha.num_heads)],
     suptitle="mha_ref.MultiHeadAttention, is_causal=True",
+    colorbar_label="attention weight",
     xlabel="key token",
     ylabel="query token",
 )

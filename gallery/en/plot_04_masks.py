@@ -66,6 +66,8 @@ fig = plot_masks(
     sentences[1],
     titles=["causal", "padding", "causal & padding"],
     legend=("may attend", "blocked"),
+    xlabel="key",
+    ylabel="query",
 )
 plt.show()
 
@@ -93,6 +95,8 @@ fig = plot_heads(
     sentences[1],
     titles=["no mask", "causal", "padding", "causal & padding"],
     suptitle="Head 0 of the second sentence",
+    ncols=2,
+    colorbar_label="attention weight",
     xlabel="key",
     ylabel="query",
 )
@@ -242,6 +246,8 @@ fig = plot_masks(
     kv_tokens,
     titles=['alignment="top_left" (is_causal=True)', 'alignment="bottom_right"'],
     legend=("may attend", "blocked"),
+    xlabel="key",
+    ylabel="query",
 )
 plt.show()
 

@@ -69,7 +69,7 @@ fig = plot_loss_curves(
     {"4 heads": result.loss_curve},
     title="Training loss",
     xlabel="training step",
-    ylabel="cross-entropy loss",
+    ylabel="cross-entropy loss (log scale)",
 )
 plt.show()
 
@@ -83,6 +83,7 @@ plt.show()
 # tokens back" lights up the next diagonal down. The first rows are special: position 0 can only
 # attend to itself, and position 1 has no token two back.
 
+# sphinx_gallery_thumbnail_number = 2
 probe_labels = [f"{t}:{TOKEN_NAMES[i]}" for t, i in enumerate(result.probe_tokens[0].tolist())]
 weights = result.probe_weights[0]  # (num_heads, seq_len, seq_len)
 print("probe weights:", tuple(weights.shape))
@@ -92,6 +93,8 @@ fig = plot_heads(
     titles=[f"head {h}" for h in range(weights.shape[0])],
     suptitle="Attention weights of each head (one probe sequence)",
     ncols=2,
+    annotate_min=0.01,
+    colorbar_label="attention weight",
     xlabel="key (position:token)",
     ylabel="query (position:token)",
 )
@@ -120,6 +123,7 @@ fig = plot_head_profiles(
     entropy_title="Mean entropy per head",
     entropy_label="entropy (nats)",
     uniform_label="uniform over allowed keys",
+    colorbar_label="mean attention weight",
 )
 plt.show()
 
@@ -152,6 +156,8 @@ fig = plot_heads(
     probe_labels,
     titles=["the only head"],
     suptitle="One head, same probe sequence",
+    annotate_min=0.01,
+    colorbar_label="attention weight",
     xlabel="key (position:token)",
     ylabel="query (position:token)",
 )

@@ -111,7 +111,7 @@ fig = plot_relative_costs(
         "matmul FLOPs": [c["matmul_mflops"] for c in costs],
         "softmax FLOPs": [c["softmax_mflops"] for c in costs],
         "attention-weight memory": [c["weight_mib"] for c in costs],
-        "time on this device": seconds,
+        f"time on this device: {env['device']}": seconds,
     },
     title=f"Cost at embed_dim={embed_dim}, batch={batch}, seq_len={seq_len}",
     xlabel="number of heads h",
@@ -183,6 +183,8 @@ fig = plot_head_count_sweep(
     accuracy_title=f"Tiny task, embed_dim={embed_dim} (this build)",
     bleu_label="BLEU, EN-DE newstest2013",
     bleu_title="Vaswani et al. 2017, Table 3 (A)",
+    base_heads=8,
+    base_label="base model (h = 8)",
 )
 plt.show()
 

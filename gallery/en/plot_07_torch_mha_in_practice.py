@@ -83,12 +83,21 @@ print("mean of the heads == averaged:", max_diff(per_head.mean(dim=1), averaged)
 
 # %%
 # The per-head weights of the first sequence next to their average. Averaging mixes the heads:
-# a pattern that only one head has is diluted in the average.
+# a pattern that only one head has is diluted in the average. With random weights and inputs of
+# unit scale every row is close to uniform and there is little to dilute, so for this picture the
+# input is multiplied by 4 (which multiplies every score by the square of that factor): the heads
+# become sharp, and different from each other.
+
+sharp = 4 * x  # (batch, seq_len, embed_dim)
+with torch.no_grad():
+    _, sharp_averaged = torch_mha(sharp, sharp, sharp)  # (batch, seq_len, seq_len)
+    _, sharp_per_head = torch_mha(sharp, sharp, sharp, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
 
 fig = plot_heads(
-    torch.cat([per_head[0], averaged[0:1]]),  # (num_heads + 1, seq_len, seq_len)
+    torch.cat([sharp_per_head[0], sharp_averaged[0:1]]),  # (num_heads + 1, seq_len, seq_len)
     [f"t{i}" for i in range(seq_len)],
     titles=[f"head {h}" for h in range(num_heads)] + ["average (default)"],
+    colorbar_label="attention weight",
     xlabel="key",
     ylabel="query",
 )

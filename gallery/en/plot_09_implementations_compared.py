@@ -49,7 +49,7 @@ head_dim = embed_dim // num_heads
 env = environment(device)
 print(f"torch {env['torch']}, device: {env['device']}, threads: {env['threads']}")
 
-ref = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
+ref = MultiHeadAttention(embed_dim, num_heads, batch_first=True, use_fused=False).to(device).eval()
 W_q, W_k, W_v = ref.projection_weights()  # each (embed_dim, embed_dim)
 b_q, b_k, b_v = ref.projection_biases()  # each (embed_dim,)
 x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, embed_dim)
@@ -60,13 +60,17 @@ print("x:", tuple(x.shape))
 # -------------------
 # 1. **Naive loop**: the paper's formula literally, one head at a time, each with its own slice
 #    of the projection matrices.
-# 2. **Batched explicit** (``mha_ref``): all heads at once through ``split_heads``; the weights
-#    tensor ``(batch, num_heads, seq_len, seq_len)`` is materialised.
+# 2. **Batched explicit** (``mha_ref`` built with ``use_fused=False``): all heads at once through
+#    ``split_heads``; the weights tensor ``(batch, num_heads, seq_len, seq_len)`` is materialised,
+#    even though the call passes ``need_weights=False``.
 # 3. **Packed QKV**: the same, but Q, K and V come from *one* matrix multiplication with the
 #    packed ``in_proj_weight`` ``(3 * embed_dim, embed_dim)``.
 # 4. **F.scaled_dot_product_attention**: packed projection, then PyTorch's fused attention,
 #    which never hands the weights back (and may never store them all).
-# 5. and 6. **torch.nn.MultiheadAttention** with the same weights, asking for the weights or not.
+# 5. **mha_ref.MultiHeadAttention with its defaults** (``use_fused=True``): like
+#    ``torch.nn.MultiheadAttention``, when no weights are asked for (``need_weights=False``) it
+#    hands the attention itself to PyTorch's fused kernel, so it is expected to behave like 4.
+# 6. and 7. **torch.nn.MultiheadAttention** with the same weights, asking for the weights or not.
 #    Without autograd, in eval mode and with ``need_weights=False`` it can take its fused
 #    inference "fast path".
 
@@ -102,6 +106,8 @@ def fused_sdpa(x):
     return ref.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
 
 
+default_mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
+default_mha.load_state_dict(ref.state_dict())  # the same weights, default use_fused=True
 torch_mha = ref.to_torch().eval()  # torch.nn.MultiheadAttention holding the same weights
 
 implementations = {
@@ -109,6 +115,7 @@ implementations = {
     "batched explicit (mha_ref)": batched_explicit,
     "packed QKV": packed_qkv,
     "F.scaled_dot_product_attention": fused_sdpa,
+    "mha_ref.MultiHeadAttention (default: fused without weights)": lambda x: default_mha(x, x, x, need_weights=False)[0],
     "nn.MultiheadAttention, need_weights=True": lambda x: torch_mha(x, x, x)[0],
     "nn.MultiheadAttention, need_weights=False": lambda x: torch_mha(x, x, x, need_weights=False)[0],
 }
@@ -121,7 +128,7 @@ implementations = {
 # difference at the level of float32 rounding, tiny next to the output scale printed first, means
 # "the same function"; the script stops if any difference exceeds the tolerance ``1e-4``.
 
-ref64 = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64)
+ref64 = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64, use_fused=False)
 ref64 = ref64.to(device).eval()
 ref64.load_state_dict(ref.state_dict())
 x64 = x.double()  # (batch, seq_len, embed_dim)
@@ -205,8 +212,10 @@ fig = plot_benchmark(
     list(implementations),
     seconds,
     [p.peak_bytes for p in peaks],
-    title=f"batch={batch}, seq_len={seq_len}, embed_dim={embed_dim}, num_heads={num_heads} ({env['device']})",
+    title=f"batch={batch}, seq_len={seq_len}, embed_dim={embed_dim}, num_heads={num_heads}, on {env['device']}",
     time_label="median time per call (ms)",
     memory_label="peak memory (MiB)",
+    memory_reference_bytes=weights_bytes,
+    memory_reference_label="size of the attention weights",
 )
 plt.show()

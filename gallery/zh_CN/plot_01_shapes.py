@@ -106,6 +106,8 @@ fig = plot_heads(
     [f"位置 {i}" for i in range(seq_len)],
     titles=[f"头 {h}" for h in range(num_heads)],
     suptitle="序列 0 的注意力权重（逐头）",
+    annotate=False,
+    colorbar_label="注意力权重",
     xlabel="键的位置",
     ylabel="查询的位置",
 )

@@ -97,6 +97,7 @@ fig = plot_heads(
     head_weights[0],
     tokens,
     titles=[f"单个因果注意力头（d_out = {d_out}）"],
+    colorbar_label="注意力权重",
     xlabel="键词元",
     ylabel="查询词元",
 )
@@ -204,6 +205,7 @@ fig = plot_heads(
     tokens,
     titles=[f"头 {h}" for h in range(mha.num_heads)],
     suptitle="mha_ref.MultiHeadAttention，is_causal=True",
+    colorbar_label="注意力权重",
     xlabel="键词元",
     ylabel="查询词元",
 )

@@ -41,7 +41,7 @@ device = pick_device()
 
 sentences = [
     ["千里", "之", "行", "始于", "足下", "<pad>"],
-    ["迈出", "一", "步", "<pad>", "<pad>", "<pad>"],
+    ["我们", "迈出", "一小步", "<pad>", "<pad>", "<pad>"],
 ]
 lengths = torch.tensor([5, 3])  # 每个句子的真实词元数
 batch, seq_len, embed_dim, num_heads = 2, 6, 8, 2
@@ -63,6 +63,8 @@ fig = plot_masks(
     sentences[1],
     titles=["因果", "填充", "因果 & 填充"],
     legend=("可以关注", "被屏蔽"),
+    xlabel="键",
+    ylabel="查询",
 )
 plt.show()
 
@@ -90,6 +92,8 @@ fig = plot_heads(
     sentences[1],
     titles=["无掩码", "因果", "填充", "因果 & 填充"],
     suptitle="第二个句子的第 0 个头",
+    ncols=2,
+    colorbar_label="注意力权重",
     xlabel="键",
     ylabel="查询",
 )
@@ -223,7 +227,7 @@ print(text_table(["API", "没有键的行", "其余各行均为有限值"],
 #   ``F.scaled_dot_product_attention`` 的 ``is_causal=True`` 就是这种含义。
 # * ``"bottom_right"``：最后一个查询能看到所有键，这才是序列*末尾*的词元应有的样子。
 
-kv_tokens = ["千里", "之行", "始", "于", "足", "下"]
+kv_tokens = ["你的", "旅程", "始于", "脚下", "这", "一步"]
 num_new = 2
 top_left = causal_mask(num_new, seq_len, alignment="top_left", device=device)  # (num_new, seq_len)
 bottom_right = causal_mask(num_new, seq_len, alignment="bottom_right", device=device)  # (num_new, seq_len)
@@ -234,6 +238,8 @@ fig = plot_masks(
     kv_tokens,
     titles=['alignment="top_left"（即 is_causal=True）', 'alignment="bottom_right"'],
     legend=("可以关注", "被屏蔽"),
+    xlabel="键",
+    ylabel="查询",
 )
 plt.show()
 

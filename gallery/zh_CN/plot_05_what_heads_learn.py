@@ -35,7 +35,7 @@ from mha_ref.viz import plot_heads
 
 torch.manual_seed(0)
 LANGUAGE = "zh_CN"  # 打印各头摘要所用的语言
-TOKEN_NAMES = list("甲乙丙丁戊己庚辛壬癸子丑寅卯辰巳")  # 每个词元编号对应一个名字
+TOKEN_NAMES = list("甲乙丙丁山水火木金土石风云花鸟虫")  # 每个词元编号对应一个名字
 
 table = make_table(vocab_size=16, seed=0)  # (16, 16)
 tokens, targets = make_batch(1, 8, table, torch.Generator().manual_seed(0))  # (1, 8), (1, 8)
@@ -64,7 +64,7 @@ fig = plot_loss_curves(
     {"4 个头": result.loss_curve},
     title="训练损失",
     xlabel="训练步数",
-    ylabel="交叉熵损失",
+    ylabel="交叉熵损失（对数坐标）",
 )
 plt.show()
 
@@ -76,6 +76,7 @@ plt.show()
 # 头会点亮主对角线正下方的那条对角线；跟随“往前两个词元”的头会点亮再下面一条。前两行比较特殊：
 # 位置 0 只能关注自己，位置 1 往前没有第二个词元。
 
+# sphinx_gallery_thumbnail_number = 2
 probe_labels = [f"{t}:{TOKEN_NAMES[i]}" for t, i in enumerate(result.probe_tokens[0].tolist())]
 weights = result.probe_weights[0]  # (num_heads, seq_len, seq_len)
 print("探测权重：", tuple(weights.shape))
@@ -85,6 +86,8 @@ fig = plot_heads(
     titles=[f"头 {h}" for h in range(weights.shape[0])],
     suptitle="每个头的注意力权重（一个探测序列）",
     ncols=2,
+    annotate_min=0.01,
+    colorbar_label="注意力权重",
     xlabel="键（位置:词元）",
     ylabel="查询（位置:词元）",
 )
@@ -111,6 +114,7 @@ fig = plot_head_profiles(
     entropy_title="各头的平均熵",
     entropy_label="熵（奈特）",
     uniform_label="在可见键上均匀分布",
+    colorbar_label="平均注意力权重",
 )
 plt.show()
 
@@ -142,6 +146,8 @@ fig = plot_heads(
     probe_labels,
     titles=["唯一的头"],
     suptitle="只有一个头，同一个探测序列",
+    annotate_min=0.01,
+    colorbar_label="注意力权重",
     xlabel="键（位置:词元）",
     ylabel="查询（位置:词元）",
 )

@@ -104,7 +104,7 @@ fig = plot_relative_costs(
         "矩阵乘 FLOPs": [c["matmul_mflops"] for c in costs],
         "softmax FLOPs": [c["softmax_mflops"] for c in costs],
         "注意力权重内存": [c["weight_mib"] for c in costs],
-        "本设备上的耗时": seconds,
+        f"本设备上的耗时：{env['device']}": seconds,
     },
     title=f"开销：embed_dim={embed_dim}，batch={batch}，seq_len={seq_len}",
     xlabel="头数 h",
@@ -173,6 +173,8 @@ fig = plot_head_count_sweep(
     accuracy_title=f"小任务，embed_dim={embed_dim}（本次构建）",
     bleu_label="BLEU，英德 newstest2013",
     bleu_title="Vaswani 等人 2017，表 3 (A)",
+    base_heads=8,
+    base_label="基础模型（h = 8）",
 )
 plt.show()
 

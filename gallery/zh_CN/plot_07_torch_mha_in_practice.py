@@ -81,12 +81,20 @@ print("各头的均值 == 平均权重：", max_diff(per_head.mean(dim=1), avera
 
 # %%
 # 下图把第一个序列各头的权重和它们的平均并排放在一起。取平均会把各头混在一起：只有某一个头
-# 才有的模式，在平均之后就被冲淡了。
+# 才有的模式，在平均之后就被冲淡了。权重随机、输入尺度为 1 时，每一行都接近均匀，没什么可
+# 冲淡的；所以画这张图时把输入乘以 4（每个分数因此乘以这个倍数的平方），各头就变得尖锐，而且
+# 彼此不同。
+
+sharp = 4 * x  # (batch, seq_len, embed_dim)
+with torch.no_grad():
+    _, sharp_averaged = torch_mha(sharp, sharp, sharp)  # (batch, seq_len, seq_len)
+    _, sharp_per_head = torch_mha(sharp, sharp, sharp, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
 
 fig = plot_heads(
-    torch.cat([per_head[0], averaged[0:1]]),  # (num_heads + 1, seq_len, seq_len)
+    torch.cat([sharp_per_head[0], sharp_averaged[0:1]]),  # (num_heads + 1, seq_len, seq_len)
     [f"t{i}" for i in range(seq_len)],
     titles=[f"头 {h}" for h in range(num_heads)] + ["平均（默认）"],
+    colorbar_label="注意力权重",
     xlabel="键",
     ylabel="查询",
 )

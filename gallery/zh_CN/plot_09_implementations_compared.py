@@ -45,7 +45,7 @@ head_dim = embed_dim // num_heads
 env = environment(device)
 print(f"torch {env['torch']}，设备：{env['device']}，线程数：{env['threads']}")
 
-ref = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
+ref = MultiHeadAttention(embed_dim, num_heads, batch_first=True, use_fused=False).to(device).eval()
 W_q, W_k, W_v = ref.projection_weights()  # 各为 (embed_dim, embed_dim)
 b_q, b_k, b_v = ref.projection_biases()  # 各为 (embed_dim,)
 x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, embed_dim)
@@ -55,13 +55,17 @@ print("x：", tuple(x.shape))
 # 各种实现
 # --------
 # 1. **朴素循环**：逐字照搬论文公式，一次算一个头，每个头使用投影矩阵中属于自己的那几行。
-# 2. **批量显式计算** （``mha_ref``）：通过 ``split_heads`` 一次算完所有头；权重张量
-#    ``(batch, num_heads, seq_len, seq_len)`` 会被完整算出来。
+# 2. **批量显式计算** （``mha_ref``，构造时传入 ``use_fused=False``）：通过 ``split_heads`` 一次
+#    算完所有头；即使调用时传入 ``need_weights=False``，权重张量
+#    ``(batch, num_heads, seq_len, seq_len)`` 也会被完整算出来。
 # 3. **打包 QKV**：与上一种相同，但 Q、K、V 由打包的 ``in_proj_weight``
 #    ``(3 * embed_dim, embed_dim)`` 经 *一次* 矩阵乘法得到。
 # 4. **F.scaled_dot_product_attention**：打包投影之后调用 PyTorch 的融合注意力，它不返回权重
 #    （也可能从不完整地存储权重）。
-# 5. 和 6. 使用相同权重的 **torch.nn.MultiheadAttention**，分别要求返回权重和不返回权重。
+# 5. **默认设置的 mha_ref.MultiHeadAttention** （``use_fused=True``）：与
+#    ``torch.nn.MultiheadAttention`` 一样，不要求返回权重（``need_weights=False``）时，它把注意力
+#    本身交给 PyTorch 的融合内核，所以预期它的表现与第 4 种相近。
+# 6. 和 7. 使用相同权重的 **torch.nn.MultiheadAttention**，分别要求返回权重和不返回权重。
 #    在不求导、评估模式且 ``need_weights=False`` 时，它可以走融合的推理“快速路径”。
 
 
@@ -96,6 +100,8 @@ def fused_sdpa(x):
     return ref.out_proj(merge_heads(context))  # (batch, seq_len, embed_dim)
 
 
+default_mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
+default_mha.load_state_dict(ref.state_dict())  # 相同的权重，默认 use_fused=True
 torch_mha = ref.to_torch().eval()  # 持有相同权重的 torch.nn.MultiheadAttention
 
 implementations = {
@@ -103,6 +109,7 @@ implementations = {
     "批量显式计算（mha_ref）": batched_explicit,
     "打包 QKV": packed_qkv,
     "F.scaled_dot_product_attention": fused_sdpa,
+    "mha_ref.MultiHeadAttention（默认：不要权重时走融合内核）": lambda x: default_mha(x, x, x, need_weights=False)[0],
     "nn.MultiheadAttention，need_weights=True": lambda x: torch_mha(x, x, x)[0],
     "nn.MultiheadAttention，need_weights=False": lambda x: torch_mha(x, x, x, need_weights=False)[0],
 }
@@ -114,7 +121,7 @@ implementations = {
 # 自己）都是和一个舍入误差小得多的结果比较。差异若只在 float32 舍入误差的量级，与最先打印的
 # 输出量级相比微不足道，就说明“是同一个函数”；任何差异超过容差 ``1e-4``，脚本就会停止。
 
-ref64 = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64)
+ref64 = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64, use_fused=False)
 ref64 = ref64.to(device).eval()
 ref64.load_state_dict(ref.state_dict())
 x64 = x.double()  # (batch, seq_len, embed_dim)
@@ -194,8 +201,10 @@ fig = plot_benchmark(
     list(implementations),
     seconds,
     [p.peak_bytes for p in peaks],
-    title=f"batch={batch}，seq_len={seq_len}，embed_dim={embed_dim}，num_heads={num_heads}（{env['device']}）",
+    title=f"batch={batch}，seq_len={seq_len}，embed_dim={embed_dim}，num_heads={num_heads}，设备：{env['device']}",
     time_label="每次调用的耗时中位数（ms）",
     memory_label="峰值内存（MiB）",
+    memory_reference_bytes=weights_bytes,
+    memory_reference_label="注意力权重张量的大小",
 )
 plt.show()
