@@ -10,6 +10,8 @@ This module is private: its names may change without notice.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -19,9 +21,43 @@ import torch
 # ----------------------------------------------------------------------------------------------
 
 
+_MAX_DIVISOR_SEARCH = 10**6  # trial divisions at most: instant, and exact up to 10**12
+_MAX_LISTED_DIVISORS = 10  # longer lists are cut to the divisors nearest the value given
+
+
 def divisors(number: int) -> list[int]:
-    """Return the positive divisors of ``number`` in increasing order."""
-    return [candidate for candidate in range(1, number + 1) if number % candidate == 0]
+    """Return the positive divisors of ``number`` in increasing order.
+
+    Divisors come in pairs ``(d, number // d)`` with ``d <= sqrt(number)``, so trying the ``d``
+    up to the square root finds them all. The search stops after ``10**6`` candidates; beyond
+    ``number = 10**12`` the list therefore holds only the divisors of a pair whose smaller
+    member is below ``10**6``.
+    """
+    small, large = [], []
+    for candidate in range(1, min(math.isqrt(number), _MAX_DIVISOR_SEARCH) + 1):
+        if number % candidate == 0:
+            small.append(candidate)
+            if candidate != number // candidate:
+                large.append(number // candidate)
+    return small + large[::-1]
+
+
+def divisors_near(number: int, target: int) -> str:
+    """List the divisors of ``number`` for a message; only those nearest ``target`` if many.
+
+    >>> divisors_near(10, 3)
+    '1, 2, 5, 10'
+    >>> divisors_near(2**20, 3)
+    '1, 2, 4, 8, 16, 32, 64, 128, 256, 512, ... (21 in all)'
+    """
+    found = divisors(number)
+    if len(found) <= _MAX_LISTED_DIVISORS:
+        return _join(found)
+    nearest = sorted(found, key=lambda divisor: (abs(divisor - target), divisor))
+    shown = sorted(nearest[:_MAX_LISTED_DIVISORS])
+    before = "..., " if shown[0] != found[0] else ""
+    after = ", ..." if shown[-1] != found[-1] else ""
+    return f"{before}{_join(shown)}{after} ({len(found)} in all)"
 
 
 def _shape(tensor: torch.Tensor) -> tuple[int, ...]:
@@ -39,9 +75,19 @@ def _join(numbers: Sequence[int]) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
+def _is_integer(value: object) -> bool:
+    """True for Python and NumPy integers (any ``numbers.Integral``), False for ``bool``."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real_number(value: object) -> bool:
+    """True for Python and NumPy ints and floats (any ``numbers.Real``), False for ``bool``."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def require_int(name: str, value: object) -> None:
-    """Raise TypeError unless ``value`` is a Python int (``bool`` is rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """Raise TypeError unless ``value`` is an integer (``int``, ``numpy.int64``...; not bool)."""
+    if not _is_integer(value):
         raise TypeError(
             f"{name} must be an int, got {type(value).__name__} ({value!r}). "
             f"Pass a whole number, for example {name}=8."
@@ -65,6 +111,17 @@ def require_positive_int(name: str, value: object, meaning: str = "") -> None:
         )
 
 
+def require_non_negative_int(name: str, value: object, meaning: str = "") -> None:
+    """Raise unless ``value`` is an int greater than or equal to zero (a length may be 0)."""
+    require_int(name, value)
+    if value < 0:
+        what = f" ({meaning})" if meaning else ""
+        raise ValueError(
+            f"{name}{what} must be a non-negative integer, got {name}={value}. "
+            f"A sequence cannot have fewer than 0 positions."
+        )
+
+
 def require_divisible_heads(
     embed_dim: int,
     num_heads: int,
@@ -76,7 +133,7 @@ def require_divisible_heads(
         raise ValueError(
             f"{embed_name} (={embed_dim}) must be divisible by {heads_name} (={num_heads}): "
             f"head_dim would be {embed_dim / num_heads:.2f}. Choose {heads_name} among the "
-            f"divisors of {embed_dim}: {_join(divisors(embed_dim))}."
+            f"divisors of {embed_dim}: {divisors_near(embed_dim, num_heads)}."
         )
 
 
@@ -87,13 +144,14 @@ def require_kv_heads_divide(num_heads: int, num_kv_heads: int) -> None:
             f"num_kv_heads (={num_kv_heads}) must divide num_heads (={num_heads}) so that every "
             f"key/value head serves the same number of query heads; "
             f"{num_heads} / {num_kv_heads} = {num_heads / num_kv_heads:.2f}. "
-            f"Choose num_kv_heads among the divisors of {num_heads}: {_join(divisors(num_heads))}."
+            f"Choose num_kv_heads among the divisors of {num_heads}: "
+            f"{divisors_near(num_heads, num_kv_heads)}."
         )
 
 
 def require_probability(name: str, value: object) -> None:
-    """Raise unless ``value`` is a number in ``[0, 1)`` (a dropout probability)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """Raise unless ``value`` is a real number in ``[0, 1)`` (a dropout probability)."""
+    if not _is_real_number(value):
         raise TypeError(
             f"{name} must be a float in [0, 1), got {type(value).__name__} ({value!r}). "
             f"Pass for example {name}=0.1, or {name}=0.0 for no dropout."
@@ -117,14 +175,26 @@ def require_alignment(alignment: object) -> None:
 
 
 def require_positive_scale(scale: object) -> None:
-    """Raise unless ``scale`` is ``None`` or a positive finite number."""
+    """Raise unless ``scale`` is ``None`` or a positive finite number.
+
+    A number is any ``numbers.Real`` (``float``, ``int``, ``numpy.float32``, ...) or a 0-d
+    real tensor, as ``torch.nn.functional.scaled_dot_product_attention`` accepts; ``bool`` is
+    rejected.
+    """
     if scale is None:
         return
-    if isinstance(scale, bool) or not isinstance(scale, int | float):
+    if isinstance(scale, torch.Tensor):
+        is_number = scale.dim() == 0 and scale.dtype != torch.bool and not scale.is_complex()
+        given = f"a tensor of shape {_shape(scale)} and dtype {scale.dtype}"
+    else:
+        is_number = _is_real_number(scale)
+        given = f"{type(scale).__name__} ({scale!r})"
+    if not is_number:
         raise TypeError(
-            f"scale must be a float or None, got {type(scale).__name__} ({scale!r}). "
-            f"Pass scale=None for the default 1 / sqrt(head_dim)."
+            f"scale must be a real number or None, got {given}. "
+            f"Pass a float, e.g. scale=0.125, or scale=None for the default 1 / sqrt(head_dim)."
         )
+    scale = float(scale)
     if not scale > 0.0 or scale == float("inf"):
         raise ValueError(
             f"scale must be a positive finite number, got scale={scale}. A zero or negative "
@@ -212,6 +282,24 @@ def require_matching_device(name: str, tensor: torch.Tensor, expected: torch.dev
             f"{name} is on device {tensor.device} but the module's parameters are on "
             f"{expected}. Move one of them: {name}.to('{expected}') or "
             f"module.to('{tensor.device}')."
+        )
+
+
+def require_same_device(
+    name: str, tensor: torch.Tensor, reference_name: str, expected: torch.device
+) -> None:
+    """Raise ValueError unless ``tensor`` (a mask, a key...) is on the device of the query.
+
+    Args:
+        name: Argument name, e.g. ``"attn_mask"``.
+        tensor: The tensor to check.
+        reference_name: What sets the device, e.g. ``"query"``.
+        expected: The device of ``reference_name``.
+    """
+    if tensor.device != expected:
+        raise ValueError(
+            f"{name} is on device {tensor.device} but {reference_name} is on {expected}. "
+            f"Move it: {name}.to({reference_name}.device)."
         )
 
 
@@ -337,7 +425,7 @@ def require_head_groups(num_heads: int, num_kv_heads: int, heads_name: str, cont
         raise ValueError(
             f"{context}, the query heads ({heads_name}={num_heads}) must be a multiple of the "
             f"key/value heads (key.shape[-3]={num_kv_heads}). Use a number of key/value heads "
-            f"among the divisors of {num_heads}: {_join(divisors(num_heads))}."
+            f"among the divisors of {num_heads}: {divisors_near(num_heads, num_kv_heads)}."
         )
 
 

@@ -32,7 +32,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     is_causal: bool = False,
     *,
-    scale: float | None = None,
+    scale: float | torch.Tensor | None = None,
     enable_gqa: bool = False,
     return_weights: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -58,11 +58,13 @@ def scaled_dot_product_attention(
     would divide ``0`` by ``0``. Here that row gets weights ``0`` and therefore output ``0``
     (and zero gradient); it never produces NaN, and never affects other rows or batch
     elements. PyTorch's ``scaled_dot_product_attention`` also returns ``0`` there in recent
-    releases (checked with torch 2.13; older releases returned NaN), while
-    ``torch.nn.MultiheadAttention`` returns NaN when ``need_weights=True`` (its explicit path)
-    and ``0`` before the output projection when ``need_weights=False``. Only rows whose
-    scores are all ``-inf`` count as fully masked; a large finite negative float mask still
-    gives a normal softmax.
+    releases (checked with torch 2.13; older releases returned NaN). What
+    ``torch.nn.MultiheadAttention`` returns for such a row depends on its path (torch 2.13,
+    CPU): NaN when ``need_weights=True``, and NaN in its inference fast path (evaluation mode,
+    autograd off, ``batch_first=True``, self-attention); with ``need_weights=False`` outside the
+    fast path, the attention output is ``0`` before the output projection, so the module
+    returns ``out_proj.bias`` there. Only rows whose scores are all ``-inf`` count as fully
+    masked; a large finite negative float mask still gives a normal softmax.
 
     Args:
         query: Queries.
@@ -72,7 +74,8 @@ def scaled_dot_product_attention(
         dropout_p: Probability of zeroing an attention weight; the survivors are scaled by
             ``1 / (1 - dropout_p)``. Default: ``0.0``.
         is_causal: Apply a top-left causal mask. Default: ``False``.
-        scale: Factor multiplying the scores. Default: ``1 / sqrt(head_dim)``.
+        scale: Factor multiplying the scores: a real number (``float``, ``int``, NumPy
+            scalar) or a 0-d tensor. Default: ``1 / sqrt(head_dim)``.
         enable_gqa: Grouped-query attention: each group of ``Hq / H`` query heads shares one
             key/value head (``key`` and ``value`` are repeated along dim ``-3``).
         return_weights: Also return the attention weights (after dropout). Default: ``False``.
@@ -84,7 +87,9 @@ def scaled_dot_product_attention(
         - attn_mask: broadcastable to ``(..., Hq, L, S)``.
         - Output: ``(..., Hq, L, value_dim)``; weights: ``(..., Hq, L, S)``.
         - dtypes: ``query``, ``key``, ``value`` share one floating-point dtype; ``attn_mask``
-          is ``torch.bool`` or floating point (cast to the query's dtype).
+          is ``torch.bool`` or floating point, cast to the query's dtype (PyTorch accepts only
+          ``float32`` or the query's dtype and raises for other float masks).
+        - devices: ``key``, ``value`` and ``attn_mask`` are on the device of ``query``.
 
         Without ``enable_gqa`` the head dimension is not special: any leading dimensions that
         broadcast are accepted, as in PyTorch.
@@ -96,8 +101,9 @@ def scaled_dot_product_attention(
     Raises:
         TypeError: If an input is not a floating-point tensor, or a mask is neither bool nor
             float.
-        ValueError: If ranks or shapes do not fit, both ``attn_mask`` and ``is_causal`` are
-            given, ``scale`` is not positive, or ``dropout_p`` is outside ``[0, 1)``.
+        ValueError: If ranks or shapes do not fit, a tensor is on another device than
+            ``query``, both ``attn_mask`` and ``is_causal`` are given, ``scale`` is not
+            positive, or ``dropout_p`` is outside ``[0, 1)``.
 
     Source:
         Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.2.1,
@@ -106,8 +112,7 @@ def scaled_dot_product_attention(
     """
     _check_sdpa_inputs(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     query_len, key_len = query.shape[-2], key.shape[-2]
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if enable_gqa:
         key, value = repeat_kv_heads(key, value, num_heads=query.shape[-3])
     if is_causal:
@@ -137,7 +142,7 @@ def _check_sdpa_inputs(
     attn_mask: torch.Tensor | None,
     dropout_p: float,
     is_causal: bool,
-    scale: float | None,
+    scale: float | torch.Tensor | None,
     enable_gqa: bool,
 ) -> None:
     """Validate the arguments of ``scaled_dot_product_attention``; raise on the first problem."""
@@ -145,6 +150,8 @@ def _check_sdpa_inputs(
         check.require_tensor(name, tensor)
         check.require_min_rank(name, tensor, 2, "(..., seq_len, head_dim)")
         check.require_floating(name, tensor)
+    check.require_same_device("key", key, "query", query.device)
+    check.require_same_device("value", value, "query", query.device)
     check.require_same_dtype("key", key, "query", query)
     check.require_same_dtype("value", value, "query", query)
     check.require_same_head_dim(query, key)
@@ -157,6 +164,7 @@ def _check_sdpa_inputs(
     if attn_mask is not None:
         check.require_tensor("attn_mask", attn_mask)
         check.require_mask_dtype("attn_mask", attn_mask, "True = may attend")
+        check.require_same_device("attn_mask", attn_mask, "query", query.device)
     check.require_not_mask_and_causal(attn_mask, is_causal)
     check.require_probability("dropout_p", dropout_p)
     check.require_positive_scale(scale)

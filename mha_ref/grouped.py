@@ -35,9 +35,12 @@ class GroupedQueryAttention(nn.Module):
     ``key_padding_mask``: for right-padded keys pass
     ``attn_mask=padding_mask(lengths)[:, None, None, :]`` (shape ``(N, 1, 1, S)``).
 
-    The attention step is ``mha_ref.scaled_dot_product_attention(..., enable_gqa=True)``. With
-    the attribute ``use_fused = True`` and ``need_weights=False`` it calls PyTorch's
-    ``torch.nn.functional.scaled_dot_product_attention`` instead (opt-in fast path).
+    **Two paths, as in** ``MultiHeadAttention``. With ``need_weights=True`` the attention step is
+    the explicit ``mha_ref.scaled_dot_product_attention(..., enable_gqa=True)``, whose
+    intermediates you can inspect. With ``need_weights=False`` (the default here) it calls
+    ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``, which computes
+    the same thing with fused kernels, unless ``use_fused=False``. Inputs and masks are checked
+    the same way on both paths, and a float mask is cast to the query's dtype on both.
 
     Args:
         embed_dim: Model width (query features and output features).
@@ -49,6 +52,10 @@ class GroupedQueryAttention(nn.Module):
             Default: ``True``.
         device: Device of the parameters.
         dtype: Dtype of the parameters.
+        use_fused: Keyword-only. Use PyTorch's fused attention when ``need_weights=False``.
+            Can also be changed later through the attribute ``use_fused``. Use
+            ``use_fused=False`` for higher-order gradients (some fused kernels have no double
+            backward). Default: ``True``, as in ``MultiHeadAttention``.
 
     Shape:
         - query: ``(N, L, embed_dim)`` (``(L, N, embed_dim)`` if not ``batch_first``).
@@ -57,7 +64,7 @@ class GroupedQueryAttention(nn.Module):
         - Output: ``(N, L, embed_dim)``; weights ``(N, num_heads, L, S)``.
 
     Raises:
-        TypeError: If a size is not an int.
+        TypeError: If a size is not an integer.
         ValueError: If a size is not positive, ``embed_dim`` is not divisible by
             ``num_heads``, ``num_kv_heads`` does not divide ``num_heads``, or ``dropout`` is
             outside ``[0, 1)``.
@@ -78,6 +85,8 @@ class GroupedQueryAttention(nn.Module):
         batch_first: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        *,
+        use_fused: bool = True,
     ) -> None:
         check.require_positive_int("embed_dim", embed_dim, "model width")
         check.require_positive_int("num_heads", num_heads, "number of query heads")
@@ -93,7 +102,7 @@ class GroupedQueryAttention(nn.Module):
         self.head_dim = embed_dim // num_heads
         self.dropout = dropout
         self.batch_first = batch_first
-        self.use_fused = False
+        self.use_fused = use_fused
         kv_dim = num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
         self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)
@@ -136,12 +145,16 @@ class GroupedQueryAttention(nn.Module):
 
         Raises:
             TypeError: If an input is not a floating-point tensor of the parameters' dtype.
-            ValueError: If shapes do not fit, an input is on another device, or both
+            ValueError: If shapes do not fit, an input is on another device than the
+                parameters, ``attn_mask`` is on another device than ``query``, or both
                 ``attn_mask`` and ``is_causal`` are given.
         """
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
+        self._check_attn_mask(attn_mask, is_causal, query, key)
+        if attn_mask is not None and attn_mask.dtype != torch.bool:
+            attn_mask = attn_mask.to(query.dtype)  # float mask: same dtype on both paths
         if not self.batch_first:  # (seq_len, batch, embed_dim) -> (batch, seq_len, embed_dim)
             query, key, value = (x.transpose(0, 1) for x in (query, key, value))
 
@@ -173,7 +186,7 @@ class GroupedQueryAttention(nn.Module):
         """Attention with each key/value head shared by ``num_heads / num_kv_heads`` queries."""
         dropout_p = self.dropout if self.training else 0.0
         if self.use_fused and not need_weights:
-            # Fast path, opt-in: PyTorch's fused kernels compute the same thing.
+            # No weights wanted: PyTorch's fused kernels compute the same context faster.
             context = F.scaled_dot_product_attention(
                 queries, keys, values, attn_mask, dropout_p, is_causal, enable_gqa=True
             )  # (batch, num_heads, query_len, head_dim)
@@ -198,3 +211,22 @@ class GroupedQueryAttention(nn.Module):
         check.require_same_batch(query, "key", key, self.batch_first)
         check.require_same_batch(query, "value", value, self.batch_first)
         check.require_same_length(key, value, seq_dim=1 if self.batch_first else 0)
+
+    def _check_attn_mask(
+        self, attn_mask: object, is_causal: bool, query: torch.Tensor, key: torch.Tensor
+    ) -> None:
+        """Validate ``attn_mask`` once, for both paths.
+
+        Bool or float, on the query's device, broadcastable to ``(N, num_heads, L, S)``, and
+        not together with ``is_causal``.
+        """
+        if attn_mask is None:
+            return
+        check.require_tensor("attn_mask", attn_mask)
+        check.require_mask_dtype("attn_mask", attn_mask, "True = may attend")
+        check.require_same_device("attn_mask", attn_mask, "query", query.device)
+        check.require_not_mask_and_causal(attn_mask, is_causal)
+        batch_dim, seq_dim = (0, 1) if self.batch_first else (1, 0)
+        scores_shape = (query.shape[batch_dim], self.num_heads, query.shape[seq_dim],
+                        key.shape[seq_dim])
+        check.require_mask_broadcasts("attn_mask", attn_mask, scores_shape)

@@ -58,6 +58,9 @@ def causal_mask(
       known, e.g. decoding with a KV cache. If ``query_len > key_len``, the first
       ``query_len - key_len`` rows have no allowed key at all.
 
+    A length may be ``0`` (an empty sequence): the mask is then empty, e.g. of shape ``(0, 0)``,
+    so ``is_causal=True`` works on empty inputs as it does in PyTorch.
+
     Args:
         query_len: Number of query positions ``L``.
         key_len: Number of key positions ``S``. Default: ``query_len``.
@@ -71,8 +74,8 @@ def causal_mask(
         torch.Tensor: The boolean mask in the ``scaled_dot_product_attention`` convention.
 
     Raises:
-        TypeError: If a length is not an int.
-        ValueError: If a length is not positive or ``alignment`` is unknown.
+        TypeError: If a length is not an integer.
+        ValueError: If a length is negative or ``alignment`` is unknown.
 
     Source:
         Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.2.3
@@ -80,8 +83,8 @@ def causal_mask(
         ``torch.nn.attention.bias.CausalVariation`` (``UPPER_LEFT``, ``LOWER_RIGHT``).
     """
     key_len = query_len if key_len is None else key_len
-    check.require_positive_int("query_len", query_len, "number of query positions")
-    check.require_positive_int("key_len", key_len, "number of key positions")
+    check.require_non_negative_int("query_len", query_len, "number of query positions")
+    check.require_non_negative_int("key_len", key_len, "number of key positions")
     check.require_alignment(alignment)
     offset = 0 if alignment == "top_left" else key_len - query_len
     ones = torch.ones(query_len, key_len, dtype=torch.bool, device=device)  # (query_len, key_len)

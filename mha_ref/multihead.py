@@ -57,18 +57,40 @@ class MultiHeadAttention(nn.Module):
     Parameters are created and initialised in the same order as PyTorch's, so the same
     ``torch.manual_seed`` gives the same initial weights.
 
-    **Differences from PyTorch, on purpose.**
+    **Differences from PyTorch, on purpose.** This list is the one place that gathers them
+    (checked with torch 2.13); everything else behaves as in ``torch.nn.MultiheadAttention``.
 
     * ``is_causal=True`` **without** ``attn_mask`` builds the causal mask (top-left aligned,
-      shape ``(L, S)``) instead of raising ``RuntimeError`` as PyTorch does. With an
-      ``attn_mask``, ``is_causal`` is only a hint and ``attn_mask`` is applied as given (as in
-      PyTorch's explicit path).
+      shape ``(L, S)``). PyTorch does not, and what it does depends on the path it takes: on
+      its regular path (training mode, autograd on, ``batch_first=False``, cross-attention...)
+      it raises ``RuntimeError: Need attn_mask if specifying the is_causal hint``, but in its
+      inference fast path (evaluation mode, autograd off or no parameter requiring grad,
+      ``batch_first=True``, self-attention with one tensor as query, key and value, an even
+      ``num_heads``, no ``add_bias_kv``/``add_zero_attn``) it ignores ``is_causal`` and
+      computes **non-causal** attention, with no error and no warning. Code
+      that relies on this module building the mask therefore loses causality silently after
+      ``to_torch()`` at inference: when moving to PyTorch, pass the mask explicitly,
+      ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` = blocked). With an ``attn_mask``,
+      ``is_causal`` is only a hint and ``attn_mask`` is applied as given, as in PyTorch.
     * A query row whose keys are all masked gets attention weights ``0``, so its attention
       output is ``0`` and the module returns ``out_proj.bias`` there; never NaN. PyTorch returns
-      NaN for such rows when ``need_weights=True`` (and in its inference fast path), and the
-      same ``out_proj.bias`` as here when ``need_weights=False``.
+      NaN for such rows when ``need_weights=True``, and also with ``need_weights=False`` in its
+      inference fast path; with ``need_weights=False`` outside the fast path it returns the
+      same ``out_proj.bias`` as here.
+    * A float ``attn_mask`` or ``key_padding_mask`` of another float dtype than the query
+      (e.g. ``float64`` masks with ``float32`` inputs) is cast to the query's dtype; PyTorch
+      raises ``RuntimeError`` there.
     * Bad input raises ``ValueError``/``TypeError`` with a message that names the argument and
-      the fix, instead of ``AssertionError``/``RuntimeError``.
+      the fix, instead of ``AssertionError``/``RuntimeError``. This includes a mask on another
+      device than the inputs, which PyTorch does not check: a ``meta`` mask with CPU inputs
+      returns garbage there, with no error.
+    * Sizes accept what PyTorch accepts, any integer (``int``, ``numpy.int64``, ...), but a
+      ``bool`` or a float raises ``TypeError`` naming the argument.
+    * The same rules hold for ``mha_ref.scaled_dot_product_attention`` and
+      ``GroupedQueryAttention``: fully masked rows give ``0``, float masks are cast to the
+      query's dtype (``F.scaled_dot_product_attention`` accepts only ``float32`` or the query's
+      dtype), masks on another device raise ``ValueError``. ``scale`` accepts a real number or
+      a 0-d tensor, as in PyTorch.
     * No inference fast path and no NestedTensor support.
 
     **Two paths, like PyTorch.** When the weights are returned (``need_weights=True``, the
@@ -78,7 +100,8 @@ class MultiHeadAttention(nn.Module):
     thing with fused kernels that never store the ``(batch, num_heads, L, S)`` weights, as
     ``torch.nn.MultiheadAttention`` does. Everything around that one call (projections, head
     split, masks, merge, output projection) is the same code. ``use_fused=False`` keeps the
-    explicit path for ``need_weights=False`` too (slower; for study and debugging).
+    explicit path for ``need_weights=False`` too (slower; for study, debugging, and
+    higher-order gradients: some fused kernels have no double backward).
 
     Args:
         embed_dim: Total model width :math:`d_{model}` (query features and output features).
@@ -97,7 +120,10 @@ class MultiHeadAttention(nn.Module):
         device: Device of the parameters.
         dtype: Dtype of the parameters.
         use_fused: Keyword-only. Use PyTorch's fused attention when ``need_weights=False``.
-            Can also be changed later through the attribute ``use_fused``. Default: ``True``.
+            Can also be changed later through the attribute ``use_fused``. Use
+            ``use_fused=False`` for higher-order gradients (``torch.autograd.grad`` with
+            ``create_graph=True``, ``gradgradcheck``): some fused kernels, e.g. flash attention
+            on CPU, have no double backward. Default: ``True``.
 
     Shape:
         - query: ``(L, E)`` unbatched, ``(L, N, E)`` or ``(N, L, E)`` with ``batch_first``;
@@ -115,7 +141,7 @@ class MultiHeadAttention(nn.Module):
           of ``add_bias_kv`` and ``add_zero_attn``.
 
     Raises:
-        TypeError: If a size is not an int.
+        TypeError: If a size is not an integer.
         ValueError: If a size is not positive, ``embed_dim`` is not divisible by ``num_heads``,
             or ``dropout`` is outside ``[0, 1)``.
 
@@ -223,7 +249,8 @@ class MultiHeadAttention(nn.Module):
                 float added to the scores.
             average_attn_weights: Average the returned weights over heads. Default: ``True``.
             is_causal: Causal attention. Without ``attn_mask`` the top-left causal mask is
-                built here (PyTorch raises instead); with ``attn_mask`` it is only a hint.
+                built here (PyTorch raises, or ignores the flag in its inference fast path: see
+                the class docstring); with ``attn_mask`` it is only a hint.
 
         Returns:
             tuple[torch.Tensor, torch.Tensor | None]: ``(attn_output, attn_weights)``;
@@ -234,7 +261,8 @@ class MultiHeadAttention(nn.Module):
             TypeError: If an input is not a tensor, is not floating point, does not have the
                 parameters' dtype, or a mask is neither bool nor float.
             ValueError: If ranks, feature sizes, batch sizes, lengths or mask shapes do not
-                fit, or an input is on another device than the parameters.
+                fit, an input is on another device than the parameters, or a mask is on
+                another device than the inputs.
         """
         self._check_inputs(query, key, value, key_padding_mask, attn_mask)
         is_batched = query.dim() == 3
@@ -460,35 +488,41 @@ class MultiHeadAttention(nn.Module):
         check.require_same_length(key, value, seq_dim)
         query_len, key_len = query.shape[seq_dim], key.shape[seq_dim]
         batch = query.shape[1 - seq_dim] if is_batched else None
-        self._check_key_padding_mask(key_padding_mask, batch, key_len)
-        self._check_attn_mask(attn_mask, batch, query_len, key_len)
+        self._check_key_padding_mask(key_padding_mask, batch, key_len, query.device)
+        self._check_attn_mask(attn_mask, batch, query_len, key_len, query.device)
 
-    def _check_key_padding_mask(self, mask: object, batch: int | None, key_len: int) -> None:
+    def _check_key_padding_mask(
+        self, mask: object, batch: int | None, key_len: int, device: torch.device
+    ) -> None:
         """Validate ``key_padding_mask``: bool or float, shape ``(N, S)`` (``(S,)`` unbatched)."""
         if mask is None:
             return
         check.require_tensor("key_padding_mask", mask)
         check.require_mask_dtype("key_padding_mask", mask, "True = ignore this key")
+        check.require_same_device("key_padding_mask", mask, "query", device)
         if batch is None:
             accepted = [("(key_len,)", (key_len,))]
         else:
             accepted = [("(batch, key_len)", (batch, key_len))]
         hint = "Give one row per sequence and one column per key, True = ignore that key."
         if batch is not None and mask.shape == (key_len, batch):
-            hint = (
-                "key_padding_mask is (batch, key_len) even when batch_first=False: "
-                "pass key_padding_mask.T."
-            )
+            hint = _transposed_padding_hint(self.batch_first, batch, key_len)
         check.require_mask_shape("key_padding_mask", mask, accepted, hint)
 
     def _check_attn_mask(
-        self, mask: object, batch: int | None, query_len: int, key_len: int
+        self,
+        mask: object,
+        batch: int | None,
+        query_len: int,
+        key_len: int,
+        device: torch.device,
     ) -> None:
         """Validate ``attn_mask``: bool or float, ``(L, S)`` or ``(N * num_heads, L, S)``."""
         if mask is None:
             return
         check.require_tensor("attn_mask", mask)
         check.require_mask_dtype("attn_mask", mask, "True = blocked")
+        check.require_same_device("attn_mask", mask, "query", device)
         if batch is None:
             per_head = ("(num_heads, query_len, key_len)", (self.num_heads, query_len, key_len))
         else:
@@ -542,7 +576,16 @@ class MultiHeadAttention(nn.Module):
     def to_torch(self) -> nn.MultiheadAttention:
         """Build a ``torch.nn.MultiheadAttention`` with this module's configuration and weights.
 
-        Math: the copy computes the same function (up to PyTorch's NaN for fully masked rows).
+        Math: the copy computes the same function for the same arguments, except where the
+        class docstring lists a difference. Two of them change results without an error:
+
+        * ``is_causal=True`` **without** ``attn_mask``: this module builds the causal mask;
+          the copy raises ``RuntimeError`` on its regular path, but in its inference fast path
+          (evaluation mode, no autograd, ``batch_first=True``, self-attention) it silently
+          ignores ``is_causal`` and computes non-causal attention. Code that relies on
+          ``mha_ref`` building the mask loses causality there. Pass the mask explicitly before
+          moving to PyTorch: ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` = blocked).
+        * Fully masked rows: NaN from the copy on some paths, ``out_proj.bias`` here.
 
         Returns:
             torch.nn.MultiheadAttention: A new module on the same device and dtype, in the same
@@ -557,6 +600,25 @@ class MultiHeadAttention(nn.Module):
         )
         theirs.load_state_dict(self.state_dict())
         return theirs.train(self.training)
+
+
+def _transposed_padding_hint(batch_first: bool, batch: int, key_len: int) -> str:
+    """Advice for a ``key_padding_mask`` of shape ``(key_len, batch)``: layout first, then ``.T``.
+
+    The usual cause is not a transposed mask but inputs in the other layout: with the default
+    ``batch_first=False``, ``(batch, seq_len, features)`` inputs are read with batch and sequence
+    swapped, and a correct ``(batch, seq_len)`` mask then looks transposed.
+    """
+    layout = "(batch, seq_len, features)" if batch_first else "(seq_len, batch, features)"
+    other_layout = "(seq_len, batch, features)" if batch_first else "(batch, seq_len, features)"
+    return (
+        f"With batch_first={batch_first} the inputs are read as {layout}, so batch={batch} "
+        f"and key_len={key_len}, and the mask is (key_len, batch). First check the layout: if "
+        f"your inputs are {other_layout}, build the module with batch_first={not batch_first}; "
+        f"the inputs are then misread as well, and the mask is right as it is. Otherwise the "
+        f"mask is transposed: pass key_padding_mask.T, since key_padding_mask is "
+        f"(batch, key_len) whatever batch_first is."
+    )
 
 
 def _constructor_arguments(module: nn.Module) -> dict:

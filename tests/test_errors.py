@@ -7,7 +7,9 @@ value that was given (and, where there is one, the fix).
 from __future__ import annotations
 
 import contextlib
+import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -50,6 +52,25 @@ def test_embed_dim_not_divisible_by_num_heads():
         MultiHeadAttention(10, 3)
 
 
+@pytest.mark.parametrize("embed_dim", [2**31 + 1, 10**18 + 1])
+def test_divisors_of_a_huge_embed_dim_are_quick(embed_dim):
+    start = time.perf_counter()
+    with raises(ValueError, f"embed_dim (={embed_dim})", "num_heads (=2)", "divisors"):
+        MultiHeadAttention(embed_dim, 2)
+    assert time.perf_counter() - start < 2.0  # the search was O(embed_dim): minutes or more
+
+
+def test_divisors_found_above_the_square_root():
+    with raises(ValueError, "divisors of 2147483649: 1, 3, 715827883, 2147483649."):
+        MultiHeadAttention(2**31 + 1, 2)  # 2**31 + 1 = 3 * 715827883
+
+
+def test_many_divisors_listed_near_num_heads():
+    with raises(ValueError, "divisors of 2147483648: 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, ... "
+                            "(32 in all)"):
+        MultiHeadAttention(2**31, 3)
+
+
 def test_embed_dim_not_divisible_in_gqa():
     with raises(ValueError, "embed_dim (=10)", "num_heads (=4)"):
         GroupedQueryAttention(10, 4, 2)
@@ -74,6 +95,18 @@ def test_non_positive_num_heads():
 def test_non_integer_embed_dim():
     with raises(TypeError, "embed_dim", "float", "8.0"):
         MultiHeadAttention(8.0, 2)
+
+
+def test_bool_num_heads():
+    with raises(TypeError, "num_heads", "bool", "True"):
+        MultiHeadAttention(8, True)
+
+
+def test_numpy_sizes_accepted_as_in_torch():
+    ours = MultiHeadAttention(np.int64(8), np.int32(2), dropout=np.float32(0.25))
+    theirs = torch.nn.MultiheadAttention(np.int64(8), np.int32(2), dropout=np.float32(0.25))
+    assert (ours.head_dim, ours.dropout) == (theirs.head_dim, theirs.dropout) == (4, 0.25)
+    assert GroupedQueryAttention(np.int64(8), np.int64(4), np.int64(2)).head_dim == 2
 
 
 def test_non_positive_kdim():
@@ -224,8 +257,26 @@ def test_key_padding_mask_wrong_shape():
     module = MultiHeadAttention(8, 2, batch_first=True)
     x = torch.randn(3, 5, 8)
     with raises(ValueError, "key_padding_mask", "(batch, key_len) = (3, 5)", "(5, 3)",
-                "key_padding_mask.T"):
+                "With batch_first=True the inputs are read as (batch, seq_len, features)",
+                "if your inputs are (seq_len, batch, features), build the module with "
+                "batch_first=False", "Otherwise the mask is transposed: pass key_padding_mask.T"):
         module(x, x, x, key_padding_mask=torch.zeros(5, 3, dtype=torch.bool))
+
+
+def test_key_padding_mask_looks_transposed_because_input_is_batch_first():
+    module = MultiHeadAttention(8, 2)  # batch_first=False, like torch
+    x = torch.randn(3, 5, 8)  # the user meant (batch=3, seq=5): read as seq=3, batch=5
+    message = (
+        "key_padding_mask must have shape (batch, key_len) = (5, 3), got "
+        "key_padding_mask.shape=(3, 5). With batch_first=False the inputs are read as "
+        "(seq_len, batch, features), so batch=5 and key_len=3, and the mask is (key_len, batch). "
+        "First check the layout: if your inputs are (batch, seq_len, features), build the module "
+        "with batch_first=True; the inputs are then misread as well, and the mask is right as it "
+        "is. Otherwise the mask is transposed: pass key_padding_mask.T, since key_padding_mask is "
+        "(batch, key_len) whatever batch_first is."
+    )
+    with raises(ValueError, message):
+        module(x, x, x, key_padding_mask=torch.zeros(3, 5, dtype=torch.bool))
 
 
 def test_key_padding_mask_integer_dtype():
@@ -247,6 +298,58 @@ def test_input_dtype_differs_from_weights():
     x = torch.randn(5, 2, 8, dtype=torch.float64)
     with raises(TypeError, "query.dtype", "torch.float64", "torch.float32", "module.to("):
         module(x, x, x)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize(
+    ("name", "mask"),
+    [
+        ("attn_mask", torch.zeros(3, 3, device="meta")),
+        ("attn_mask", torch.zeros(3, 3, dtype=torch.bool, device="meta")),
+        ("key_padding_mask", torch.zeros(2, 3, dtype=torch.bool, device="meta")),
+    ],
+)
+def test_mha_mask_on_another_device(name, mask, need_weights):
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 3, 8)
+    with raises(ValueError, f"{name} is on device meta but query is on cpu",
+                f"{name}.to(query.device)"):
+        module(x, x, x, need_weights=need_weights, **{name: mask})
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_gqa_mask_on_another_device(need_weights):
+    module = GroupedQueryAttention(8, 4, 2)
+    x = torch.randn(2, 3, 8)
+    with raises(ValueError, "attn_mask is on device meta but query is on cpu",
+                "attn_mask.to(query.device)"):
+        module(x, attn_mask=torch.ones(3, 3, dtype=torch.bool, device="meta"),
+               need_weights=need_weights)
+
+
+@pytest.mark.parametrize("use_fused", [True, False])
+def test_gqa_mask_errors_are_the_same_on_both_paths(use_fused):
+    module = GroupedQueryAttention(8, 4, 2, use_fused=use_fused)
+    x = torch.randn(2, 3, 8)
+    with raises(ValueError, "attn_mask", "(2, 4, 3, 3)", "(3, 4)"):
+        module(x, attn_mask=torch.ones(3, 4, dtype=torch.bool))
+    with raises(ValueError, "attn_mask", "is_causal=True"):
+        module(x, attn_mask=torch.ones(3, 3, dtype=torch.bool), is_causal=True)
+    with raises(TypeError, "attn_mask", "torch.int64"):
+        module(x, attn_mask=torch.ones(3, 3, dtype=torch.int64))
+
+
+def test_sdpa_mask_on_another_device():
+    x = torch.randn(2, 3, 4)
+    with raises(ValueError, "attn_mask is on device meta but query is on cpu",
+                "attn_mask.to(query.device)"):
+        scaled_dot_product_attention(x, x, x, attn_mask=torch.ones(3, 3, device="meta"))
+
+
+def test_sdpa_key_on_another_device():
+    x = torch.randn(2, 3, 4)
+    with raises(ValueError, "key is on device meta but query is on cpu", "key.to(query.device)"):
+        scaled_dot_product_attention(x, torch.empty(2, 3, 4, device="meta"), x)
 
 
 def test_input_device_differs_from_weights():
@@ -310,6 +413,17 @@ def test_sdpa_attn_mask_and_is_causal_together():
 def test_sdpa_scale_not_positive(scale):
     x = torch.randn(1, 3, 4)
     with raises(ValueError, "scale", f"scale={scale}", "scale=None"):
+        scaled_dot_product_attention(x, x, x, scale=scale)
+
+
+@pytest.mark.parametrize(
+    ("scale", "given"),
+    [(True, "bool (True)"), ("0.5", "str ('0.5')"),
+     (torch.tensor([0.5]), "a tensor of shape (1,)")],
+)
+def test_sdpa_scale_not_a_number(scale, given):
+    x = torch.randn(1, 3, 4)
+    with raises(TypeError, "scale must be a real number or None", given, "scale=None"):
         scaled_dot_product_attention(x, x, x, scale=scale)
 
 
@@ -386,9 +500,9 @@ def test_unknown_alignment():
         causal_mask(3, 4, alignment="diagonal")
 
 
-def test_causal_mask_non_positive_length():
-    with raises(ValueError, "key_len", "key_len=0"):
-        causal_mask(3, 0)
+def test_causal_mask_negative_length():
+    with raises(ValueError, "key_len", "key_len=-1", "non-negative"):
+        causal_mask(3, -1)
 
 
 def test_padding_length_longer_than_max_len():

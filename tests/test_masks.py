@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -69,6 +70,18 @@ def test_torch_is_causal_uses_top_left_alignment(generator):
     )
     torch.testing.assert_close(theirs, top_left)
     assert (theirs - bottom_right).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
+@pytest.mark.parametrize(("query_len", "key_len"), [(0, 0), (0, 4), (3, 0)])
+def test_causal_mask_of_empty_sequences_is_empty(query_len, key_len, alignment):
+    mask = causal_mask(query_len, key_len, alignment=alignment)
+    assert mask.shape == (query_len, key_len) and mask.dtype == torch.bool
+    assert mask.numel() == 0
+
+
+def test_causal_mask_accepts_numpy_lengths():
+    assert torch.equal(causal_mask(np.int64(3), np.int32(4)), causal_mask(3, 4))
 
 
 def test_causal_mask_device_argument():

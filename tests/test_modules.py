@@ -185,6 +185,53 @@ def test_eval_is_deterministic_and_train_applies_dropout(generator):
     assert (module(x, x, x)[0] - module(x, x, x)[0]).abs().max() > 1e-4
 
 
+def test_fused_path_is_the_default_without_weights_in_both_modules():
+    assert MultiHeadAttention(8, 2).use_fused and GroupedQueryAttention(8, 4, 2).use_fused
+    assert not MultiHeadAttention(8, 2, use_fused=False).use_fused
+    assert not GroupedQueryAttention(8, 4, 2, use_fused=False).use_fused
+
+
+def test_double_backward_on_the_explicit_path():
+    # use_fused=False is the documented way to higher-order gradients: gradgradcheck passes.
+    torch.manual_seed(0)
+    module = MultiHeadAttention(4, 2, batch_first=True, dtype=torch.float64, use_fused=False)
+    x = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    padding = torch.tensor([[False, False, True]])
+
+    def attend(x):
+        return module(x, x, x, key_padding_mask=padding, need_weights=False)[0]
+
+    assert torch.autograd.gradgradcheck(attend, (x,))
+
+
+def test_double_backward_fails_on_the_fused_path_without_mask():
+    # Why the docs point to use_fused=False: torch 2.13's CPU flash kernel has no double backward.
+    torch.manual_seed(0)
+    module = MultiHeadAttention(4, 2, batch_first=True, dtype=torch.float64)
+    x = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    output = module(x, x, x, need_weights=False)[0]
+    (grad,) = torch.autograd.grad(output.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="not implemented"):
+        torch.autograd.grad(grad.sum(), x)
+
+
+def test_float_mask_of_other_dtype_is_cast_where_torch_raises(generator):
+    # A documented difference from torch: float64 masks with float32 inputs are cast.
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    ours = MultiHeadAttention.from_torch(theirs)
+    x = torch.randn(2, 3, 8, generator=generator)
+    mask = torch.randn(3, 3, generator=generator)  # float32
+    padding = torch.randn(2, 3, generator=generator)
+    expected, _ = theirs(x, x, x, attn_mask=mask, key_padding_mask=padding)
+    with pytest.raises(RuntimeError):
+        theirs(x, x, x, attn_mask=mask.double(), key_padding_mask=padding.double())
+    for need_weights in (True, False):
+        actual, _ = ours(x, x, x, attn_mask=mask.double(), key_padding_mask=padding.double(),
+                         need_weights=need_weights)
+        torch.testing.assert_close(actual, expected)
+
+
 def test_parameter_count_does_not_depend_on_num_heads():
     counts = {
         heads: sum(p.numel() for p in MultiHeadAttention(64, heads).parameters())

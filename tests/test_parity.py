@@ -17,11 +17,17 @@ import random
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from mha_ref import GroupedQueryAttention, MultiHeadAttention, scaled_dot_product_attention
+from mha_ref import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    causal_mask,
+    scaled_dot_product_attention,
+)
 
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5}
 NUM_MHA_CONFIGS = 600
@@ -307,15 +313,22 @@ def test_fully_masked_rows_documented_behaviour():
 
     torch.nn.MultiheadAttention: NaN output and NaN weights for that batch element when
     need_weights=True (explicit path); with need_weights=False the attention output is 0, so
-    the module returns out_proj.bias. mha_ref: weights 0 and output out_proj.bias in both cases.
+    the module returns out_proj.bias, except in its inference fast path (eval, autograd off,
+    batch_first self-attention), which returns NaN again. mha_ref: weights 0 and output
+    out_proj.bias on every path.
     """
     theirs, ours = _pair(batch_first=True)
     x = torch.randn(2, 3, 8)
     padding = torch.tensor([[True, True, True], [False, False, True]])  # sequence 0: all padding
     their_out, their_weights = theirs(x, x, x, key_padding_mask=padding)
     assert bool(their_out[0].isnan().all()) and bool(their_weights[0].isnan().all())
-    their_out_fast, _ = theirs(x, x, x, key_padding_mask=padding, need_weights=False)
-    torch.testing.assert_close(their_out_fast[0], theirs.out_proj.bias.expand(3, 8))
+    their_out_no_weights, _ = theirs(x, x, x, key_padding_mask=padding, need_weights=False)
+    torch.testing.assert_close(their_out_no_weights[0], theirs.out_proj.bias.expand(3, 8))
+    theirs.eval()
+    with torch.no_grad():  # the inference fast path
+        their_out_fast, _ = theirs(x, x, x, key_padding_mask=padding, need_weights=False)
+    assert bool(their_out_fast[0].isnan().all())
+    torch.testing.assert_close(their_out_fast[1], their_out[1].detach())
 
     for need_weights in (True, False):
         our_out, our_weights = ours(x, x, x, key_padding_mask=padding, need_weights=need_weights)
@@ -337,6 +350,29 @@ def test_is_causal_without_mask_builds_causal_mask_where_torch_raises():
     actual, actual_weights = ours(x, x, x, is_causal=True)
     torch.testing.assert_close(actual, expected)
     torch.testing.assert_close(actual_weights, expected_weights)
+
+
+def test_torch_is_causal_without_mask_depends_on_path():
+    """Pins what the docs say: torch raises on its regular path, but its inference fast path
+    ignores is_causal without attn_mask and computes NON-causal attention, silently. After
+    to_torch(), only an explicit mask keeps the copy causal."""
+    theirs, ours = _pair(batch_first=True)
+    theirs.eval()
+    ours.eval()
+    x = torch.randn(2, 4, 8)
+    causal, _ = ours(x, x, x, is_causal=True)
+    non_causal, _ = ours(x, x, x)
+    assert (causal - non_causal).abs().max() > 1e-2  # the two really differ
+    with pytest.raises(RuntimeError, match="Need attn_mask"):
+        theirs(x, x, x, is_causal=True)  # autograd on: regular path
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning either
+        for need_weights in (True, False):
+            ignored, _ = theirs(x, x, x, is_causal=True, need_weights=need_weights)
+            torch.testing.assert_close(ignored, non_causal.detach())  # fast path: not causal
+            explicit, _ = ours.to_torch()(x, x, x, attn_mask=~causal_mask(4),
+                                          need_weights=need_weights)
+            torch.testing.assert_close(explicit, causal.detach())  # the recommended fix
 
 
 def test_torch_is_causal_quirk_with_extra_keys():
@@ -491,8 +527,66 @@ def test_grouped_query_attention_matches_torch_gqa(seed):
     kwargs = rng.choice([{}, {"is_causal": True},
                          {"attn_mask": torch.rand(seq_len, seq_len) > 0.3}])
     expected = _reference_gqa(module, x, kwargs)
-    actual, weights = module(x, **kwargs)
-    assert weights is None
-    assert_close(actual, expected, dtype, f"seed {seed}")
-    module.use_fused = True
-    assert_close(module(x, **kwargs)[0], expected, dtype, f"fused, seed {seed}")
+    assert module.use_fused  # the default, as in MultiHeadAttention
+    for use_fused in (True, False):
+        module.use_fused = use_fused
+        actual, weights = module(x, **kwargs)
+        assert weights is None
+        assert_close(actual, expected, dtype, f"use_fused={use_fused}, seed {seed}")
+    actual, weights = module(x, need_weights=True, **kwargs)  # always the explicit path
+    assert weights.shape == (2, num_heads, seq_len, seq_len)
+    assert_close(actual, expected, dtype, f"need_weights=True, seed {seed}")
+
+
+@pytest.mark.parametrize("use_fused", [True, False])
+def test_gqa_float_mask_of_other_dtype_is_cast_on_both_paths(use_fused):
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(8, 4, 2, use_fused=use_fused)
+    x = torch.randn(2, 3, 8)
+    mask = torch.randn(3, 3)
+    expected, _ = module(x, attn_mask=mask)
+    actual, _ = module(x, attn_mask=mask.to(torch.float16))  # F.sdpa alone would raise
+    torch.testing.assert_close(actual, module(x, attn_mask=mask.half().float())[0])
+    assert (actual - expected).abs().max() < 1e-2
+
+
+# ----------------------------------------------------------------------------------------------
+# Edge cases: empty sequences, scale types
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize(("query_len", "key_len"), [(0, 0), (0, 3), (3, 0)])
+def test_empty_sequences_with_is_causal_match_torch(query_len, key_len, need_weights):
+    theirs, ours = _pair(batch_first=True)
+    ours.use_fused = True
+    query, memory = torch.randn(2, query_len, 8), torch.randn(2, key_len, 8)
+    blocked = ~causal_mask(query_len, key_len)  # (query_len, key_len), possibly empty
+    expected, expected_weights = theirs(query, memory, memory, attn_mask=blocked,
+                                        need_weights=need_weights)
+    actual, actual_weights = ours(query, memory, memory, is_causal=True,
+                                  need_weights=need_weights)
+    assert actual.shape == (2, query_len, 8)
+    torch.testing.assert_close(actual, expected)  # no keys: 0 here, out_proj.bias after it
+    if need_weights:
+        assert actual_weights.shape == expected_weights.shape == (2, query_len, key_len)
+
+
+@pytest.mark.parametrize(("query_len", "key_len"), [(0, 0), (0, 3), (3, 0)])
+def test_sdpa_empty_sequences_with_is_causal_match_torch(query_len, key_len):
+    query = torch.randn(2, 2, query_len, 4)
+    key, value = torch.randn(2, 2, key_len, 4), torch.randn(2, 2, key_len, 5)
+    expected = F.scaled_dot_product_attention(query, key, value, is_causal=True)
+    actual = scaled_dot_product_attention(query, key, value, is_causal=True)
+    assert actual.shape == expected.shape == (2, 2, query_len, 5)
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("scale", [np.float32(0.25), np.float64(0.25), np.int64(2),
+                                   torch.tensor(0.25), torch.tensor(0.25, dtype=torch.float64)])
+def test_sdpa_scale_types_accepted_like_torch(scale):
+    generator = torch.Generator().manual_seed(0)
+    query, key, value = (torch.randn(2, 3, 4, generator=generator) for _ in range(3))
+    expected = F.scaled_dot_product_attention(query, key, value, scale=scale)
+    torch.testing.assert_close(scaled_dot_product_attention(query, key, value, scale=scale),
+                               expected)
