@@ -108,7 +108,7 @@ plt.show()
 # ---------------------
 # Scores with a large spread make the softmax close to a one-hot vector: without scaling the
 # largest weight climbs towards 1 and the entropy falls towards 0 as ``d_k`` grows. With
-# scaling both stay where they are for ``d_k = 4``. The dashed lines mark uniform weights.
+# scaling both stay at the same level for every ``d_k``. The dashed lines mark uniform weights.
 
 fig, (ax_top, ax_entropy) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
 plot_lines(
@@ -148,8 +148,8 @@ plt.show()
 # ---------------------
 # A saturated softmax passes almost no gradient back to the scores, so the queries and keys
 # that produced them barely change in training. The plot shows the median over the queries of
-# the Jacobian's norm (log scale): without scaling it falls by orders of magnitude as ``d_k``
-# grows; with scaling it stays flat.
+# the Jacobian's norm (log scale): without scaling it falls by orders of magnitude once ``d_k``
+# grows large; with scaling it stays flat.
 
 fig = plot_lines(
     head_dims,

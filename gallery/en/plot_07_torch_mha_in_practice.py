@@ -180,8 +180,9 @@ print(text_table(["add_bias_kv", "add_zero_attn", "weights shape", "extra keys",
 # ------------------------------------
 # ``mha_ref.MultiHeadAttention`` has the same constructor arguments and the same
 # ``state_dict`` keys, so ``load_state_dict`` moves weights either way. ``from_torch`` and
-# ``to_torch`` do the same in one call, configuration included. The table checks outputs and
-# per-head weights for the configurations above, both directions.
+# ``to_torch`` do the same in one call, configuration included. For each configuration the
+# table compares outputs and per-head weights of torch and ``mha_ref``, and the output of the
+# module converted back to torch.
 
 configs = {
     "default": {},

@@ -169,8 +169,8 @@ with expect_error(ValueError):
 
 # %%
 # Read the shapes in either message: the module expected ``seq_len`` sequences, because it took the
-# sequence axis for the batch axis. (``mha_ref``'s hint to transpose the mask would only help
-# if the inputs had the right layout.) The fix: ``batch_first=True`` for
+# sequence axis for the batch axis; ``mha_ref``'s message says so and names the layout first. The
+# fix: ``batch_first=True`` for
 # ``(batch, seq_len, embed_dim)`` data, or transpose the input to ``(seq_len, batch, embed_dim)``.
 
 with torch.no_grad():

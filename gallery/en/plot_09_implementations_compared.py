@@ -150,13 +150,14 @@ if not all(row[-1] for row in check_rows):
 # Grouped-query and multi-query attention
 # ---------------------------------------
 # :class:`mha_ref.GroupedQueryAttention` with ``num_kv_heads = 2`` (GQA) and ``1`` (MQA) has fewer
-# key/value heads, so it is a different function with its own weights. Its reference: project
+# key/value heads, so it is a different function with its own weights. Built with
+# ``use_fused=False`` it runs its explicit path, checked here and timed below. Its reference: project
 # with the module's own layers, then PyTorch's ``F.scaled_dot_product_attention(...,
 # enable_gqa=True)`` on exactly those projected tensors.
 
 gqa_modules = {
-    "GQA, 2 key/value heads": GroupedQueryAttention(embed_dim, num_heads, 2),
-    "MQA, 1 key/value head": GroupedQueryAttention(embed_dim, num_heads, 1),
+    "GQA, 2 key/value heads": GroupedQueryAttention(embed_dim, num_heads, 2, use_fused=False),
+    "MQA, 1 key/value head": GroupedQueryAttention(embed_dim, num_heads, 1, use_fused=False),
 }
 gqa_rows = []
 for name, module in gqa_modules.items():

@@ -3,7 +3,7 @@
 ================
 
 多头注意力的输入是一批词元向量，形状为 ``(batch, seq_len, embed_dim)``，输出的形状与输入相同。
-中间要经过这样几步：把向量投影成查询（query）、键（key）和值（value），切分成 ``num_heads``
+中间要经过这样几步：把向量投影成查询（query）、键（key）和值（value），拆分成 ``num_heads``
 个更窄的头并行计算注意力，最后再合并回来。
 
 本例让一小批数据走完每一步，并打印每一步的形状；最后验证手写的各个步骤、
@@ -70,7 +70,7 @@ v = x @ W_v.T + b_v  # (batch, seq_len, embed_dim)
 print("q, k, v:", tuple(q.shape), tuple(k.shape), tuple(v.shape))
 
 # %%
-# 第 2 步：切分出多个头
+# 第 2 步：拆分多头
 # ---------------------
 # ``view`` 把最后一维切成 ``(num_heads, head_dim)``；``transpose`` 把“头”这一维挪到 batch
 # 维旁边，这样一次批量矩阵乘法就能覆盖所有头。:func:`mha_ref.split_heads` 做的正是这两步。
@@ -132,7 +132,7 @@ print("out:     ", tuple(out.shape), "与 x 形状相同：", out.shape == x.sha
 # 四种算法，同一组数
 # ------------------
 # 接下来用三种方式重做同一个计算：我们的模块；载入同一组权重的 PyTorch 模块（两者
-# ``state_dict`` 的键名相同）；以及作用在我们切好的头上的 PyTorch 融合函数。float32
+# ``state_dict`` 的键名相同）；以及作用在我们拆分好的头上的 PyTorch 融合函数。float32
 # 运算的顺序不同，最后几位就会有差别，所以我们打印最大绝对误差，以及它是否小于 1e-5。
 
 with torch.no_grad():

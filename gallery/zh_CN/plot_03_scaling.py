@@ -103,7 +103,7 @@ plt.show()
 # softmax 饱和
 # ------------
 # 分数越分散，softmax 的结果越接近独热向量：不缩放时，随着 ``d_k`` 增大，最大权重向 1 攀升，
-# 熵向 0 下降。缩放之后，两者一直停留在 ``d_k = 4`` 时的水平。虚线表示权重完全均匀的情况。
+# 熵向 0 下降。缩放之后，无论 ``d_k`` 多大，两者都停留在同一水平。虚线表示权重完全均匀的情况。
 
 fig, (ax_top, ax_entropy) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
 plot_lines(

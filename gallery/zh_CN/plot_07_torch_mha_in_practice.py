@@ -65,7 +65,7 @@ print("转置之后数值相同：", max_diff(out_sf.transpose(0, 1), out_bf))
 # ``need_weights`` 与 ``average_attn_weights``
 # --------------------------------------------
 # 模块返回 ``(attn_output, attn_weights)``。``need_weights=False`` 时不返回权重（为 ``None``），
-# PyTorch 因而可以使用融合内核。默认返回的权重是 **各头的平均**，形状为
+# PyTorch 因而可以使用融合算子。默认返回的权重是 **各头的平均**，形状为
 # ``(batch, seq_len, seq_len)``；``average_attn_weights=False`` 则为每个头各保留一个矩阵：
 # ``(batch, num_heads, seq_len, seq_len)``。
 
@@ -175,7 +175,8 @@ print(text_table(["add_bias_kv", "add_zero_attn", "权重形状", "额外的键�
 # -----------------------------------------
 # ``mha_ref.MultiHeadAttention`` 的构造参数和 ``state_dict`` 键名都与 PyTorch 相同，所以
 # ``load_state_dict`` 可以双向迁移权重。``from_torch`` 和 ``to_torch`` 一步完成同样的事，
-# 连配置一起复制。下表针对上面的几种配置，双向检查输出和逐头权重。
+# 连配置一起复制。下表针对上面的几种配置，比较 PyTorch 与 ``mha_ref`` 的输出和逐头权重，
+# 以及转换回 PyTorch 之后的模块的输出。
 
 configs = {
     "默认": {},

@@ -92,7 +92,7 @@ for label, scale in (("不缩放       ", 1.0), ("1 / sqrt(d_k)", None)):
 # %%
 # 3. ``view`` 的形状写错
 # ----------------------
-# 用 ``view`` 切分多头时，``batch * seq_len * num_heads * head_dim`` 必须等于元素总数。一个
+# 用 ``view`` 拆分多头时，``batch * seq_len * num_heads * head_dim`` 必须等于元素总数。一个
 # 典型的笔误是把 ``head_dim`` 的位置写成了 ``embed_dim``：
 
 q = x  # (batch, seq_len, embed_dim)，代替投影后的查询
@@ -114,7 +114,7 @@ print("view(..., -1):", tuple(q_heads.shape), " split_heads:", tuple(split_heads
 # %%
 # 4. ``transpose`` 之后直接 ``view``
 # ----------------------------------
-# 合并多头是切分的逆过程：先 ``transpose(1, 2)``，再 ``view``。但 ``transpose`` 只改变步长
+# 合并多头是拆分多头的逆过程：先 ``transpose(1, 2)``，再 ``view``。但 ``transpose`` 只改变步长
 # （stride），不搬动内存，而 ``view`` 要求内存按顺序排列：
 
 head_out = scaled_dot_product_attention(q_heads, q_heads, q_heads)  # (batch, num_heads, seq_len, head_dim)
@@ -162,8 +162,8 @@ with expect_error(ValueError):
     ours_seq_first(x, x, x, key_padding_mask=padding)
 
 # %%
-# 仔细看两条信息里的形状：模块期望的是 ``seq_len`` 个序列，因为它把序列轴当成了批次轴。
-# （``mha_ref`` 建议转置掩码，但只有在输入布局正确时这才有用。）修正：数据是
+# 仔细看两条信息里的形状：模块期望的是 ``seq_len`` 个序列，因为它把序列轴当成了批次轴；
+# ``mha_ref`` 的报错信息点明了这一点，并首先提示检查布局。修正：数据是
 # ``(batch, seq_len, embed_dim)`` 时设 ``batch_first=True``，或者把输入转置成
 # ``(seq_len, batch, embed_dim)``。
 

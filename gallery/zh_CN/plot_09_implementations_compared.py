@@ -64,7 +64,7 @@ print("x：", tuple(x.shape))
 #    （也可能从不完整地存储权重）。
 # 5. **默认设置的 mha_ref.MultiHeadAttention** （``use_fused=True``）：与
 #    ``torch.nn.MultiheadAttention`` 一样，不要求返回权重（``need_weights=False``）时，它把注意力
-#    本身交给 PyTorch 的融合内核，所以预期它的表现与第 4 种相近。
+#    本身交给 PyTorch 的融合算子，所以预期它的表现与第 4 种相近。
 # 6. 和 7. 使用相同权重的 **torch.nn.MultiheadAttention**，分别要求返回权重和不返回权重。
 #    在不求导、评估模式且 ``need_weights=False`` 时，它可以走融合的推理“快速路径”。
 
@@ -109,7 +109,7 @@ implementations = {
     "批量显式计算（mha_ref）": batched_explicit,
     "打包 QKV": packed_qkv,
     "F.scaled_dot_product_attention": fused_sdpa,
-    "mha_ref.MultiHeadAttention（默认：不要权重时走融合内核）": lambda x: default_mha(x, x, x, need_weights=False)[0],
+    "mha_ref.MultiHeadAttention（默认：不要权重时走融合算子）": lambda x: default_mha(x, x, x, need_weights=False)[0],
     "nn.MultiheadAttention，need_weights=True": lambda x: torch_mha(x, x, x)[0],
     "nn.MultiheadAttention，need_weights=False": lambda x: torch_mha(x, x, x, need_weights=False)[0],
 }
@@ -143,12 +143,13 @@ if not all(row[-1] for row in check_rows):
 # 分组查询注意力与多查询注意力
 # ----------------------------
 # ``num_kv_heads = 2`` （GQA）和 ``1`` （MQA）的 :class:`mha_ref.GroupedQueryAttention` 键/值头
-# 更少，所以是另一个函数，也有自己的权重。它的参照是：用模块自己的投影层做投影，再在这些投影
+# 更少，所以是另一个函数，也有自己的权重。构造时传入 ``use_fused=False``，它走显式计算路径，
+# 这里检查的、后面计时的都是这条路径。它的参照是：用模块自己的投影层做投影，再在这些投影
 # 结果上调用 PyTorch 的 ``F.scaled_dot_product_attention(..., enable_gqa=True)``。
 
 gqa_modules = {
-    "GQA，2 个键/值头": GroupedQueryAttention(embed_dim, num_heads, 2),
-    "MQA，1 个键/值头": GroupedQueryAttention(embed_dim, num_heads, 1),
+    "GQA，2 个键/值头": GroupedQueryAttention(embed_dim, num_heads, 2, use_fused=False),
+    "MQA，1 个键/值头": GroupedQueryAttention(embed_dim, num_heads, 1, use_fused=False),
 }
 gqa_rows = []
 for name, module in gqa_modules.items():
@@ -177,7 +178,7 @@ if not all(row[-1] for row in gqa_rows):
 # 张量本身的大小。
 #
 # 该看什么：哪些实现把 ``(batch, num_heads, seq_len, seq_len)`` 的权重完整算了出来（它们的峰值
-# 内存至少有这个张量那么大），以及在这台设备上，逐头循环和融合内核与批量代码相比如何。自己运行
+# 内存至少有这个张量那么大），以及在这台设备上，逐头循环和融合算子与批量代码相比如何。自己运行
 # 这个脚本时，请让机器保持空闲：如果另一个程序占满了某个核心，PyTorch 的工作线程会互相等待，
 # 小运算可能慢上许多倍（调用 ``torch.set_num_threads(1)`` 可以避免这一点，代价是只用一个核心）。
 
