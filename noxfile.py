@@ -5,6 +5,8 @@
     nox -s tests     # pytest: the package, the gallery's bilingual parity, the built site
     nox -s lint      # ruff
     nox -s browser   # headless Chromium against the built site (after docs)
+    nox -s downloads # every downloadable .py and .ipynb in a fresh environment (after docs)
+    nox -s bench     # speed ratios against PyTorch, and the built site's size
 
 Every session installs from ``requirements/constraints.txt`` (exact pins, torch==2.13.0 among
 them) into a virtualenv that nox reuses. Sessions run on the interpreter nox itself runs on
