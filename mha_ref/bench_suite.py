@@ -151,6 +151,17 @@ def run_suite(
             )
         )
 
+    def record_both(name, size, ours_fwd, reference_fwd, inputs, modules) -> None:
+        """Record the forward pass (no autograd), then forward + backward."""
+        with torch.no_grad():
+            record(f"{name}, forward", size, ours_fwd, reference_fwd)
+        record(
+            f"{name}, forward+backward",
+            size,
+            _forward_backward(ours_fwd, inputs, modules[0]),
+            _forward_backward(reference_fwd, inputs, modules[1]),
+        )
+
     for size_name, size in SIZES.items():
         for label, options in (("default", {}), ("use_fused=False", {"use_fused": False})):
             ours, reference, x = _module_pair(size, device, options)
@@ -162,14 +173,7 @@ def run_suite(
                 return reference(x, x, x, need_weights=False)[0]
 
             name = f"MultiHeadAttention ({label}) vs nn.MultiheadAttention"
-            with torch.no_grad():
-                record(f"{name}, forward", size_name, ours_fwd, reference_fwd)
-            record(
-                f"{name}, forward+backward",
-                size_name,
-                _forward_backward(ours_fwd, [x], ours),
-                _forward_backward(reference_fwd, [x], reference),
-            )
+            record_both(name, size_name, ours_fwd, reference_fwd, [x], (ours, reference))
 
         batch, seq_len, embed_dim, num_heads = size
         torch.manual_seed(0)
@@ -195,14 +199,7 @@ def run_suite(
             ("F.sdpa default backend", default_backend),
         ):
             name = f"scaled_dot_product_attention (explicit) vs {reference_name}"
-            with torch.no_grad():
-                record(f"{name}, forward", size_name, explicit, reference_fn)
-            record(
-                f"{name}, forward+backward",
-                size_name,
-                _forward_backward(explicit, [q, k, v], None),
-                _forward_backward(reference_fn, [q, k, v], None),
-            )
+            record_both(name, size_name, explicit, reference_fn, [q, k, v], (None, None))
     return results
 
 
