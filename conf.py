@@ -85,6 +85,8 @@ sphinx_gallery_conf = {
     "abort_on_example_error": False,  # run all, then fail the build listing every failure
     "only_warn_on_example_error": False,
     "image_srcset": ["2x"],
+    # each figure drawn once at 2x, the 1x image scaled down from it (docs/_ext/mha_ref_site.py)
+    "image_scrapers": ("mha_ref_site.matplotlib_scraper",),
     "download_all_examples": False,
     # set per language by docs/_ext/mha_ref_site.py: checks that mha_ref is installed and says
     # how to install it (it is not on PyPI, so the notebook must not pip-install that name)

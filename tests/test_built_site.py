@@ -111,3 +111,28 @@ def test_site_and_pages_stay_small():
     assert report["total_mb"] < TOTAL_LIMIT_MB, f"the site is {report['total_mb']} MB"
     heavy = {name: mb for name, mb in report["pages_mb"].items() if mb > PAGE_LIMIT_MB}
     assert not heavy, f"pages over {PAGE_LIMIT_MB} MB with their images: {heavy}"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_figure_has_a_1x_and_a_2x_image(lang):
+    """Each figure is drawn once at 2x and scaled down to 1x: both files exist, the page offers
+    both (``srcset``), and the 1x image is half the 2x image in each direction."""
+    from PIL import Image
+
+    figures = 0
+    for page in sorted((HTML / lang / "auto_examples").glob("plot_*.html")):
+        html = page.read_text(encoding="utf-8")
+        for src, srcset in re.findall(r'<img src="([^"]+)"[^>]*?srcset="([^"]+)"', html):
+            candidates = {}  # density ("1x", "2.00x") -> image URL
+            for item in srcset.split(","):
+                url, _, density = item.strip().partition(" ")
+                candidates[density or "1x"] = url
+            assert set(candidates) == {"1x", "2.00x"}, f"{page.name}: srcset {srcset!r}"
+            with Image.open(page.parent / src) as image:
+                small = image.size
+            with Image.open(page.parent / candidates["2.00x"]) as image:
+                big = image.size
+            assert abs(big[0] - 2 * small[0]) <= 1, f"{page.name} {src}: {big} vs {small}"
+            assert abs(big[1] - 2 * small[1]) <= 1, f"{page.name} {src}: {big} vs {small}"
+            figures += 1
+    assert figures >= 15, f"only {figures} figures with a srcset found on the {lang} example pages"
