@@ -103,7 +103,8 @@ class MemoryReport:
     Attributes:
         peak_bytes: the highest amount of tensor memory alive at once during the call, above what
             was allocated before it.
-        method: how ``peak_bytes`` was obtained (a short label to print beside the number).
+        method: the PyTorch API that measured ``peak_bytes``, to print beside the number (an API
+            name, so that it reads the same in every language).
     """
 
     peak_bytes: int
@@ -193,7 +194,7 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
         peak = torch.cuda.max_memory_allocated(device) - before
         return MemoryReport(int(peak), "torch.cuda.max_memory_allocated")
     if device.type == "cpu":
-        return MemoryReport(_cpu_peak_from_profiler(fn), "torch.profiler allocation events")
+        return MemoryReport(_cpu_peak_from_profiler(fn), "torch.profiler(profile_memory=True)")
     raise ValueError(f"device must be 'cpu' or 'cuda', got {device.type!r}")
 
 

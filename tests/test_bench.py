@@ -58,7 +58,7 @@ def test_peak_memory_cpu_sees_the_materialised_tensors():
         return weights @ x  # (8, 4, 64, 16)
 
     report = bench.peak_memory(attention, "cpu")
-    assert report.method == "torch.profiler allocation events"
+    assert report.method == "torch.profiler(profile_memory=True)"
     # scores and weights are alive together, plus the output
     expected = 2 * scores_bytes + bench.tensor_bytes((8, 4, 64, 16))
     assert report.peak_bytes == expected
