@@ -327,6 +327,30 @@ def _neighbour_text(node, step: int) -> str:
     return ""
 
 
+# -- Chinese search: one-character words too -------------------------------------------------------
+#: Chinese function words left out of the index even though single characters are kept
+_ZH_STOPWORDS = frozenset("的了和与及或是在把被也就都而之其这那个着吗呢吧啊")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _chinese_search_language() -> type:
+    """Sphinx's Chinese search language, keeping the one-character words it drops.
+
+    Sphinx indexes only words of two or more characters, so queries such as "键" (key), "值"
+    (value) or "头" (head), which jieba cuts as words of their own, found nothing. This keeps a
+    single Han character unless it is a function word (:data:`_ZH_STOPWORDS`).
+    """
+    from sphinx.search.zh import SearchChinese
+
+    class SearchChineseWithCharacters(SearchChinese):
+        def word_filter(self, stemmed_word: str) -> bool:
+            if len(stemmed_word) == 1 and _HAN.fullmatch(stemmed_word):
+                return stemmed_word not in _ZH_STOPWORDS
+            return super().word_filter(stemmed_word)
+
+    return SearchChineseWithCharacters
+
+
 # -- figures: drawn once, at 2x --------------------------------------------------------------------
 def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) -> str:
     """sphinx-gallery's matplotlib scraper, drawing each figure once instead of once per size.
@@ -367,9 +391,7 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
             big.resize(small_size, Image.Resampling.LANCZOS).save(image_1x)
         srcset = [{0: image_1x, 2.0: image_2x}]
         image_rsts.append(
-            figure_rst(
-                [image_1x], gallery_conf["src_dir"], _matplotlib_fig_titles(fig), srcset
-            )
+            figure_rst([image_1x], gallery_conf["src_dir"], _matplotlib_fig_titles(fig), srcset)
         )
     plt.close("all")
     if len(image_rsts) <= 1:
@@ -384,6 +406,7 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
 
 
 def setup(app: Sphinx) -> dict:
+    app.add_search_language(_chinese_search_language())
     app.connect("config-inited", _configure_language, priority=5)  # before sphinx-gallery's 10
     app.connect("source-read", _add_provenance)
     app.connect("source-read", _translate_gallery_text)
