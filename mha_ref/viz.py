@@ -196,6 +196,10 @@ def _annotation_fontsize(cell_inches: float) -> float:
     return min(_ANNOTATION_MAX_FONTSIZE, cell_inches * 72 / 3.1)
 
 
+#: Colour of heatmap cells that hold no weight to show: blocked by a mask, or NaN.
+_NAN_COLOUR = "#d0d0d0"
+
+
 def plot_heads(
     weights: object,
     query_labels: Sequence[str] | None = None,
@@ -211,6 +215,8 @@ def plot_heads(
     colorbar_label: str | None = None,
     xlabel: str | None = None,
     ylabel: str | None = None,
+    blocked: object | None = None,
+    blocked_label: str = "blocked by the mask",
 ) -> Figure:
     """Draw one heatmap per head in a grid, with token labels and one shared colour bar.
 
@@ -234,9 +240,19 @@ def plot_heads(
         cmap: matplotlib colour map name. NaN cells (e.g. a fully masked row) are drawn grey.
         colorbar_label: a label for the colour bar.
         xlabel, ylabel: one label for all columns (keys) and one for all rows (queries).
+        blocked: bool ``(query_len, key_len)`` or ``(num_heads, query_len, key_len)``, ``True``
+            where a mask blocked the query from the key (PyTorch's ``attn_mask`` convention).
+            Those cells are drawn grey without a number, so a blocked cell cannot be mistaken
+            for one the softmax made small, and a legend entry says what grey means.
+        blocked_label: the legend's text for the grey cells (pass it in the page's language).
 
     Returns:
         The figure, with ``num_heads`` heatmap axes followed by the colour-bar axes.
+
+    Raises:
+        ValueError: ``weights`` is not 2-D or 3-D; the label or title counts do not match it;
+            ``blocked`` is not boolean or not of its shape; or a cell marked blocked holds a
+            non-zero weight (the mask did not act as ``blocked`` says: grey would hide it).
     """
     w = _to_numpy(weights).astype(np.float64)
     if w.ndim == 2:
@@ -253,6 +269,7 @@ def plot_heads(
             f"plot_heads: got {len(query_labels)} query labels and {len(key_labels)} key labels "
             f"for weights of shape {tuple(w.shape)}; pass one label per row and per column"
         )
+    is_blocked = _check_blocked(blocked, w)  # (num_heads, query_len, key_len), bool
     if titles is None:
         titles = [f"head {h}" for h in range(num_heads)]
     if len(titles) != num_heads:
@@ -272,6 +289,7 @@ def plot_heads(
         nrows * (cell * query_len + below + 0.3)
         + (0.4 if suptitle else 0.0)
         + (0.3 if xlabel else 0.0)
+        + (0.3 if blocked is not None else 0.0)  # the legend for the grey cells
         + 0.1
     )
 
@@ -281,7 +299,7 @@ def plot_heads(
     finite = w[np.isfinite(w)]
     if vmax is None:
         vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    colours = mpl.colormaps[cmap].with_extremes(bad="#d0d0d0")
+    colours = mpl.colormaps[cmap].with_extremes(bad=_NAN_COLOUR)
 
     fig = plt.figure(figsize=(width, height), layout="compressed")
     # room between rows, so a title does not touch the tick labels of the row above
@@ -293,7 +311,8 @@ def plot_heads(
         if h >= num_heads:
             ax.remove()
             continue
-        image = ax.imshow(w[h], cmap=colours, vmin=0.0, vmax=vmax, aspect="equal")
+        shown = np.where(is_blocked[h], np.nan, w[h])  # blocked cells take the grey "bad" colour
+        image = ax.imshow(shown, cmap=colours, vmin=0.0, vmax=vmax, aspect="equal")
         ax.set_title(titles[h], fontsize=10)
         ax.set_xticks(range(key_len), labels=list(key_labels), fontsize=_TICK_FONTSIZE, **xticks)
         ax.set_yticks(range(query_len), labels=list(query_labels), fontsize=_TICK_FONTSIZE)
@@ -302,6 +321,8 @@ def plot_heads(
             for i in range(query_len):
                 for j in range(key_len):
                     v = w[h, i, j]
+                    if is_blocked[h, i, j]:
+                        continue
                     if annotate_min is not None and np.isfinite(v) and v < annotate_min:
                         continue
                     dark = np.isfinite(v) and v < 0.6 * vmax
@@ -317,13 +338,54 @@ def plot_heads(
     colorbar = fig.colorbar(image, ax=list(axes.flat[:num_heads]), shrink=0.8)
     if colorbar_label:
         colorbar.set_label(colorbar_label)
-    if xlabel:
+    if blocked is not None:
+        # the layout gives the figure's bottom margin to a legend or to a supxlabel, not to
+        # both stacked; so the x label becomes the title of the legend, centred above it
+        grey = Patch(facecolor=_NAN_COLOUR, edgecolor="#999999", label=blocked_label)
+        fig.legend(
+            handles=[grey],
+            loc="outside lower center",
+            frameon=False,
+            fontsize=9,
+            title=xlabel,
+            title_fontsize=10,
+        )
+    elif xlabel:
         fig.supxlabel(xlabel, fontsize=10)
     if ylabel:
         fig.supylabel(ylabel, fontsize=10)
     if suptitle:
         fig.suptitle(suptitle)
     return fig
+
+
+def _check_blocked(blocked: object, w: np.ndarray) -> np.ndarray:
+    """``blocked`` as a bool array of ``w``'s shape, after checking it against the weights."""
+    num_heads, query_len, key_len = w.shape
+    if blocked is None:
+        return np.zeros(w.shape, dtype=bool)
+    b = _to_numpy(blocked)
+    if b.dtype != np.bool_:
+        raise ValueError(
+            f"plot_heads: blocked must be a bool mask (True = blocked), got dtype {b.dtype}; "
+            "for a mask where True means 'may attend', pass ~mask"
+        )
+    if b.shape not in ((query_len, key_len), (num_heads, query_len, key_len)):
+        raise ValueError(
+            f"plot_heads: blocked must have shape {(query_len, key_len)} or "
+            f"{(num_heads, query_len, key_len)} to match weights of shape {w.shape}, "
+            f"got {tuple(b.shape)}"
+        )
+    b = np.broadcast_to(b, w.shape)
+    leaked = b & np.isfinite(w) & (w != 0)
+    if leaked.any():
+        h, i, j = (int(k) for k in np.argwhere(leaked)[0])
+        raise ValueError(
+            f"plot_heads: cell (head {h}, query {i}, key {j}) is marked blocked but has weight "
+            f"{w[h, i, j]:.3g}; blocked cells must have weight 0: check that the mask passed "
+            "to attention is the one passed here, in the same convention (True = blocked)"
+        )
+    return b
 
 
 def _check_mask(mask: object, query_labels, key_labels, caller: str) -> np.ndarray:

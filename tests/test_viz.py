@@ -137,6 +137,61 @@ def test_plot_heads_shows_the_given_numbers():
         assert texts[0] == f"{w[h, 0, 0].item():.2f}"
 
 
+def _causal_weights(num_heads: int, n: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention weights and the mask that made them (True = blocked)."""
+    blocked = torch.ones(n, n, dtype=torch.bool).triu(1)  # (n, n)
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(num_heads, n, n, generator=g).masked_fill(blocked, float("-inf"))
+    return torch.softmax(scores, dim=-1), blocked
+
+
+def test_plot_heads_greys_out_blocked_cells_and_explains_them():
+    w, blocked = _causal_weights(2)
+    fig = viz.plot_heads(w, TOKENS, xlabel="key", blocked=blocked, blocked_label="masked out")
+    for h, ax in enumerate(_heatmap_axes(fig)):
+        shown = ax.images[0].get_array()  # masked where the cell takes the grey "bad" colour
+        np.testing.assert_array_equal(np.ma.getmaskarray(shown), blocked.numpy())
+        np.testing.assert_allclose(shown[~blocked.numpy()], w[h][~blocked].numpy(), atol=1e-6)
+        # 21 cells on or below the diagonal carry a number; the 15 above it none
+        texts = [t.get_text() for t in ax.texts]
+        assert len(texts) == 21
+        assert texts[0] == "1.00"  # the first query sees only itself
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["masked out"]
+    # the x label sits above the legend, as its title (the layout cannot stack a supxlabel on it)
+    assert legend.get_title().get_text() == "key"
+    assert fig.get_supxlabel() == ""
+
+
+def test_plot_heads_blocked_per_heatmap():
+    w, blocked = _causal_weights(2)
+    per_heatmap = torch.stack([blocked, torch.zeros_like(blocked)])  # (2, n, n)
+    w = torch.stack([w[0], _weights(1)[0]])  # (2, n, n): causal, then unmasked
+    fig = viz.plot_heads(w, TOKENS, blocked=per_heatmap)
+    first, second = _heatmap_axes(fig)
+    assert np.ma.getmaskarray(first.images[0].get_array()).sum() == 15
+    assert np.ma.getmaskarray(second.images[0].get_array()).sum() == 0
+    assert len(second.texts) == 36
+
+
+def test_plot_heads_refuses_a_blocked_cell_with_weight():
+    w, blocked = _causal_weights(1)
+    with pytest.raises(ValueError, match=r"cell \(head 0, query 0, key 0\) .* weight 1;"):
+        viz.plot_heads(w, TOKENS, blocked=~blocked)  # the allowed mask, in the wrong convention
+
+
+@pytest.mark.parametrize(
+    ("blocked", "message"),
+    [
+        (torch.zeros(6, 6), r"blocked must be a bool mask .*got dtype float32.*pass ~mask"),
+        (torch.zeros(5, 6, dtype=torch.bool), r"blocked must have shape \(6, 6\) or \(2, 6, 6\)"),
+    ],
+)
+def test_plot_heads_blocked_argument_errors(blocked, message):
+    with pytest.raises(ValueError, match=message):
+        viz.plot_heads(_weights(2), TOKENS, blocked=blocked)
+
+
 def test_plot_heads_large_matrices_are_not_annotated():
     fig = viz.plot_heads(_weights(1, n=12), None)
     (ax,) = _heatmap_axes(fig)

@@ -91,9 +91,10 @@ diff = (recomputed - context_vec).abs().max().item()
 print(f"recomputed output vs head output: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
 
 # %%
-# The causal weights: row ``i`` is the query token, column ``j`` the key token. Everything
-# above the diagonal is exactly 0 (a token never looks ahead), and every row sums to 1, so the
-# first token can only attend to itself.
+# The causal weights: row ``i`` is the query token, column ``j`` the key token. The cells above
+# the diagonal are grey: the causal mask blocks them (a token never looks ahead), so their weight
+# is exactly 0, and ``plot_heads`` refuses to grey a cell whose weight is not. Every row sums to 1,
+# so the first token can only attend to itself.
 
 fig = plot_heads(
     head_weights[0],
@@ -102,6 +103,8 @@ fig = plot_heads(
     colorbar_label="attention weight",
     xlabel="key token",
     ylabel="query token",
+    blocked=~causal_mask(context_length),  # (num_tokens, num_tokens), True = blocked
+    blocked_label="blocked by the causal mask (weight 0)",
 )
 plt.show()
 
@@ -215,6 +218,8 @@ fig = plot_heads(
     colorbar_label="attention weight",
     xlabel="key token",
     ylabel="query token",
+    blocked=~causal_mask(context_length),  # (num_tokens, num_tokens), True = blocked
+    blocked_label="blocked by the causal mask (weight 0)",
 )
 plt.show()
 

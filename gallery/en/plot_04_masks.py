@@ -77,8 +77,9 @@ plt.show()
 # ``mha_ref.MultiHeadAttention`` takes masks the way ``torch.nn.MultiheadAttention`` does:
 # ``attn_mask`` of shape ``(seq_len, seq_len)`` and ``key_padding_mask`` of shape
 # ``(batch, seq_len)``, both with ``True`` = **blocked**, so our masks go through
-# ``allowed_to_blocked`` first. The figure shows head 0 for the second sentence: blocked cells
-# get weight exactly 0 and every row still sums to 1.
+# ``allowed_to_blocked`` first. The figure shows head 0 for the second sentence: the grey cells
+# are the ones the mask blocks, their weight is exactly 0 (``plot_heads`` checks it), and every
+# row still sums to 1.
 
 mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
 blocked_causal = allowed_to_blocked(allowed_causal)  # (seq_len, seq_len)
@@ -90,6 +91,12 @@ with torch.no_grad():
     _, w_padding = mha(x, x, x, key_padding_mask=blocked_padding, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
     _, w_both = mha(x, x, x, attn_mask=blocked_causal, key_padding_mask=blocked_padding, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
 
+blocked_per_panel = torch.stack([  # (4, seq_len, seq_len), True = blocked
+    torch.zeros_like(allowed_causal),  # no mask
+    ~allowed_causal,  # causal
+    ~is_real[1].expand(seq_len, seq_len),  # padding: the padding tokens' keys
+    ~allowed_both[1],  # causal & padding
+])
 fig = plot_heads(
     torch.stack([w_none[1, 0], w_causal[1, 0], w_padding[1, 0], w_both[1, 0]]),  # (4, seq_len, seq_len)
     sentences[1],
@@ -99,6 +106,8 @@ fig = plot_heads(
     colorbar_label="attention weight",
     xlabel="key",
     ylabel="query",
+    blocked=blocked_per_panel,
+    blocked_label="blocked by the mask (weight 0)",
 )
 plt.show()
 print("largest weight on a blocked cell:", round(w_both[~allowed_both[:, None].expand_as(w_both)].max().item(), 4))

@@ -27,6 +27,7 @@ found.
 import matplotlib.pyplot as plt
 import torch
 
+from mha_ref import causal_mask
 from mha_ref.experiments import (
     make_batch,
     make_table,
@@ -78,7 +79,7 @@ plt.show()
 # ----------------------------------------
 # Now we feed a new sequence (the first of a fixed probe batch, drawn apart from the training
 # data) and draw every head's attention weights: row = query position, column = key position,
-# each row sums to 1. The upper triangle is empty because the layer is causal. A head that follows
+# each row sums to 1. The grey upper triangle is what the causal mask blocks. A head that follows
 # "the previous token" lights up the diagonal just below the main one; a head that follows "two
 # tokens back" lights up the next diagonal down. The first rows are special: position 0 can only
 # attend to itself, and position 1 has no token two back.
@@ -97,6 +98,8 @@ fig = plot_heads(
     colorbar_label="attention weight",
     xlabel="key (position:token)",
     ylabel="query (position:token)",
+    blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len), True = blocked
+    blocked_label="blocked by the causal mask (weight 0)",
 )
 plt.show()
 
@@ -160,5 +163,7 @@ fig = plot_heads(
     colorbar_label="attention weight",
     xlabel="key (position:token)",
     ylabel="query (position:token)",
+    blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len), True = blocked
+    blocked_label="blocked by the causal mask (weight 0)",
 )
 plt.show()

@@ -90,8 +90,9 @@ diff = (recomputed - context_vec).abs().max().item()
 print(f"重新计算的输出 对比 该头的输出：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
 
 # %%
-# 下图是因果权重：第 ``i`` 行是查询词元，第 ``j`` 列是键词元。对角线以上全部严格为 0
-# （词元永远看不到后面的词），每一行之和为 1，所以第一个词元只能关注它自己。
+# 下图是因果权重：第 ``i`` 行是查询词元，第 ``j`` 列是键词元。对角线以上的格子是灰色的：
+# 因果掩码屏蔽了它们（词元永远看不到后面的词），所以它们的权重严格为 0；权重不为 0 的格子，
+# ``plot_heads`` 不会把它画成灰色。每一行之和为 1，所以第一个词元只能关注它自己。
 
 fig = plot_heads(
     head_weights[0],
@@ -100,6 +101,8 @@ fig = plot_heads(
     colorbar_label="注意力权重",
     xlabel="键词元",
     ylabel="查询词元",
+    blocked=~causal_mask(context_length),  # (num_tokens, num_tokens)，True 表示屏蔽
+    blocked_label="被因果掩码屏蔽（权重为 0）",
 )
 plt.show()
 
@@ -208,6 +211,8 @@ fig = plot_heads(
     colorbar_label="注意力权重",
     xlabel="键词元",
     ylabel="查询词元",
+    blocked=~causal_mask(context_length),  # (num_tokens, num_tokens)，True 表示屏蔽
+    blocked_label="被因果掩码屏蔽（权重为 0）",
 )
 plt.show()
 

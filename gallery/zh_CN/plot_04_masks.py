@@ -74,8 +74,8 @@ plt.show()
 # ``mha_ref.MultiHeadAttention`` 接收掩码的方式与 ``torch.nn.MultiheadAttention`` 相同：
 # 形状为 ``(seq_len, seq_len)`` 的 ``attn_mask`` 和形状为 ``(batch, seq_len)`` 的
 # ``key_padding_mask``，两者都以 ``True`` 表示 **屏蔽**，所以我们的掩码要先经过
-# ``allowed_to_blocked`` 转换。下图是第二个句子的第 0 个头：被屏蔽的格子权重严格为 0，
-# 每一行之和仍然为 1。
+# ``allowed_to_blocked`` 转换。下图是第二个句子的第 0 个头：灰色格子就是被掩码屏蔽的格子，
+# 它们的权重严格为 0（``plot_heads`` 会检查这一点），每一行之和仍然为 1。
 
 mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
 blocked_causal = allowed_to_blocked(allowed_causal)  # (seq_len, seq_len)
@@ -87,6 +87,12 @@ with torch.no_grad():
     _, w_padding = mha(x, x, x, key_padding_mask=blocked_padding, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
     _, w_both = mha(x, x, x, attn_mask=blocked_causal, key_padding_mask=blocked_padding, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
 
+blocked_per_panel = torch.stack([  # (4, seq_len, seq_len), True 表示屏蔽
+    torch.zeros_like(allowed_causal),  # 无掩码
+    ~allowed_causal,  # 因果
+    ~is_real[1].expand(seq_len, seq_len),  # 填充：填充词元所在的键
+    ~allowed_both[1],  # 因果 & 填充
+])
 fig = plot_heads(
     torch.stack([w_none[1, 0], w_causal[1, 0], w_padding[1, 0], w_both[1, 0]]),  # (4, seq_len, seq_len)
     sentences[1],
@@ -96,6 +102,8 @@ fig = plot_heads(
     colorbar_label="注意力权重",
     xlabel="键",
     ylabel="查询",
+    blocked=blocked_per_panel,
+    blocked_label="被掩码屏蔽（权重为 0）",
 )
 plt.show()
 print("被屏蔽格子上的最大权重：", round(w_both[~allowed_both[:, None].expand_as(w_both)].max().item(), 4))

@@ -24,6 +24,7 @@
 import matplotlib.pyplot as plt
 import torch
 
+from mha_ref import causal_mask
 from mha_ref.experiments import (
     make_batch,
     make_table,
@@ -72,7 +73,7 @@ plt.show()
 # 每个头在一个序列上的权重
 # ------------------------
 # 现在输入一个新序列（固定探测批次中的第一个，与训练数据分开生成），画出每个头的注意力权重：
-# 行是查询位置，列是键位置，每行之和为 1。因为这一层是因果的，上三角为空。跟随“前一个词元”的
+# 行是查询位置，列是键位置，每行之和为 1。灰色的上三角是因果掩码屏蔽的部分。跟随“前一个词元”的
 # 头会点亮主对角线正下方的那条对角线；跟随“往前两个词元”的头会点亮再下面一条。前两行比较特殊：
 # 位置 0 只能关注自己，位置 1 往前没有第二个词元。
 
@@ -90,6 +91,8 @@ fig = plot_heads(
     colorbar_label="注意力权重",
     xlabel="键（位置:词元）",
     ylabel="查询（位置:词元）",
+    blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len)，True 表示屏蔽
+    blocked_label="被因果掩码屏蔽（权重为 0）",
 )
 plt.show()
 
@@ -150,5 +153,7 @@ fig = plot_heads(
     colorbar_label="注意力权重",
     xlabel="键（位置:词元）",
     ylabel="查询（位置:词元）",
+    blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len)，True 表示屏蔽
+    blocked_label="被因果掩码屏蔽（权重为 0）",
 )
 plt.show()
