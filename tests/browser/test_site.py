@@ -87,6 +87,62 @@ def test_math_renders(watched, site_url, lang):
     assert not watch.external, f"requests off the local host: {watch.external}"
 
 
+SECTION_IDS = (
+    "() => Array.from(document.querySelectorAll('article.bd-article section[id]'), s => s.id)"
+)
+HASH = "() => decodeURIComponent(location.hash.slice(1))"
+HEADING_TOP = (
+    "id => document.getElementById(id).querySelector('h1, h2, h3').getBoundingClientRect().top"
+)
+
+
+def _switch(page, to_lang: str) -> None:
+    """Click the switcher where it is on screen, as a reader does (Playwright's ``click()`` would
+    first scroll the page to bring the link "into view", and so change the section in view)."""
+    link = page.locator(f".mha-lang-switcher:visible a[hreflang='{to_lang.replace('_', '-')}']")
+    box = link.bounding_box()
+    with page.expect_navigation(wait_until="load"):
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("page_name", ["masks.html", "auto_examples/plot_04_masks.html"])
+def test_switcher_keeps_the_section_in_view(watched, site_url, lang, page_name):
+    """A reader scrolled to the fourth section lands on the fourth section of the other page."""
+    watch = watched()
+    page = watch.page
+    page.goto(f"{site_url}/{lang}/{page_name}")
+    here = page.evaluate(SECTION_IDS)
+    assert len(here) > 4, f"{lang}/{page_name} has {len(here)} sections"
+    page.evaluate("id => document.getElementById(id).scrollIntoView()", here[4])
+    page.wait_for_timeout(100)
+    _switch(page, other(lang))
+    there = page.evaluate(SECTION_IDS)
+    assert page.url.split("#")[0] == f"{site_url}/{other(lang)}/{page_name}"
+    assert page.evaluate(HASH) == there[4], f"landed at #{page.evaluate(HASH)}, not #{there[4]}"
+    top = page.evaluate(HEADING_TOP, there[4])
+    assert 0 <= top < 300, f"the section's heading is {top:.0f} px from the top of the window"
+    # and from the top of a page, the other page opens at its top
+    page.goto(f"{site_url}/{lang}/{page_name}")
+    _switch(page, other(lang))
+    assert page.evaluate(HASH) == ""
+    assert page.evaluate("() => window.scrollY") == 0
+    assert not watch.errors, "\n".join(watch.errors)
+
+
+def test_switcher_keeps_an_api_object(watched, site_url):
+    """API ids are the same in both languages: the link carries them over unchanged."""
+    watch = watched()
+    page = watch.page
+    target = "mha_ref.GroupedQueryAttention"
+    page.goto(f"{site_url}/en/api.html#{target}")
+    _switch(page, "zh_CN")
+    assert page.evaluate(HASH) == target
+    top = page.evaluate("id => document.getElementById(id).getBoundingClientRect().top", target)
+    assert 0 <= top < 300, f"{target} is {top:.0f} px from the top of the window"
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 SEARCHES = [
     ("en", "multi-head attention", "concepts.html"),
     ("en", "padding mask", "masks.html"),
