@@ -136,3 +136,25 @@ def test_every_figure_has_a_1x_and_a_2x_image(lang):
             assert abs(big[1] - 2 * small[1]) <= 1, f"{page.name} {src}: {big} vs {small}"
             figures += 1
     assert figures >= 15, f"only {figures} figures with a srcset found on the {lang} example pages"
+
+
+def _section_levels(page: Path) -> list[str]:
+    """The heading levels of the page's article, in order (e.g. ``["1", "2", "3", "2"]``)."""
+    html = page.read_text(encoding="utf-8")
+    article = html[html.find("<article") : html.find("</article>")]
+    starts = [m.end() for m in re.finditer(r"<section id=", article)]
+    return [re.compile(r"<h([1-6])").search(article, start).group(1) for start in starts]
+
+
+def test_both_languages_have_the_same_sections_in_the_same_order():
+    """The language switcher opens section N of the other page (lang-switch-anchor.js)."""
+    checked = 0
+    for page in sorted((HTML / "en").rglob("*.html")):
+        rel = page.relative_to(HTML / "en").as_posix()
+        if rel.startswith("_"):
+            continue
+        other = HTML / "zh_CN" / rel
+        assert other.is_file(), f"zh_CN/{rel} is missing"
+        assert _section_levels(page) == _section_levels(other), f"{rel}: sections differ"
+        checked += bool(_section_levels(page))
+    assert checked >= 15, f"only {checked} pages with sections"

@@ -4,7 +4,7 @@
  * The switcher's links (docs/_templates/language-switcher.html) open the same page in the other
  * language, at its top. Section ids differ between the languages (they are made from the
  * translated headings), but both pages have the same sections in the same order
- * (tests/test_i18n_parity.py checks it). So, on a click, this script adds "#mha-section-N" to the
+ * (tests/test_built_site.py checks it). So, on a click, this script adds "#mha-section-N" to the
  * link, N being the section the reader is looking at, and the page that opens turns that back
  * into the id of its own section N. API objects have the same id in both languages
  * (#mha_ref.MultiHeadAttention), so a link to one that is on screen is passed on unchanged.
