@@ -19,6 +19,7 @@ really raised when the page was built.
 import traceback
 from contextlib import contextmanager
 
+import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
@@ -31,6 +32,7 @@ from mha_ref import (
     scaled_dot_product_attention,
     split_heads,
 )
+from mha_ref.viz import plot_heads
 
 torch.manual_seed(0)
 device = pick_device()
@@ -214,6 +216,27 @@ with torch.no_grad():
 print("query positions with NaN, torch:  ", torch_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
 print("query positions with NaN, mha_ref:", ours_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
 print(f"mha_ref wrong vs right, first {seq_len - 1} positions:", max_diff(ours_wrong[:, :-1], fixed[:, :-1]))
+
+# %%
+# The weights show it. With the mask passed as it is, each query sees only the keys after it,
+# and the last query sees none: PyTorch's weights in that row are NaN, drawn grey like the
+# blocked cells.
+
+with torch.no_grad():
+    _, weights_wrong = right(x, x, x, attn_mask=allowed, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+    _, weights_fixed = right(x, x, x, attn_mask=allowed_to_blocked(allowed), average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+
+fig = plot_heads(
+    torch.stack([weights_wrong[0, 0], weights_fixed[0, 0]]),  # (2, seq_len, seq_len)
+    titles=["wrong: True = may attend", "right: True = blocked"],
+    suptitle="torch.nn.MultiheadAttention, head 0 of sequence 0",
+    colorbar_label="attention weight",
+    xlabel="key position",
+    ylabel="query position",
+    blocked=torch.stack([allowed, ~allowed]),  # (2, seq_len, seq_len): what each attn_mask blocks
+    blocked_label="blocked (True in attn_mask)",
+)
+plt.show()
 
 # %%
 # The fix: ``allowed_to_blocked(mask)`` (that is, ``~mask``) before handing a mask to

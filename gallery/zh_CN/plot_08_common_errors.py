@@ -18,6 +18,7 @@ PyTorch 不同时，两条信息都会列出。
 import traceback
 from contextlib import contextmanager
 
+import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
@@ -30,6 +31,7 @@ from mha_ref import (
     scaled_dot_product_attention,
     split_heads,
 )
+from mha_ref.viz import plot_heads
 
 torch.manual_seed(0)
 device = pick_device()
@@ -206,6 +208,26 @@ with torch.no_grad():
 print("出现 NaN 的查询位置，torch：  ", torch_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
 print("出现 NaN 的查询位置，mha_ref：", ours_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
 print(f"mha_ref 错误结果 对比 正确结果，前 {seq_len - 1} 个位置：", max_diff(ours_wrong[:, :-1], fixed[:, :-1]))
+
+# %%
+# 从权重上看得更清楚。原样传入掩码时，每个查询只能看到它之后的键，最后一个查询什么也看不到：
+# PyTorch 在这一行给出的权重是 NaN，和被屏蔽的格子一样画成灰色。
+
+with torch.no_grad():
+    _, weights_wrong = right(x, x, x, attn_mask=allowed, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+    _, weights_fixed = right(x, x, x, attn_mask=allowed_to_blocked(allowed), average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+
+fig = plot_heads(
+    torch.stack([weights_wrong[0, 0], weights_fixed[0, 0]]),  # (2, seq_len, seq_len)
+    titles=["错误：True 表示可以关注", "正确：True 表示屏蔽"],
+    suptitle="torch.nn.MultiheadAttention，第一个序列的第 0 个头",
+    colorbar_label="注意力权重",
+    xlabel="键位置",
+    ylabel="查询位置",
+    blocked=torch.stack([allowed, ~allowed]),  # (2, seq_len, seq_len): what each attn_mask blocks
+    blocked_label="被屏蔽（attn_mask 中为 True）",
+)
+plt.show()
 
 # %%
 # 修正：把掩码交给 ``torch.nn.MultiheadAttention`` 之前先用 ``allowed_to_blocked(mask)``
