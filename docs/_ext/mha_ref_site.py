@@ -3,7 +3,8 @@
 - Per language: which gallery folder to execute (``gallery/<lang>``) and the search language.
 - Staleness: sphinx-gallery re-runs an example only when the example file changes. Here a change
   to anything an example's output depends on (the ``mha_ref`` package, ``conf.py``, this file,
-  the pinned toolchain) re-runs every example as well.
+  the pinned toolchain) re-runs every example as well, and the page of every example that ran
+  is written again, so that new figures reach the site even when the text is unchanged.
 - Provenance: each executed example records the torch version, device and thread count it ran
   with, and the page shows it; the footer shows the commit the site was built from.
 - ``reset_example_state``: run by sphinx-gallery before every example (seeds, threads, fonts).
@@ -139,6 +140,20 @@ def _drop_source_maps(app: Sphinx, exception: Exception | None) -> None:
             source_map.unlink()
 
 
+def _rewrite_executed_examples(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """Read and write again the page of every example that ran in this build.
+
+    sphinx-gallery leaves an example's ``.rst`` untouched when its text is unchanged, and Sphinx
+    does not count the example's figures as dependencies of the page (they are copied to
+    ``_images`` only when the page is written). Without this, an edit to ``mha_ref`` that
+    changes a figure but no printed number would leave the old figure on the site.
+    """
+    executed = _executed.get(str(Path(app.srcdir).resolve()), set())
+    if executed:
+        executed = executed | {f"{GALLERY_DIR}/index"}  # the thumbnails
+    return sorted((executed & env.found_docs) - set(added) - set(changed))
+
+
 def _write_stamp(app: Sphinx, exception: Exception | None) -> None:
     """Record what the examples were run against, once the build has succeeded."""
     if exception is not None or app.statuscode != 0:
@@ -150,6 +165,8 @@ def _write_stamp(app: Sphinx, exception: Exception | None) -> None:
 
 # -- before every example ----------------------------------------------------------------------
 _started: dict[str, float] = {}
+#: the example pages (``auto_examples/<name>``) executed in this process, per source directory
+_executed: dict[str, set[str]] = {}
 
 
 def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
@@ -174,6 +191,8 @@ def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
     else:
         _freeze_survivors()
         _started[key] = time.perf_counter()
+        src_dir = str(Path(gallery_conf["src_dir"]).resolve())
+        _executed.setdefault(src_dir, set()).add(f"{GALLERY_DIR}/{stem}")
 
     random.seed(0)
     np.random.seed(0)
@@ -408,6 +427,7 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
 def setup(app: Sphinx) -> dict:
     app.add_search_language(_chinese_search_language())
     app.connect("config-inited", _configure_language, priority=5)  # before sphinx-gallery's 10
+    app.connect("env-get-outdated", _rewrite_executed_examples)
     app.connect("source-read", _add_provenance)
     app.connect("source-read", _translate_gallery_text)
     app.connect("doctree-read", _join_cjk_lines)

@@ -5,8 +5,9 @@ and a copy of the real ``mha_ref`` package, with two tiny examples, so each buil
 Checked here:
 
 - staleness: editing a function of ``mha_ref`` that an example prints re-runs the examples and
-  the page shows the new output; editing one example re-runs only that example; a rebuild with
-  nothing changed runs none;
+  the page shows the new output; an edit that changes only a figure replaces the figure in the
+  built site; editing one example re-runs only that example; a rebuild with nothing changed
+  runs none;
 - failure is loud: an example that raises fails the build with a non-zero exit that names the
   example and shows the traceback; a Sphinx warning fails the build;
 - reproducible: two clean builds write identical example pages.
@@ -139,6 +140,57 @@ def test_staleness_follows_the_package_and_the_examples(site):
     assert one_changed.returncode == 0, one_changed.stderr[-3000:]
     assert _count_executed(one_changed) == 1
     assert "other example ran again" in _page(site, "plot_b_other")
+
+
+EXAMPLE_FIGURE = '''"""
+Figure
+======
+
+Draws a heatmap with ``mha_ref.viz.plot_heads`` and prints nothing.
+"""
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref.viz import plot_heads
+
+fig = plot_heads(torch.full((1, 2, 2), 0.5))
+plt.show()
+'''
+
+
+def _give_heatmaps_a_background(site: Path, colour: str) -> None:
+    """Edit the package so that every heatmap figure gets a background colour (and the
+    example's printed text stays the same)."""
+    with (site / "mha_ref" / "viz.py").open("a") as module:
+        module.write(
+            f"\n\n_plot_heads_before_{colour[1:]} = plot_heads\n\n\n"
+            "def plot_heads(*args, **kwargs):\n"
+            f"    fig = _plot_heads_before_{colour[1:]}(*args, **kwargs)\n"
+            f"    fig.set_facecolor('{colour}')\n"
+            "    return fig\n"
+        )
+
+
+def test_a_figure_that_changes_reaches_the_built_site(site):
+    """Package edits that change only a picture (the printed text stays the same) replace the
+    picture in the built site, not only in the generated gallery folder. Two edits in a row:
+    the second build after a package change is the one Sphinx would not rewrite on its own."""
+    (site / "gallery" / "en" / "plot_c_figure.py").write_text(EXAMPLE_FIGURE)
+    first = _build(site)
+    assert first.returncode == 0, first.stderr[-3000:]
+    built = site / "build" / "html" / "en" / "_images" / "sphx_glr_plot_c_figure_001_2_00x.png"
+    generated = site / "docs" / "en" / "auto_examples" / "images" / built.name
+    drawn = [built.read_bytes()]
+    for colour in ("#ffdddd", "#ddffdd"):
+        _give_heatmaps_a_background(site, colour)
+        after_edit = _build(site)
+        assert after_edit.returncode == 0, after_edit.stderr[-3000:]
+        assert _count_executed(after_edit) == 3
+        assert generated.read_bytes() not in drawn, f"{colour}: the figure did not change"
+        assert built.read_bytes() == generated.read_bytes(), f"{colour}: the site kept the old one"
+        drawn.append(generated.read_bytes())
 
 
 def test_a_failing_example_fails_the_build_loudly(site):
