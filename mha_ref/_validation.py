@@ -446,19 +446,23 @@ def require_within_context(num_tokens: int, context_length: int) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def require_mask_dtype(name: str, mask: torch.Tensor, polarity: str) -> None:
+def require_mask_dtype(name: str, mask: torch.Tensor, polarity: str, hint: str = "") -> None:
     """Raise TypeError unless ``mask`` is bool or floating point.
 
     Args:
         name: Argument name, e.g. ``"attn_mask"``.
         mask: The mask to check.
         polarity: What ``True`` means for this argument, e.g. ``"True = may attend"``.
+        hint: Advice that replaces the default one (convert a 0/1 mask with ``.bool()``).
     """
     if mask.dtype != torch.bool and not torch.is_floating_point(mask):
+        default = (
+            f"An integer 0/1 mask is ambiguous: convert it with {name}.bool() after checking "
+            f"which value means what."
+        )
         raise TypeError(
             f"{name} must be a bool mask ({polarity}) or a float mask (added to the scores), "
-            f"got {name}.dtype={mask.dtype}. An integer 0/1 mask is ambiguous: convert it with "
-            f"{name}.bool() after checking which value means what."
+            f"got {name}.dtype={mask.dtype}. {hint or default}"
         )
 
 

@@ -80,6 +80,10 @@ class MultiHeadAttention(nn.Module):
     * A float ``attn_mask`` or ``key_padding_mask`` of another float dtype than the query
       (e.g. ``float64`` masks with ``float32`` inputs) is cast to the query's dtype; PyTorch
       raises ``RuntimeError`` there.
+    * A bool mask combined with a float one (e.g. a bool ``attn_mask`` with a float
+      ``key_padding_mask``, or the reverse) is accepted silently: each becomes additive and
+      they are summed. PyTorch computes the same result but warns (``UserWarning``: "Support
+      for mismatched key_padding_mask and attn_mask is deprecated").
     * Bad input raises ``ValueError``/``TypeError`` with a message that names the argument and
       the fix, instead of ``AssertionError``/``RuntimeError``. This includes a mask on another
       device than the inputs, which PyTorch does not check: a ``meta`` mask with CPU inputs
@@ -498,7 +502,10 @@ class MultiHeadAttention(nn.Module):
         if mask is None:
             return
         check.require_tensor("key_padding_mask", mask)
-        check.require_mask_dtype("key_padding_mask", mask, "True = ignore this key")
+        dtype_hint = ""
+        if batch is not None and mask.shape == (batch,):
+            dtype_hint = _lengths_hint(batch, key_len)
+        check.require_mask_dtype("key_padding_mask", mask, "True = ignore this key", dtype_hint)
         check.require_same_device("key_padding_mask", mask, "query", device)
         if batch is None:
             accepted = [("(key_len,)", (key_len,))]
@@ -537,6 +544,9 @@ class MultiHeadAttention(nn.Module):
                 "This looks like one mask per batch element: repeat it for every head with "
                 "attn_mask.repeat_interleave(num_heads, dim=0)."
             )
+        per_batch_and_head = [(batch, heads, query_len, key_len) for heads in (self.num_heads, 1)]
+        if batch is not None and mask.shape in per_batch_and_head:
+            hint = _four_d_mask_hint(mask, self.num_heads)
         check.require_mask_shape("attn_mask", mask, accepted, hint)
 
     # ------------------------------------------------------------------------------------------
@@ -619,6 +629,37 @@ def _transposed_padding_hint(batch_first: bool, batch: int, key_len: int) -> str
         f"mask is transposed: pass key_padding_mask.T, since key_padding_mask is "
         f"(batch, key_len) whatever batch_first is."
     )
+
+
+def _lengths_hint(batch: int, key_len: int) -> str:
+    """Advice for an integer ``key_padding_mask`` of shape ``(batch,)``: it holds lengths."""
+    return (
+        f"It has shape ({batch},), one number per sequence: if these are the sequence "
+        f"lengths, build the mask from them, key_padding_mask="
+        f"mha_ref.allowed_to_blocked(mha_ref.padding_mask(lengths, max_len={key_len})) with "
+        f"lengths the tensor given here; that mask is (batch, key_len), True = padding."
+    )
+
+
+def _four_d_mask_hint(mask: torch.Tensor, num_heads: int) -> str:
+    """Advice for an ``attn_mask`` of shape ``(N, H, L, S)`` or ``(N, 1, L, S)`` (SDPA's 4-D)."""
+    batch, heads, query_len, key_len = mask.shape
+    flat = f"reshape({batch * num_heads}, {query_len}, {key_len})"
+    if heads == num_heads:
+        fix = f"attn_mask.{flat}"
+    else:
+        fix = f"attn_mask.expand({batch}, {num_heads}, {query_len}, {key_len}).{flat}"
+    hint = (
+        f"This looks like a 4-D (batch, num_heads or 1, query_len, key_len) mask as taken by "
+        f"F.scaled_dot_product_attention; like torch.nn.MultiheadAttention, this module takes "
+        f"(query_len, key_len) or (batch * num_heads, query_len, key_len): pass {fix}."
+    )
+    if mask.dtype == torch.bool:
+        hint += (
+            f" A bool attn_mask here means True = blocked, the opposite of "
+            f"scaled_dot_product_attention: if yours means True = may attend, pass ~{fix}."
+        )
+    return hint
 
 
 def _constructor_arguments(module: nn.Module) -> dict:

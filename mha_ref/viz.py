@@ -152,8 +152,9 @@ def _grid(n: int, ncols: int | None) -> tuple[int, int]:
     return math.ceil(n / ncols), ncols
 
 
-#: Widest figure (inches) the heatmap helpers aim for. A gallery page shows a figure about 6.5 to
-#: 7 inches wide at matplotlib's 100 dpi, so wider figures are shrunk and their text with them.
+#: Widest figure (inches) the heatmap helpers aim for: 700 px at matplotlib's 100 dpi, which a
+#: gallery page shows unshrunk in a window about 1000 px wide or more; narrower windows (phones)
+#: shrink every figure, and a wider figure would shrink sooner, its text with it.
 _MAX_FIGURE_WIDTH = 7.0
 _TICK_FONTSIZE = 8.0
 #: Annotation font sizes (points): the largest used, and the smallest still written by default.
@@ -220,8 +221,9 @@ def plot_heads(
 ) -> Figure:
     """Draw one heatmap per head in a grid, with token labels and one shared colour bar.
 
-    The figure is sized to stay about 7 inches wide (the width a gallery page shows without
-    shrinking it): the more heatmaps per row and the longer the sequences, the smaller the cells.
+    The figure is sized to stay about 7 inches wide (700 px, which a gallery page shows unshrunk
+    in a window about 1000 px wide or more): the more heatmaps per row and the longer the
+    sequences, the smaller the cells.
 
     Args:
         weights: attention weights ``(num_heads, query_len, key_len)``, or ``(query_len, key_len)``
@@ -250,9 +252,10 @@ def plot_heads(
         The figure, with ``num_heads`` heatmap axes followed by the colour-bar axes.
 
     Raises:
+        TypeError: ``blocked`` is not boolean (the message says how to convert it).
         ValueError: ``weights`` is not 2-D or 3-D; the label or title counts do not match it;
-            ``blocked`` is not boolean or not of its shape; or a cell marked blocked holds a
-            non-zero weight (the mask did not act as ``blocked`` says: grey would hide it).
+            ``blocked`` is not of its shape; or a cell marked blocked holds a non-zero weight
+            (the mask did not act as ``blocked`` says: grey would hide it).
     """
     w = _to_numpy(weights).astype(np.float64)
     if w.ndim == 2:
@@ -366,10 +369,7 @@ def _check_blocked(blocked: object, w: np.ndarray) -> np.ndarray:
         return np.zeros(w.shape, dtype=bool)
     b = _to_numpy(blocked)
     if b.dtype != np.bool_:
-        raise ValueError(
-            f"plot_heads: blocked must be a bool mask (True = blocked), got dtype {b.dtype}; "
-            "for a mask where True means 'may attend', pass ~mask"
-        )
+        raise _mask_dtype_error("plot_heads", "blocked", b.dtype, true_means_blocked=True)
     if b.shape not in ((query_len, key_len), (num_heads, query_len, key_len)):
         raise ValueError(
             f"plot_heads: blocked must have shape {(query_len, key_len)} or "
@@ -383,19 +383,30 @@ def _check_blocked(blocked: object, w: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"plot_heads: cell (head {h}, query {i}, key {j}) is marked blocked but has weight "
             f"{w[h, i, j]:.3g}; blocked cells must have weight 0: check that the mask passed "
-            "to attention is the one passed here, in the same convention (True = blocked)"
+            "to attention is the one passed here, in the same convention (True = blocked); "
+            "for a mask where True means 'may attend' (e.g. mha_ref.causal_mask), pass "
+            "blocked=~mask"
         )
     return b
+
+
+def _mask_dtype_error(caller: str, name: str, dtype, true_means_blocked: bool) -> TypeError:
+    """The error for a mask that is not bool, with the conversion for each kind of mask."""
+    meaning, other = ("blocked", "may attend") if true_means_blocked else ("may attend", "blocked")
+    from_01, from_additive = ("== 0", "!= 0") if true_means_blocked else ("!= 0", "== 0")
+    return TypeError(
+        f"{caller}: {name} must be a bool mask (True = {meaning}), got dtype {dtype}. Convert "
+        f"it: a bool mask with True = {other}, pass `~mask`; a 0/1 mask with 1 = may attend, "
+        f"pass `mask {from_01}`; an additive float mask (0 = attend, -inf = blocked), pass "
+        f"`mask {from_additive}`"
+    )
 
 
 def _check_mask(mask: object, query_labels, key_labels, caller: str) -> np.ndarray:
     """The mask as a 2-D bool array, after checking its dtype, its shape and the label counts."""
     m = _to_numpy(mask)
     if m.dtype != np.bool_:
-        raise TypeError(
-            f"{caller}: expected a bool mask (True = may attend), got dtype {m.dtype}; for an "
-            "additive float mask (0 = attend, -inf = blocked) pass `mask == 0`"
-        )
+        raise _mask_dtype_error(caller, "mask", m.dtype, true_means_blocked=False)
     if m.ndim != 2:
         raise ValueError(
             f"{caller}: mask must be (query_len, key_len), got shape {tuple(m.shape)}; for a "
@@ -513,6 +524,12 @@ def plot_masks(
     ``masks`` is a sequence of ``(query_len, key_len)`` bool masks, or a 3-D bool tensor.
     ``xlabel`` and ``ylabel`` name the columns (keys) and rows (queries) once for all masks.
     """
+    if getattr(masks, "ndim", None) == 2:  # one tensor or array: its rows are not masks
+        raise ValueError(
+            f"plot_masks: masks must be a sequence of (query_len, key_len) masks or a 3-D "
+            f"stack of them, got a single 2-D mask of shape {tuple(masks.shape)}; pass a list, "
+            "plot_masks([mask]), or draw it alone with plot_mask(mask)"
+        )
     masks = list(masks)
     if titles is None:
         titles = [None] * len(masks)

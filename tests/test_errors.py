@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -239,6 +240,33 @@ def test_attn_mask_wrong_shape():
         module(x, x, x, attn_mask=torch.zeros(3, 5, 5, dtype=torch.bool))
 
 
+@pytest.mark.parametrize("heads", [2, 1])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32], ids=["bool", "float"])
+def test_attn_mask_4d_gets_the_reshape_fix(heads, dtype):
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(3, 5, 8)
+    g = torch.Generator().manual_seed(0)
+    blocked = (torch.rand(3, heads, 5, 5, generator=g) < 0.5) & ~torch.eye(5, dtype=torch.bool)
+    mask = blocked if dtype == torch.bool else allowed_to_additive(~blocked)
+    fix = "attn_mask.reshape(6, 5, 5)"
+    if heads == 1:
+        fix = "attn_mask.expand(3, 2, 5, 5).reshape(6, 5, 5)"
+    with pytest.raises(ValueError) as info:
+        module(x, x, x, attn_mask=mask)
+    message = str(info.value)
+    for words in ["attn_mask", f"attn_mask.shape=(3, {heads}, 5, 5)",
+                  "(batch * num_heads, query_len, key_len) = (6, 5, 5)", f"pass {fix}."]:
+        assert words in message, message
+    assert (f"pass ~{fix}." in message) == (dtype == torch.bool)  # SDPA's bool polarity
+    fixed = mask.expand(3, 2, 5, 5).reshape(6, 5, 5)  # the suggested fix
+    out, weights = module(x, x, x, attn_mask=fixed, average_attn_weights=False)
+    expected, _ = module.to_torch()(x, x, x, attn_mask=fixed)
+    torch.testing.assert_close(out, expected)
+    # head h of batch element n got the mask's [n, h] (or [n, 0]) matrix
+    blocked_per_head = blocked.expand(3, 2, 5, 5)
+    assert (weights[blocked_per_head] == 0).all() and (weights[~blocked_per_head] > 0).all()
+
+
 def test_attn_mask_wrong_lengths():
     module = MultiHeadAttention(8, 2)
     x = torch.randn(5, 3, 8)
@@ -282,8 +310,34 @@ def test_key_padding_mask_looks_transposed_because_input_is_batch_first():
 def test_key_padding_mask_integer_dtype():
     module = MultiHeadAttention(8, 2, batch_first=True)
     x = torch.randn(3, 5, 8)
-    with raises(TypeError, "key_padding_mask", "torch.int32"):
+    with raises(TypeError, "key_padding_mask", "torch.int32", "key_padding_mask.bool()"):
         module(x, x, x, key_padding_mask=torch.zeros(3, 5, dtype=torch.int32))
+
+
+def test_key_padding_mask_of_lengths_gets_the_padding_mask_fix():
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 5, 8)
+    lengths = torch.tensor([5, 3])  # lengths instead of a mask
+    with pytest.raises(TypeError) as info:
+        module(x, x, x, key_padding_mask=lengths)
+    message = str(info.value)
+    for words in ["key_padding_mask", "torch.int64", "shape (2,)",
+                  "key_padding_mask=mha_ref.allowed_to_blocked(mha_ref.padding_mask(lengths, "
+                  "max_len=5))"]:
+        assert words in message, message
+    assert ".bool()" not in message  # that fix would give a wrong mask
+    fixed = allowed_to_blocked(padding_mask(lengths, max_len=5))  # the suggested fix
+    assert fixed.tolist() == [[False] * 5, [False] * 3 + [True] * 2]
+    out, _ = module(x, x, x, key_padding_mask=fixed)
+    expected, _ = module.to_torch()(x, x, x, key_padding_mask=fixed)
+    torch.testing.assert_close(out, expected)
+
+
+def test_unbatched_integer_key_padding_mask_keeps_the_bool_hint():
+    module = MultiHeadAttention(8, 2)
+    x = torch.randn(5, 8)  # unbatched: key_padding_mask is (key_len,)
+    with raises(TypeError, "key_padding_mask", "torch.int64", "key_padding_mask.bool()"):
+        module(x, x, x, key_padding_mask=torch.zeros(5, dtype=torch.int64))
 
 
 def test_mask_not_a_tensor():
@@ -298,6 +352,27 @@ def test_input_dtype_differs_from_weights():
     x = torch.randn(5, 2, 8, dtype=torch.float64)
     with raises(TypeError, "query.dtype", "torch.float64", "torch.float32", "module.to("):
         module(x, x, x)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("bool_mask", ["attn_mask", "key_padding_mask"])
+def test_bool_and_float_masks_together_accepted_where_torch_warns(bool_mask, need_weights):
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 5, 8)
+    attn_blocked = ~causal_mask(5)  # (5, 5), True = blocked
+    padding_blocked = allowed_to_blocked(padding_mask([5, 3], max_len=5))  # (2, 5)
+    if bool_mask == "attn_mask":
+        masks = {"attn_mask": attn_blocked,
+                 "key_padding_mask": allowed_to_additive(~padding_blocked)}
+    else:
+        masks = {"attn_mask": allowed_to_additive(~attn_blocked),
+                 "key_padding_mask": padding_blocked}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # mha_ref: no warning
+        ours, _ = module(x, x, x, need_weights=need_weights, **masks)
+    with pytest.warns(UserWarning, match="mismatched key_padding_mask and attn_mask is deprecated"):
+        theirs, _ = module.to_torch()(x, x, x, need_weights=need_weights, **masks)
+    torch.testing.assert_close(ours, theirs)
 
 
 @pytest.mark.parametrize("need_weights", [True, False])

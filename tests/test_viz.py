@@ -176,20 +176,68 @@ def test_plot_heads_blocked_per_heatmap():
 
 def test_plot_heads_refuses_a_blocked_cell_with_weight():
     w, blocked = _causal_weights(1)
-    with pytest.raises(ValueError, match=r"cell \(head 0, query 0, key 0\) .* weight 1;"):
-        viz.plot_heads(w, TOKENS, blocked=~blocked)  # the allowed mask, in the wrong convention
+    allowed = ~blocked  # the allowed mask, in the wrong convention
+    with pytest.raises(ValueError, match=r"cell \(head 0, query 0, key 0\) .* weight 1;") as info:
+        viz.plot_heads(w, TOKENS, blocked=allowed)
+    assert "(True = blocked)" in str(info.value)
+    assert "True means 'may attend'" in str(info.value)
+    assert "pass blocked=~mask" in str(info.value)
+    viz.plot_heads(w, TOKENS, blocked=~allowed)  # the suggested fix works
 
 
 @pytest.mark.parametrize(
-    ("blocked", "message"),
+    ("exception", "blocked", "message"),
     [
-        (torch.zeros(6, 6), r"blocked must be a bool mask .*got dtype float32.*pass ~mask"),
-        (torch.zeros(5, 6, dtype=torch.bool), r"blocked must have shape \(6, 6\) or \(2, 6, 6\)"),
+        (TypeError, torch.zeros(6, 6),
+         r"plot_heads: blocked must be a bool mask \(True = blocked\), got dtype float32\. "
+         r"Convert it: a bool mask with True = may attend, pass `~mask`; a 0/1 mask with "
+         r"1 = may attend, pass `mask == 0`; an additive float mask \(0 = attend, "
+         r"-inf = blocked\), pass `mask != 0`"),
+        (ValueError, torch.zeros(5, 6, dtype=torch.bool),
+         r"blocked must have shape \(6, 6\) or \(2, 6, 6\)"),
     ],
 )
-def test_plot_heads_blocked_argument_errors(blocked, message):
-    with pytest.raises(ValueError, match=message):
+def test_plot_heads_blocked_argument_errors(exception, blocked, message):
+    with pytest.raises(exception, match=message):
         viz.plot_heads(_weights(2), TOKENS, blocked=blocked)
+
+
+def _float_masks(blocked: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The same mask as a 0/1 float mask (1 = may attend) and as an additive one (0 / -inf)."""
+    return {
+        "0/1": (~blocked).float(),
+        "additive": torch.zeros(blocked.shape).masked_fill(blocked, float("-inf")),
+    }
+
+
+@pytest.mark.parametrize("kind", ["0/1", "additive"])
+def test_plot_heads_float_mask_fixes_in_the_message_work(kind):
+    w, blocked = _causal_weights(2)
+    mask = _float_masks(blocked)[kind]
+    with pytest.raises(TypeError, match="got dtype float32") as info:
+        viz.plot_heads(w, TOKENS, blocked=mask)
+    fix, fixed = {"0/1": ("mask == 0", mask == 0), "additive": ("mask != 0", mask != 0)}[kind]
+    assert f"pass `{fix}`" in str(info.value)
+    fig = viz.plot_heads(w, TOKENS, blocked=fixed)  # the suggested fix works
+    for ax in _heatmap_axes(fig):
+        np.testing.assert_array_equal(np.ma.getmaskarray(ax.images[0].get_array()), blocked)
+
+
+@pytest.mark.parametrize("draw", ["plot_mask", "plot_masks"])
+@pytest.mark.parametrize("kind", ["0/1", "additive"])
+def test_plot_mask_float_mask_fixes_in_the_message_work(draw, kind):
+    blocked = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    mask = _float_masks(blocked)[kind]
+    plot = viz.plot_mask if draw == "plot_mask" else lambda m: viz.plot_masks([m])
+    with pytest.raises(TypeError, match=rf"{draw}: mask must be a bool mask \(True = may attend\), "
+                                        r"got dtype float32") as info:
+        plot(mask)
+    fix, fixed = {"0/1": ("mask != 0", mask != 0), "additive": ("mask == 0", mask == 0)}[kind]
+    assert f"pass `{fix}`" in str(info.value)
+    assert "a bool mask with True = blocked, pass `~mask`" in str(info.value)
+    fig = plot(fixed)  # the suggested fix works
+    (ax,) = [a for a in fig.axes if a.images]
+    np.testing.assert_array_equal(ax.images[0].get_array(), (~blocked).numpy().astype(np.int8))
 
 
 def test_plot_heads_large_matrices_are_not_annotated():
@@ -323,6 +371,21 @@ def test_plot_masks_one_axes_per_mask_and_one_legend():
     np.testing.assert_array_equal(
         axes[2].images[0].get_array(), (causal & padding).numpy().astype(np.int8)
     )
+
+
+@pytest.mark.parametrize("as_array", [False, True])
+def test_plot_masks_refuses_a_single_2d_mask(as_array):
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    given = mask.numpy() if as_array else mask
+    with pytest.raises(ValueError) as info:
+        viz.plot_masks(given)
+    message = str(info.value)
+    assert "got a single 2-D mask of shape (4, 4)" in message
+    assert "plot_masks([mask])" in message and "plot_mask(mask)" in message
+    # both suggested fixes work, and a 3-D stack of masks is still accepted
+    assert len([a for a in viz.plot_masks([given]).axes if a.images]) == 1
+    assert len([a for a in viz.plot_mask(given).axes if a.images]) == 1
+    assert len([a for a in viz.plot_masks(torch.stack([mask, mask])).axes if a.images]) == 2
 
 
 def test_has_cjk():
