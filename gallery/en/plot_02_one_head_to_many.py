@@ -16,7 +16,8 @@ the wrapper and the batched module compute the same numbers when they hold the s
 # The sentence
 # ------------
 # Six tokens, each with a 3-dimensional embedding (small numbers chosen by hand, as in the
-# textbook this example follows). Real batches hold several sequences, so the batch is two
+# textbook this example follows: S. Raschka, *Build a Large Language Model (From Scratch)*,
+# chapter 3). Real batches hold several sequences, so the batch is two
 # copies of the sentence: ``(batch, num_tokens, d_in)``.
 
 import matplotlib.pyplot as plt

@@ -57,9 +57,10 @@ print("causal_mask: ", tuple(allowed_causal.shape))
 print("both:        ", tuple(allowed_both.shape))
 
 # %%
-# The three masks for the second sentence: rows are queries, columns are keys, dark cells may
-# be attended to. The padding mask blocks the padded **keys** (columns); the padded queries
-# (rows) still compute something, and that output is simply ignored later.
+# The three masks for the second sentence: rows are queries, columns are keys, blue cells may
+# be attended to, light grey cells are blocked. The padding mask blocks the padded **keys**
+# (columns); the padded queries (rows) still compute something, and that output is simply
+# ignored later.
 
 fig = plot_masks(
     [allowed_causal, is_real[1].expand(seq_len, seq_len), allowed_both[1]],
@@ -231,8 +232,9 @@ print(text_table(["API", "rows with no key", "other rows finite"],
 # %%
 # A NaN does not stay in its row for long: the next layer mixes rows, and a NaN loss stops
 # training. ``mha_ref`` gives such a row zero weights (so the attention output is 0 and the
-# module returns ``out_proj.bias`` there). Better still, avoid empty rows: pad on the right, or
-# let padded queries attend to themselves.
+# module returns ``out_proj.bias`` there; a new module's bias is zero, hence "zeros" in the
+# table). Better still, avoid empty rows: pad on the right, or let padded queries attend to
+# themselves.
 #
 # Fewer queries than keys: two alignments
 # ---------------------------------------

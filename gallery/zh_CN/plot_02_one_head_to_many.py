@@ -13,9 +13,10 @@
 # %%
 # 例句
 # ----
-# 例句是英文的 “Your journey starts with one step”，意思相当于“千里之行，始于足下”。
+# 例句是英文的“Your journey starts with one step”，意思相当于“千里之行，始于足下”。
 # 逐词对照：Your（你的）、journey（旅程）、starts（开始）、with（以）、one（一）、
-# step（步）。六个词元各有一个 3 维嵌入（沿用本例所依据的教材中手选的小数值）。
+# step（步）。六个词元各有一个 3 维嵌入（沿用本例所依据的教材中手选的小数值；教材是 S. Raschka 的
+# *Build a Large Language Model (From Scratch)* 第 3 章）。
 # 实际的批次里有多个序列，所以这里的批次是同一句话的两份拷贝，形状为
 # ``(batch, num_tokens, d_in)``。
 
