@@ -118,6 +118,10 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc", "sg_download_links"],
 }
 html_context = {"default_mode": "auto"}
+# No left sidebar: on the top-level pages it would be an empty "Section Navigation", and on the
+# example pages it would take the width that wide figures and shape-commented code lines need
+# (the navbar, the gallery's index and the previous/next links lead from example to example).
+html_sidebars = {"**": []}
 
 # -- Search: Chinese is segmented by jieba at index time ------------------------------------------
 html_search_options = {"dict": str(ROOT / "docs" / "_ext" / "jieba_userdict.txt")}

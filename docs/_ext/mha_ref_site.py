@@ -305,7 +305,9 @@ def _insert_after_title(rst: str, note: str) -> str:
 # -- doctree-read: no stray spaces inside Chinese sentences -------------------------------------
 # A line break in the source becomes a space in HTML. Between two Chinese characters (or Chinese
 # punctuation) that space does not belong: join such lines. Text next to Latin letters keeps it.
-_CJK = r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]"
+# Han characters, CJK and full-width punctuation, and the dash, ellipsis and quotes Chinese text
+# uses (——, ……, “ ”): a line break between two of them is not a space
+_CJK = r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u2014\u2026\u201c\u201d]"
 _CJK_LINE_BREAK = re.compile(rf"(?<={_CJK})[ \t]*\n[ \t]*(?={_CJK})")
 
 
@@ -324,7 +326,7 @@ def _join_cjk_lines(app: Sphinx, doctree) -> None:
         if content.strip() == "" and "\n" in content:
             # MyST makes each soft line break a Text node of its own: look at the neighbours
             if cjk_char.match(before[-1:] or " ") and cjk_char.match(after[:1] or " "):
-                parent.replace(text, nodes.Text(""))
+                _replace(text, nodes.Text(""))
             continue
         joined = _CJK_LINE_BREAK.sub("", content)
         # reST needs a space around inline markup (a link, **emphasis**); between Chinese
@@ -334,13 +336,25 @@ def _join_cjk_lines(app: Sphinx, doctree) -> None:
         if cjk_char.match(before[-1:] or " ") and cjk_char.match(joined.lstrip()[:1] or " "):
             joined = joined.lstrip()
         if joined != content:
-            parent.replace(text, nodes.Text(joined))
+            _replace(text, nodes.Text(joined))
+
+
+def _position(node) -> int:
+    """Where ``node`` is among its parent's children. By identity: Text nodes are strings, and
+    ``list.index()`` (which docutils' ``Element.replace`` uses) finds the first *equal* one,
+    often an earlier line break of the same paragraph."""
+    return next(i for i, sibling in enumerate(node.parent.children) if sibling is node)
+
+
+def _replace(text, new_text) -> None:
+    """Put ``new_text`` where ``text`` is, in its parent."""
+    text.parent[_position(text)] = new_text
 
 
 def _neighbour_text(node, step: int) -> str:
     """The text of the sibling before (step -1) or after (step +1) ``node``, or ``""``."""
     siblings = node.parent.children
-    index = siblings.index(node) + step
+    index = _position(node) + step
     if 0 <= index < len(siblings):
         return siblings[index].astext()
     return ""
@@ -409,9 +423,10 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
             small_size = (round(big.width / 2), round(big.height / 2))
             big.resize(small_size, Image.Resampling.LANCZOS).save(image_1x)
         srcset = [{0: image_1x, 2.0: image_2x}]
-        image_rsts.append(
-            figure_rst([image_1x], gallery_conf["src_dir"], _matplotlib_fig_titles(fig), srcset)
-        )
+        # the titles become the image's alt text, which sphinx-gallery writes into the HTML
+        # without escaping: a double quote (a title such as alignment="top_left") would end it
+        alt = _matplotlib_fig_titles(fig).replace('"', "'")
+        image_rsts.append(figure_rst([image_1x], gallery_conf["src_dir"], alt, srcset))
     plt.close("all")
     if len(image_rsts) <= 1:
         return "".join(image_rsts)
@@ -433,4 +448,11 @@ def setup(app: Sphinx) -> dict:
     app.connect("doctree-read", _join_cjk_lines)
     app.connect("build-finished", _write_stamp)
     app.connect("build-finished", _drop_source_maps)
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
+    return {
+        "parallel_read_safe": True,
+        "parallel_write_safe": True,
+        "version": "1",
+        # Sphinx re-reads every page when an extension's env_version changes: a change to this
+        # file (its doctree transforms, its translations) then reaches pages whose source did not
+        "env_version": int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12], 16),
+    }
