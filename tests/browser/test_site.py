@@ -143,6 +143,31 @@ def test_switcher_keeps_an_api_object(watched, site_url):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+def test_chinese_output_tables_line_up(watched, site_url):
+    """In printed output on zh_CN pages a Chinese character is two columns wide, as
+    mha_ref.viz.text_table counts it, so its tables line up (needs a CJK monospace font such as
+    Noto Sans Mono CJK SC, from fonts-noto-cjk)."""
+    watch = watched()
+    page = watch.page
+    page.goto(f"{site_url}/zh_CN/auto_examples/plot_04_masks.html")
+    widths = page.evaluate(
+        """() => {
+            const pre = document.querySelector('div.sphx-glr-script-out pre');
+            const measure = text => {
+                const span = document.createElement('span');
+                span.textContent = text;
+                pre.appendChild(span);
+                const width = span.getBoundingClientRect().width;
+                span.remove();
+                return width;
+            };
+            return [measure('可以关注'), measure('abcdefgh')];
+        }"""
+    )
+    chinese, latin = widths
+    assert abs(chinese - latin) < 0.5, f"4 Chinese characters {chinese:.1f} px, 8 columns {latin}"
+
+
 SEARCHES = [
     ("en", "multi-head attention", "concepts.html"),
     ("en", "padding mask", "masks.html"),
