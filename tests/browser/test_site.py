@@ -168,6 +168,22 @@ def test_chinese_output_tables_line_up(watched, site_url):
     assert abs(chinese - latin) < 0.5, f"4 Chinese characters {chinese:.1f} px, 8 columns {latin}"
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_figures_open_at_full_size(watched, site_url, lang):
+    """Every example figure links to its 2x image, which loads (figure-links.js)."""
+    watch = watched()
+    page = watch.page
+    page.goto(f"{site_url}/{lang}/auto_examples/plot_02_one_head_to_many.html")
+    links = page.eval_on_selector_all(
+        "img.sphx-glr-single-img, img.sphx-glr-multi-img",
+        "imgs => imgs.map(img => img.closest('a') && img.closest('a').getAttribute('href'))",
+    )
+    assert len(links) >= 2, f"{len(links)} figures on the page"
+    assert all(href and href.endswith("_2_00x.png") for href in links), links
+    response = page.goto(f"{site_url}/{lang}/auto_examples/{links[0]}")
+    assert response.status == 200 and response.headers["content-type"] == "image/png"
+
+
 SEARCHES = [
     ("en", "multi-head attention", "concepts.html"),
     ("en", "padding mask", "masks.html"),
