@@ -224,7 +224,7 @@ fig = plot_heads(
     colorbar_label="注意力权重",
     xlabel="键位置",
     ylabel="查询位置",
-    blocked=torch.stack([allowed, ~allowed]),  # (2, seq_len, seq_len): what each attn_mask blocks
+    blocked=torch.stack([allowed, ~allowed]),  # (2, seq_len, seq_len)：每个 attn_mask 屏蔽的位置
     blocked_label="被屏蔽（attn_mask 中为 True）",
 )
 plt.show()
