@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,6 +111,9 @@ def _configure_language(app: Sphinx, config: Config) -> None:
     config.sphinx_gallery_conf["examples_dirs"] = [f"../../gallery/{lang}"]
     config.sphinx_gallery_conf["first_notebook_cell"] = _FIRST_NOTEBOOK_CELL[lang]
     config.html_search_language = "zh" if lang.startswith("zh") else "en"
+    # a theme option, not a message: the theme's catalogs cannot translate it
+    search_bar_text = "搜索文档……" if lang.startswith("zh") else "Search the docs ..."
+    config.html_theme_options = {**config.html_theme_options, "search_bar_text": search_bar_text}
 
     # results of deterministic training runs are cached on disk, keyed by code and inputs, so
     # the second language reuses what the first computed (mha_ref.experiments reads this)
@@ -309,34 +313,54 @@ def _insert_after_title(rst: str, note: str) -> str:
 # uses (——, ……, “ ”): a line break between two of them is not a space
 _CJK = r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u2014\u2026\u201c\u201d]"
 _CJK_LINE_BREAK = re.compile(rf"(?<={_CJK})[ \t]*\n[ \t]*(?={_CJK})")
+# full-width punctuation (。，；：（） …) carries its own spacing: no space beside it, ever
+_FULL_WIDTH = r"[\u3000-\u303f\uff00-\uffef]"
+_SPACE_BY_FULL_WIDTH = re.compile(rf"(?<={_FULL_WIDTH})\s+|\s+(?={_FULL_WIDTH})")
 
 
-def _join_cjk_lines(app: Sphinx, doctree) -> None:
-    if not (app.config.language or "").startswith("zh"):
-        return
+def _join_cjk_lines(doctree) -> None:
+    """Remove the spaces a browser would show between Chinese characters and beside Chinese
+    punctuation: at source line breaks, and around inline markup (a link, ``code``), which reST
+    and Markdown need spaces around."""
     from docutils import nodes
 
-    cjk_char = re.compile(_CJK)
+    cjk_char, full_width = re.compile(_CJK), re.compile(_FULL_WIDTH)
+    verbatim = (nodes.literal_block, nodes.literal, nodes.raw, nodes.comment, nodes.math)
     for text in list(doctree.findall(nodes.Text)):
         parent = text.parent
-        if parent is None or isinstance(parent, (nodes.literal_block, nodes.raw, nodes.comment)):
+        if parent is None or isinstance(parent, verbatim):
             continue
         content = text.astext()
-        before, after = _neighbour_text(text, -1), _neighbour_text(text, +1)
-        if content.strip() == "" and "\n" in content:
-            # MyST makes each soft line break a Text node of its own: look at the neighbours
-            if cjk_char.match(before[-1:] or " ") and cjk_char.match(after[:1] or " "):
+        previous_char = _neighbour_text(text, -1)[-1:] or " "
+        next_char = _neighbour_text(text, +1)[:1] or " "
+        chinese_before, chinese_after = cjk_char.match(previous_char), cjk_char.match(next_char)
+        punctuation_beside = full_width.match(previous_char) or full_width.match(next_char)
+        if content.strip() == "" and content:
+            # a space of its own (MyST makes each soft line break a Text node): drop it between
+            # two Chinese characters, or beside Chinese punctuation
+            if (chinese_before and chinese_after) or punctuation_beside:
                 _replace(text, nodes.Text(""))
             continue
-        joined = _CJK_LINE_BREAK.sub("", content)
-        # reST needs a space around inline markup (a link, **emphasis**); between Chinese
-        # characters on both sides of it, that space does not belong on the page
-        if cjk_char.match(after[:1] or " ") and cjk_char.match(joined.rstrip()[-1:] or " "):
+        joined = _SPACE_BY_FULL_WIDTH.sub("", _CJK_LINE_BREAK.sub("", content))
+        last, first = joined.rstrip()[-1:] or " ", joined.lstrip()[:1] or " "
+        if (chinese_after and cjk_char.match(last)) or full_width.match(next_char):
             joined = joined.rstrip()
-        if cjk_char.match(before[-1:] or " ") and cjk_char.match(joined.lstrip()[:1] or " "):
+        if (chinese_before and cjk_char.match(first)) or full_width.match(previous_char):
             joined = joined.lstrip()
         if joined != content:
             _replace(text, nodes.Text(joined))
+
+
+class JoinChineseText(SphinxPostTransform):
+    """Run :func:`_join_cjk_lines` on zh pages once cross-references are resolved (Sphinx's
+    resolver has priority 10), so that the text of a link, such as an example's title, is
+    known."""
+
+    default_priority = 900
+
+    def run(self, **kwargs) -> None:
+        if (self.config.language or "").startswith("zh"):
+            _join_cjk_lines(self.document)
 
 
 def _position(node) -> int:
@@ -445,7 +469,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-get-outdated", _rewrite_executed_examples)
     app.connect("source-read", _add_provenance)
     app.connect("source-read", _translate_gallery_text)
-    app.connect("doctree-read", _join_cjk_lines)
+    app.add_post_transform(JoinChineseText)
     app.connect("build-finished", _write_stamp)
     app.connect("build-finished", _drop_source_maps)
     return {
