@@ -41,7 +41,7 @@ class MultiHeadAttention(nn.Module):
 
     Math: :math:`\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots,
     \mathrm{head}_h) W^O`, :math:`\mathrm{head}_i = \mathrm{Attention}(QW_i^Q, KW_i^K,
-    VW_i^V)`, with :math:`d_k = d_v = \text{embed\_dim} / h`.
+    VW_i^V)`, with :math:`d_k = d_v = \text{embed_dim} / h`.
 
     Parameters (names, shapes and initialisation as in PyTorch):
 
