@@ -94,8 +94,8 @@ print(f"recomputed output vs head output: max abs diff {diff:.1e}, below 1e-6: {
 # %%
 # The causal weights: row ``i`` is the query token, column ``j`` the key token. The cells above
 # the diagonal are grey: the causal mask blocks them (a token never looks ahead), so their weight
-# is exactly 0, and ``plot_heads`` refuses to grey a cell whose weight is not. Every row sums to 1,
-# so the first token can only attend to itself.
+# is exactly 0 (``plot_heads`` checks it, and raises if a grey cell holds a weight). Every row
+# sums to 1; the first token has no key but itself, so all of its weight is on itself.
 
 fig = plot_heads(
     head_weights[0],

@@ -220,7 +220,7 @@ with torch.no_grad():
 fig = plot_heads(
     torch.stack([weights_wrong[0, 0], weights_fixed[0, 0]]),  # (2, seq_len, seq_len)
     titles=["错误：True 表示可以关注", "正确：True 表示屏蔽"],
-    suptitle="torch.nn.MultiheadAttention，第一个序列的第 0 个头",
+    suptitle="torch.nn.MultiheadAttention，第 0 个序列的第 0 个头",
     colorbar_label="注意力权重",
     xlabel="键位置",
     ylabel="查询位置",
