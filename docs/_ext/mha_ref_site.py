@@ -444,8 +444,9 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
             plt.close("all")
             raise
         with Image.open(image_2x) as big:
-            small_size = (round(big.width / 2), round(big.height / 2))
-            big.resize(small_size, Image.Resampling.LANCZOS).save(image_1x)
+            # each 1x pixel is the mean of 2 x 2 pixels: as sharp as a Lanczos filter here, and
+            # faster, with smaller files
+            big.reduce(2).save(image_1x)
         srcset = [{0: image_1x, 2.0: image_2x}]
         # the titles become the image's alt text, which sphinx-gallery writes into the HTML
         # without escaping: a double quote (a title such as alignment="top_left") would end it
