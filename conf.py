@@ -4,9 +4,10 @@ Build one language with the source directory of that language and ``-c .``::
 
     sphinx-build -b html -c . -D language=zh_CN docs/zh_CN build/html/zh_CN
 
-``nox -s docs`` does the same for every language, in one Python process
-(``docs/_ext/build_languages.py``). The per-language parts (which gallery to execute, which entry
-of the language switcher is current) are set by ``docs/_ext/mha_ref_site.py``.
+``nox -s docs`` does the same for every language, each in a child process forked after one
+shared import of torch, matplotlib and Sphinx (``docs/_ext/build_languages.py``). The
+per-language parts (which gallery to execute, which entry of the language switcher is current)
+are set by ``docs/_ext/mha_ref_site.py``.
 """
 
 import importlib.metadata

@@ -69,8 +69,8 @@ def docs(session: nox.Session) -> None:
             for generated in ("auto_examples", "gen_modules"):
                 shutil.rmtree(ROOT / "docs" / lang / generated, ignore_errors=True)
     start = time.perf_counter()
-    # every language in one process (sphinx-build's options, one Sphinx application each): the
-    # second language does not import torch, matplotlib and Sphinx again
+    # each language is a separate sphinx-build in a child process forked after one shared import
+    # of torch, matplotlib and Sphinx, so the second language does not pay for them again
     session.run(
         "python", "docs/_ext/build_languages.py", str(HTML), *sphinx_args, env=BUILD_ENV
     )
