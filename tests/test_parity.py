@@ -179,10 +179,10 @@ def make_inputs(config: MhaConfig, generator) -> tuple[torch.Tensor, torch.Tenso
 
 
 def build_pair(config: MhaConfig) -> tuple[torch.nn.MultiheadAttention, MultiHeadAttention]:
-    torch.manual_seed(config.seed)
-    theirs = torch.nn.MultiheadAttention(
-        config.embed_dim,
-        config.num_heads,
+    # one set of constructor arguments for both modules, so they cannot drift apart
+    arguments = dict(
+        embed_dim=config.embed_dim,
+        num_heads=config.num_heads,
         bias=config.bias,
         add_bias_kv=config.add_bias_kv,
         add_zero_attn=config.add_zero_attn,
@@ -191,21 +191,13 @@ def build_pair(config: MhaConfig) -> tuple[torch.nn.MultiheadAttention, MultiHea
         batch_first=config.batch_first,
         dtype=config.dtype,
     )
+    torch.manual_seed(config.seed)
+    theirs = torch.nn.MultiheadAttention(**arguments)
     with torch.no_grad():  # non-zero biases, so that a wrong bias slice would show
         for parameter in theirs.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.1)
-    ours = MultiHeadAttention(
-        config.embed_dim,
-        config.num_heads,
-        bias=config.bias,
-        add_bias_kv=config.add_bias_kv,
-        add_zero_attn=config.add_zero_attn,
-        kdim=config.kdim,
-        vdim=config.vdim,
-        batch_first=config.batch_first,
-        dtype=config.dtype,
-        use_fused=False,  # the suite checks the explicit path; the fused one has its own test
-    )
+    # the suite checks the explicit path; the fused one has its own test
+    ours = MultiHeadAttention(**arguments, use_fused=False)
     ours.load_state_dict(theirs.state_dict())
     return theirs, ours
 

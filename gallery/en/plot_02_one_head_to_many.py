@@ -97,15 +97,19 @@ print(f"recomputed output vs head output: max abs diff {diff:.1e}, below 1e-6: {
 # is exactly 0 (``plot_heads`` checks it, and raises if a grey cell holds a weight). Every row
 # sums to 1; the first token has no key but itself, so all of its weight is on itself.
 
-fig = plot_heads(
-    head_weights[0],
-    tokens,
-    titles=[f"one causal head (d_out = {d_out})"],
+# the same labels and mask for both heatmaps of causal weights below
+causal_heatmap = dict(
     colorbar_label="attention weight",
     xlabel="key token",
     ylabel="query token",
     blocked=~causal_mask(context_length),  # (num_tokens, num_tokens), True = blocked
     blocked_label="blocked by the causal mask (weight 0)",
+)
+fig = plot_heads(
+    head_weights[0],
+    tokens,
+    titles=[f"one causal head (d_out = {d_out})"],
+    **causal_heatmap,
 )
 plt.show()
 
@@ -216,11 +220,7 @@ fig = plot_heads(
     tokens,
     titles=[f"head {h}" for h in range(mha.num_heads)],
     suptitle="mha_ref.MultiHeadAttention, is_causal=True",
-    colorbar_label="attention weight",
-    xlabel="key token",
-    ylabel="query token",
-    blocked=~causal_mask(context_length),  # (num_tokens, num_tokens), True = blocked
-    blocked_label="blocked by the causal mask (weight 0)",
+    **causal_heatmap,
 )
 plt.show()
 

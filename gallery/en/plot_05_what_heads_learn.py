@@ -88,18 +88,22 @@ plt.show()
 probe_labels = [f"{t}:{TOKEN_NAMES[i]}" for t, i in enumerate(result.probe_tokens[0].tolist())]
 weights = result.probe_weights[0]  # (num_heads, seq_len, seq_len)
 print("probe weights:", tuple(weights.shape))
-fig = plot_heads(
-    weights,
-    probe_labels,
-    titles=[f"head {h}" for h in range(weights.shape[0])],
-    suptitle="Attention weights of each head (one probe sequence)",
-    ncols=2,
+# the same labels and mask for both heatmaps of the probe sequence
+probe_heatmap = dict(
     annotate_min=0.01,
     colorbar_label="attention weight",
     xlabel="key (position:token)",
     ylabel="query (position:token)",
     blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len), True = blocked
     blocked_label="blocked by the causal mask (weight 0)",
+)
+fig = plot_heads(
+    weights,
+    probe_labels,
+    titles=[f"head {h}" for h in range(weights.shape[0])],
+    suptitle="Attention weights of each head (one probe sequence)",
+    ncols=2,
+    **probe_heatmap,
 )
 plt.show()
 
@@ -159,11 +163,6 @@ fig = plot_heads(
     probe_labels,
     titles=["the only head"],
     suptitle="One head, same probe sequence",
-    annotate_min=0.01,
-    colorbar_label="attention weight",
-    xlabel="key (position:token)",
-    ylabel="query (position:token)",
-    blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len), True = blocked
-    blocked_label="blocked by the causal mask (weight 0)",
+    **probe_heatmap,
 )
 plt.show()

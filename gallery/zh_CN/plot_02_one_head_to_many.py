@@ -96,15 +96,19 @@ print(f"重新计算的输出 对比 该头的输出：最大绝对误差 {diff:
 # 灰色格子里若有权重，它就报错）。每一行之和为 1；第一个词元除了自己没有别的键可看，所以它的
 # 权重全在自己身上。
 
-fig = plot_heads(
-    head_weights[0],
-    tokens,
-    titles=[f"单个因果注意力头（d_out = {d_out}）"],
+# 下面两张因果权重热力图共用的标签和掩码
+causal_heatmap = dict(
     colorbar_label="注意力权重",
     xlabel="键词元",
     ylabel="查询词元",
     blocked=~causal_mask(context_length),  # (num_tokens, num_tokens)，True 表示屏蔽
     blocked_label="被因果掩码屏蔽（权重为 0）",
+)
+fig = plot_heads(
+    head_weights[0],
+    tokens,
+    titles=[f"单个因果注意力头（d_out = {d_out}）"],
+    **causal_heatmap,
 )
 plt.show()
 
@@ -210,11 +214,7 @@ fig = plot_heads(
     tokens,
     titles=[f"头 {h}" for h in range(mha.num_heads)],
     suptitle="mha_ref.MultiHeadAttention，is_causal=True",
-    colorbar_label="注意力权重",
-    xlabel="键词元",
-    ylabel="查询词元",
-    blocked=~causal_mask(context_length),  # (num_tokens, num_tokens)，True 表示屏蔽
-    blocked_label="被因果掩码屏蔽（权重为 0）",
+    **causal_heatmap,
 )
 plt.show()
 

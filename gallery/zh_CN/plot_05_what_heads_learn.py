@@ -81,18 +81,22 @@ plt.show()
 probe_labels = [f"{t}:{TOKEN_NAMES[i]}" for t, i in enumerate(result.probe_tokens[0].tolist())]
 weights = result.probe_weights[0]  # (num_heads, seq_len, seq_len)
 print("探测权重：", tuple(weights.shape))
-fig = plot_heads(
-    weights,
-    probe_labels,
-    titles=[f"头 {h}" for h in range(weights.shape[0])],
-    suptitle="每个头的注意力权重（一个探测序列）",
-    ncols=2,
+# 探测序列的两张热力图共用的标签和掩码
+probe_heatmap = dict(
     annotate_min=0.01,
     colorbar_label="注意力权重",
     xlabel="键（位置:词元）",
     ylabel="查询（位置:词元）",
     blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len)，True 表示屏蔽
     blocked_label="被因果掩码屏蔽（权重为 0）",
+)
+fig = plot_heads(
+    weights,
+    probe_labels,
+    titles=[f"头 {h}" for h in range(weights.shape[0])],
+    suptitle="每个头的注意力权重（一个探测序列）",
+    ncols=2,
+    **probe_heatmap,
 )
 plt.show()
 
@@ -149,11 +153,6 @@ fig = plot_heads(
     probe_labels,
     titles=["唯一的头"],
     suptitle="只有一个头，同一个探测序列",
-    annotate_min=0.01,
-    colorbar_label="注意力权重",
-    xlabel="键（位置:词元）",
-    ylabel="查询（位置:词元）",
-    blocked=~causal_mask(len(probe_labels)),  # (seq_len, seq_len)，True 表示屏蔽
-    blocked_label="被因果掩码屏蔽（权重为 0）",
+    **probe_heatmap,
 )
 plt.show()
