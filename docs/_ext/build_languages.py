@@ -4,7 +4,8 @@
 
 builds ``docs/<lang>`` into ``OUTDIR/<lang>`` for each language, with the same options as::
 
-    sphinx-build -b html -c . -D language=<lang> -n -W -q [OPTIONS...] docs/<lang> OUTDIR/<lang>
+    sphinx-build -b html -c . -D language=<lang> -n -W -q -j auto [OPTIONS...] \
+        docs/<lang> OUTDIR/<lang>
 
 This process imports torch, matplotlib, Sphinx and the extensions once (2-3 s), then each
 language is built, one after the other, in a child process forked from it. The children start
@@ -14,6 +15,9 @@ build, so a module first imported while English was being built would keep its E
 in a Chinese build run in the same process. The second language also reuses the training
 results the first one cached on disk (``mha_ref.experiments``). Where ``os.fork`` does not exist
 (Windows), each language runs in a fresh ``python -m sphinx`` process instead.
+
+Within a language, Sphinx reads and writes the pages in parallel on every core (``-j auto``;
+``-j 1`` among the options turns that off). The examples run one after the other, before that.
 
 The first language that fails stops the build with its exit status. Each language's wall time
 is written to ``OUTDIR/../timings/languages.json``; the first language's includes the imports.
@@ -42,6 +46,8 @@ SHARED_MODULES = (
     "sympy",
     "torch.distributed.tensor",
     "torch.fx.experimental.symbolic_shapes",
+    # imported by torch.profiler when it starts (mha_ref.bench.peak_memory on a CPU): 0.5 s
+    "torch._inductor",
     "numpy.random",
     "matplotlib.pyplot",
     "PIL.Image",
@@ -69,7 +75,7 @@ SHARED_MODULES = (
 
 def sphinx_arguments(lang: str, outdir: Path, options: list[str]) -> list[str]:
     """The sphinx-build arguments for one language."""
-    argv = ["-b", "html", "-c", str(ROOT), "-D", f"language={lang}", "-n", "-W", "-q"]
+    argv = ["-b", "html", "-c", str(ROOT), "-D", f"language={lang}", "-n", "-W", "-q", "-j", "auto"]
     return [*argv, *options, str(ROOT / "docs" / lang), str(outdir / lang)]
 
 
