@@ -7,8 +7,9 @@
  * (tests/test_built_site.py checks it). So, on a click, this script adds "#mha-section-N" to the
  * link, N being the section the reader is looking at, and the page that opens turns that back
  * into the id of its own section N. API objects have the same id in both languages
- * (#mha_ref.MultiHeadAttention), so a link to one that is on screen is passed on unchanged.
- * Without JavaScript the links still work.
+ * (#mha_ref.MultiHeadAttention), so the object the reader is reading (the one named in the
+ * address while it is on screen, otherwise the innermost one under the header) is passed on by
+ * its id. Without JavaScript the links still work.
  */
 (function () {
   "use strict";
@@ -19,10 +20,15 @@
     return Array.prototype.slice.call(document.querySelectorAll("article.bd-article section[id]"));
   }
 
-  // the last section whose heading has scrolled up to (or past) the bottom of the sticky header
-  function sectionInView() {
+  // just below the sticky header: what has scrolled up to this line is what the reader reads
+  function readingLine() {
     var header = document.querySelector(".bd-header");
-    var line = (header ? header.getBoundingClientRect().bottom : 0) + 16;
+    return (header ? header.getBoundingClientRect().bottom : 0) + 16;
+  }
+
+  // the last section whose heading has scrolled up to (or past) the reading line
+  function sectionInView() {
+    var line = readingLine();
     var all = sections();
     var index = 0;
     for (var i = 0; i < all.length; i++) {
@@ -41,11 +47,26 @@
     return box.bottom > 0 && box.top < window.innerHeight ? id : null;
   }
 
+  // the innermost API object (class, method, function) that spans the reading line: its
+  // signature has scrolled up to the line and its description has not yet left it. Nested
+  // objects (a method in a class) come later in the page, so the last match is the innermost.
+  function apiObjectAtLine() {
+    var line = readingLine();
+    var signatures = document.querySelectorAll("article.bd-article dl > dt[id^='mha_ref.']");
+    var found = null;
+    for (var i = 0; i < signatures.length; i++) {
+      var top = signatures[i].getBoundingClientRect().top;
+      var bottom = signatures[i].parentElement.getBoundingClientRect().bottom;
+      if (top <= line && bottom > line) found = signatures[i].id;
+    }
+    return found;
+  }
+
   document.addEventListener("click", function (event) {
     var link = event.target.closest ? event.target.closest("a.mha-lang-link") : null;
     if (!link) return;
     var page = link.getAttribute("href").split("#")[0];
-    var api = apiTargetInView();
+    var api = apiTargetInView() || apiObjectAtLine();
     var index = sectionInView();
     if (api) {
       link.setAttribute("href", page + "#" + encodeURIComponent(api));

@@ -143,6 +143,27 @@ def test_switcher_keeps_an_api_object(watched, site_url):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+def test_switcher_keeps_the_api_object_being_read(watched, site_url):
+    """With no object in the address, the object under the header is the one carried over: a
+    reader scrolled into a method's description lands on that method in the other language."""
+    watch = watched()
+    page = watch.page
+    target = "mha_ref.MultiHeadAttention.forward"
+    page.goto(f"{site_url}/en/api.html")
+    # the method's signature just under the header, its description below it
+    page.evaluate(
+        "id => window.scrollBy(0, document.getElementById(id).getBoundingClientRect().top"
+        " - document.querySelector('.bd-header').getBoundingClientRect().bottom)",
+        target,
+    )
+    page.wait_for_timeout(100)
+    _switch(page, "zh_CN")
+    assert page.evaluate(HASH) == target
+    top = page.evaluate("id => document.getElementById(id).getBoundingClientRect().top", target)
+    assert 0 <= top < 300, f"{target} is {top:.0f} px from the top of the window"
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 def test_chinese_output_tables_line_up(watched, site_url):
     """In printed output on zh_CN pages a Chinese character is two columns wide, as
     mha_ref.viz.text_table counts it, so its tables line up (needs a CJK monospace font such as
