@@ -194,6 +194,18 @@ def test_sphinx_pages_are_titled_in_chinese(page):
     assert re.search(r"[\u4e00-\u9fff]", title), f"zh_CN/{page} is titled {title!r}"
 
 
+def test_docstring_section_titles_follow_the_page_language():
+    """The docstrings' own sections (Shape, Source) are titled in the page's language, like the
+    sections napoleon translates itself (Args: 参数)."""
+    rubric = re.compile(r'<p class="rubric">(.*?)</p>')
+    titles = {lang: rubric.findall((HTML / lang / "api.html").read_text(encoding="utf-8"))
+              for lang in LANGUAGES}
+    assert titles["en"].count("Shape") >= 10 and titles["en"].count("Source") >= 10
+    assert titles["zh_CN"].count("形状") == titles["en"].count("Shape")
+    assert titles["zh_CN"].count("出处") == titles["en"].count("Source")
+    assert not {"Shape", "Source"} & set(titles["zh_CN"])
+
+
 def test_no_space_between_chinese_characters_on_zh_pages():
     """A line break in the source between two Chinese characters, or the space that reST and
     Markdown need around a link or ``code``, shows as a space in the browser; the build removes

@@ -284,6 +284,23 @@ def _translate_gallery_text(app: Sphinx, docname: str, source: list[str]) -> Non
         source[0] = pattern.sub(replacement, source[0])
 
 
+#: the docstrings' own section titles (``napoleon_custom_sections`` in conf.py), in Chinese;
+#: napoleon translates only its standard titles (Args, Returns, Raises)
+_ZH_DOCSTRING_SECTIONS = {"Shape": "形状", "Source": "出处"}
+_RUBRIC = re.compile(r"(\s*\.\. rubric:: )(\w+)\s*")
+
+
+def _translate_docstring_sections(app: Sphinx, what, name, obj, options, lines: list[str]) -> None:
+    """On Chinese pages, title the docstrings' own sections in Chinese, as napoleon titles its
+    standard ones. Runs after napoleon (``autodoc-process-docstring``, priority 600)."""
+    if app.config.language != "zh_CN":
+        return
+    for i, line in enumerate(lines):
+        match = _RUBRIC.fullmatch(line)
+        if match and match.group(2) in _ZH_DOCSTRING_SECTIONS:
+            lines[i] = match.group(1) + _ZH_DOCSTRING_SECTIONS[match.group(2)]
+
+
 def _add_provenance(app: Sphinx, docname: str, source: list[str]) -> None:
     prefix = f"{GALLERY_DIR}/plot_"
     if not docname.startswith(prefix):
@@ -497,6 +514,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-get-outdated", _rewrite_executed_examples)
     app.connect("source-read", _add_provenance)
     app.connect("source-read", _translate_gallery_text)
+    app.connect("autodoc-process-docstring", _translate_docstring_sections, priority=600)
     app.add_post_transform(JoinChineseText)
     app.connect("build-finished", _write_stamp)
     app.connect("build-finished", _drop_source_maps)
