@@ -241,7 +241,8 @@ def plot_benchmark(
 
     ``memory_reference_bytes`` (e.g. the analytic size of the attention-weight tensor, from
     :func:`tensor_bytes`) is drawn as a dashed vertical line in the memory panel, labelled
-    ``memory_reference_label``: bars that reach it materialised at least that much.
+    ``memory_reference_label`` in a legend below the panels: bars that reach it materialised at
+    least that much.
     """
     import matplotlib.pyplot as plt
 
@@ -264,10 +265,11 @@ def plot_benchmark(
     if memory_reference_bytes is not None:
         reference = memory_reference_bytes / 2**20
         top = max(top, reference)
-        ax_memory.axvline(
+        line = ax_memory.axvline(
             reference, color="#444444", linestyle="--", linewidth=1.2, label=memory_reference_label
         )
-        ax_memory.legend(fontsize=8, loc="lower right")
+        # below the panels, where it cannot cover a bar or its value
+        fig.legend(handles=[line], fontsize=8, loc="outside lower right", frameon=False)
     ax_memory.set_xlim(0, top * 1.25 if top > 0 else 1)
     ax_time.set_yticks(list(positions), labels=list(names))
     ax_time.invert_yaxis()

@@ -72,7 +72,9 @@ print("x:", tuple(x.shape))
 #    hands the attention itself to PyTorch's fused kernel, so it is expected to behave like 4.
 # 6. and 7. **torch.nn.MultiheadAttention** with the same weights, asking for the weights or not.
 #    Without autograd, in eval mode and with ``need_weights=False`` it can take its fused
-#    inference "fast path".
+#    inference "fast path". Fused is not the same as weight-free: depending on the device and
+#    the PyTorch version, that path may still compute ``Q K^T`` and its softmax in full, and so
+#    hold the whole weights tensor. The last column of the table below shows what it did here.
 
 
 def naive_loop(x):
@@ -187,8 +189,10 @@ if not all(row[-1] for row in gqa_rows):
 # included). For scale, the size of the attention-weight tensor alone is printed first.
 #
 # What to look for: which implementations materialise the ``(batch, num_heads, seq_len,
-# seq_len)`` weights (their peak memory is at least that tensor), and how the loop over heads and
-# the fused kernels compare with the batched code on this device. When you run the script
+# seq_len)`` weights (their peak memory is at least that tensor: the last column of the table
+# checks it), and how the loop over heads and the fused kernels compare with the batched code on
+# this device. The loop holds one head's weights at a time, so its peak stays below the whole
+# tensor. When you run the script
 # yourself, keep the machine otherwise idle: if another program keeps a core busy, PyTorch's
 # worker threads wait for each other and small operations can become many times slower (setting
 # ``torch.set_num_threads(1)`` avoids that, at the price of using one core).
@@ -202,9 +206,12 @@ for fn in implementations.values():
         seconds.append(time_fn(lambda fn=fn: fn(x), warmup=3, repeats=10, device=device))
         peaks.append(peak_memory(lambda fn=fn: fn(x), device))
 
-memory_rows = [(name, f"{p.peak_mib:.2f}") for name, p in zip(implementations, peaks, strict=True)]
+memory_rows = [
+    (name, f"{p.peak_mib:.2f}", "yes" if p.peak_bytes >= weights_bytes else "no")
+    for name, p in zip(implementations, peaks, strict=True)
+]
 print(f"peak memory, measured with {peaks[0].method}:")
-print(text_table(["implementation", "peak MiB"], memory_rows))
+print(text_table(["implementation", "peak MiB", "at least the weights tensor"], memory_rows))
 fastest = min(seconds)
 for name, s in zip(implementations, seconds, strict=True):
     print(f"[timing] {name}: {s * 1e3:.3f} ms ({s / fastest:.1f} x the fastest)")

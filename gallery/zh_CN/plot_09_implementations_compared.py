@@ -66,7 +66,9 @@ print("x：", tuple(x.shape))
 #    ``torch.nn.MultiheadAttention`` 一样，不要求返回权重（``need_weights=False``）时，它把注意力
 #    本身交给 PyTorch 的融合算子，所以预期它的表现与第 4 种相近。
 # 6. 和 7. 使用相同权重的 **torch.nn.MultiheadAttention**，分别要求返回权重和不返回权重。
-#    在不求导、评估模式且 ``need_weights=False`` 时，它可以走融合的推理“快速路径”。
+#    在不求导、评估模式且 ``need_weights=False`` 时，它可以走融合的推理“快速路径”。融合不等于
+#    不存权重：视设备和 PyTorch 版本而定，这条路径可能仍会完整地计算 ``Q K^T`` 及其 softmax，
+#    从而持有整个权重张量。下面表格的最后一列显示了它在这里的实际情况。
 
 
 def naive_loop(x):
@@ -178,7 +180,8 @@ if not all(row[-1] for row in gqa_rows):
 # 张量本身的大小。
 #
 # 该看什么：哪些实现把 ``(batch, num_heads, seq_len, seq_len)`` 的权重完整算了出来（它们的峰值
-# 内存至少有这个张量那么大），以及在这台设备上，逐头循环和融合算子与批量代码相比如何。自己运行
+# 内存至少有这个张量那么大：表格的最后一列检查了这一点），以及在这台设备上，逐头循环和融合算子
+# 与批量代码相比如何。逐头循环每次只持有一个头的权重，所以它的峰值低于整个张量。自己运行
 # 这个脚本时，请让机器保持空闲：如果另一个程序占满了某个核心，PyTorch 的工作线程会互相等待，
 # 小运算可能慢上许多倍（调用 ``torch.set_num_threads(1)`` 可以避免这一点，代价是只用一个核心）。
 
@@ -191,9 +194,12 @@ for fn in implementations.values():
         seconds.append(time_fn(lambda fn=fn: fn(x), warmup=3, repeats=10, device=device))
         peaks.append(peak_memory(lambda fn=fn: fn(x), device))
 
-memory_rows = [(name, f"{p.peak_mib:.2f}") for name, p in zip(implementations, peaks, strict=True)]
+memory_rows = [
+    (name, f"{p.peak_mib:.2f}", "是" if p.peak_bytes >= weights_bytes else "否")
+    for name, p in zip(implementations, peaks, strict=True)
+]
 print(f"峰值内存（测量方式：{peaks[0].method}）：")
-print(text_table(["实现", "峰值 MiB"], memory_rows))
+print(text_table(["实现", "峰值 MiB", "不小于权重张量"], memory_rows))
 fastest = min(seconds)
 for name, s in zip(implementations, seconds, strict=True):
     print(f"[timing] {name}：{s * 1e3:.3f} ms（最快者的 {s / fastest:.1f} 倍）")
