@@ -247,3 +247,53 @@ with torch.no_grad():
     ours_causal, _ = ours_right(x, x, x, is_causal=True)  # (batch, seq_len, embed_dim)
 print("is_causal=True vs the fixed mask:", max_diff(ours_causal, fixed))
 print("any NaN left:", bool(fixed.isnan().any()))
+
+# %%
+# 8. Wrong mask dtype or shape
+# ----------------------------
+# Masks are ``bool`` or float, and their shapes are fixed. Three mistakes are common. First, an
+# integer 0/1 mask, which ``torch.nn.MultiheadAttention`` refuses; ``mha_ref`` refuses it too,
+# and says why:
+
+blocked = allowed_to_blocked(allowed)  # (seq_len, seq_len), True = blocked
+with expect_error(AssertionError):
+    right(x, x, x, attn_mask=blocked.long())
+with expect_error(TypeError):
+    ours_right(x, x, x, attn_mask=blocked.long())
+
+# %%
+# Second, one mask per sequence, ``(batch, seq_len, seq_len)``. A 3-D ``attn_mask`` must have one
+# mask per sequence *and head*, ``(batch * num_heads, seq_len, seq_len)``. PyTorch's message
+# depends on the path the call takes: with autograd on it names the expected shape; in the
+# inference fast path (under ``torch.no_grad()``) it does not.
+
+per_sequence = blocked.expand(batch, seq_len, seq_len)  # (batch, seq_len, seq_len)
+with expect_error(RuntimeError):
+    right(x, x, x, attn_mask=per_sequence)
+with expect_error(RuntimeError), torch.no_grad():
+    right(x, x, x, attn_mask=per_sequence)
+with expect_error(ValueError):
+    ours_right(x, x, x, attn_mask=per_sequence)
+
+# %%
+# Third, and silent: a 0/1 *float* mask. Float masks are **added** to the scores, so the
+# "blocked" keys get ``+1`` and more weight, not less. No error; the weights on the keys the
+# mask was meant to block show it:
+
+with torch.no_grad():
+    _, weights_float01 = right(x, x, x, attn_mask=blocked.float())  # (batch, seq_len, seq_len)
+print(f"largest weight on a blocked key, 0/1 float mask: {weights_float01.masked_select(blocked).max().item():.2f}")
+
+# %%
+# The fixes: ``.bool()`` for integer and 0/1 float masks, and ``repeat_interleave(num_heads,
+# dim=0)`` for a mask per sequence. Each now gives the causal result of section 7.
+
+per_head = per_sequence.repeat_interleave(num_heads, dim=0)  # (batch * num_heads, seq_len, seq_len)
+with torch.no_grad():
+    from_long, _ = right(x, x, x, attn_mask=blocked.long().bool())  # (batch, seq_len, embed_dim)
+    from_float, weights_bool = right(x, x, x, attn_mask=blocked.float().bool())  # (batch, seq_len, embed_dim)
+    from_per_head, _ = right(x, x, x, attn_mask=per_head)  # (batch, seq_len, embed_dim)
+print("integer mask .bool() vs section 7:", max_diff(from_long, fixed))
+print("float mask .bool() vs section 7:  ", max_diff(from_float, fixed))
+print("per-head 3-D mask vs section 7:   ", max_diff(from_per_head, fixed))
+print(f"largest weight on a blocked key, bool mask: {weights_bool.masked_select(blocked).max().item():.2f}")

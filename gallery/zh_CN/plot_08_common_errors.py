@@ -238,3 +238,51 @@ with torch.no_grad():
     ours_causal, _ = ours_right(x, x, x, is_causal=True)  # (batch, seq_len, embed_dim)
 print("is_causal=True 对比 修正后的掩码：", max_diff(ours_causal, fixed))
 print("还有 NaN 吗：", bool(fixed.isnan().any()))
+
+# %%
+# 8. 掩码的 dtype 或形状不对
+# --------------------------
+# 掩码只能是 ``bool`` 或浮点类型，形状也是固定的。常见的错误有三种。第一种是整数 0/1 掩码：
+# ``torch.nn.MultiheadAttention`` 拒绝它；``mha_ref`` 同样拒绝，并说明原因：
+
+blocked = allowed_to_blocked(allowed)  # (seq_len, seq_len)，True 表示屏蔽
+with expect_error(AssertionError):
+    right(x, x, x, attn_mask=blocked.long())
+with expect_error(TypeError):
+    ours_right(x, x, x, attn_mask=blocked.long())
+
+# %%
+# 第二种是每个序列一个掩码，即 ``(batch, seq_len, seq_len)``。三维的 ``attn_mask`` 必须为每个
+# 序列的 *每个头* 各给一个掩码，即 ``(batch * num_heads, seq_len, seq_len)``。PyTorch 的报错
+# 取决于调用走哪条路径：开启求导时，它会写出期望的形状；在推理快速路径中（``torch.no_grad()``
+# 之下）则不会。
+
+per_sequence = blocked.expand(batch, seq_len, seq_len)  # (batch, seq_len, seq_len)
+with expect_error(RuntimeError):
+    right(x, x, x, attn_mask=per_sequence)
+with expect_error(RuntimeError), torch.no_grad():
+    right(x, x, x, attn_mask=per_sequence)
+with expect_error(ValueError):
+    ours_right(x, x, x, attn_mask=per_sequence)
+
+# %%
+# 第三种不会报错：0/1 的 *浮点* 掩码。浮点掩码是 **加** 到分数上的，所以“被屏蔽”的键得到
+# ``+1``，权重反而更大。没有任何报错；看看本该被屏蔽的键上的权重就知道了：
+
+with torch.no_grad():
+    _, weights_float01 = right(x, x, x, attn_mask=blocked.float())  # (batch, seq_len, seq_len)
+print(f"0/1 浮点掩码下，被屏蔽的键上的最大权重：{weights_float01.masked_select(blocked).max().item():.2f}")
+
+# %%
+# 修正：整数掩码和 0/1 浮点掩码用 ``.bool()`` 转换；每个序列一个掩码时，用
+# ``repeat_interleave(num_heads, dim=0)`` 为每个头复制一份。现在每一种都给出第 7 节的因果结果。
+
+per_head = per_sequence.repeat_interleave(num_heads, dim=0)  # (batch * num_heads, seq_len, seq_len)
+with torch.no_grad():
+    from_long, _ = right(x, x, x, attn_mask=blocked.long().bool())  # (batch, seq_len, embed_dim)
+    from_float, weights_bool = right(x, x, x, attn_mask=blocked.float().bool())  # (batch, seq_len, embed_dim)
+    from_per_head, _ = right(x, x, x, attn_mask=per_head)  # (batch, seq_len, embed_dim)
+print("整数掩码 .bool() 对比 第 7 节：", max_diff(from_long, fixed))
+print("浮点掩码 .bool() 对比 第 7 节：", max_diff(from_float, fixed))
+print("逐头的 3 维掩码 对比 第 7 节： ", max_diff(from_per_head, fixed))
+print(f"bool 掩码下，被屏蔽的键上的最大权重：{weights_bool.masked_select(blocked).max().item():.2f}")
