@@ -624,8 +624,8 @@ def _transposed_padding_hint(batch_first: bool, batch: int, key_len: int) -> str
     return (
         f"With batch_first={batch_first} the inputs are read as {layout}, so batch={batch} "
         f"and key_len={key_len}, and the mask is (key_len, batch). First check the layout: if "
-        f"your inputs are {other_layout}, build the module with batch_first={not batch_first}; "
-        f"the inputs are then misread as well, and the mask is right as it is. Otherwise the "
+        f"your inputs are {other_layout}, they are being misread too: build the module with "
+        f"batch_first={not batch_first}, and the mask is right as it is. Otherwise the "
         f"mask is transposed: pass key_padding_mask.T, since key_padding_mask is "
         f"(batch, key_len) whatever batch_first is."
     )

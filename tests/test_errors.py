@@ -286,8 +286,9 @@ def test_key_padding_mask_wrong_shape():
     x = torch.randn(3, 5, 8)
     with raises(ValueError, "key_padding_mask", "(batch, key_len) = (3, 5)", "(5, 3)",
                 "With batch_first=True the inputs are read as (batch, seq_len, features)",
-                "if your inputs are (seq_len, batch, features), build the module with "
-                "batch_first=False", "Otherwise the mask is transposed: pass key_padding_mask.T"):
+                "if your inputs are (seq_len, batch, features), they are being misread too: "
+                "build the module with batch_first=False",
+                "Otherwise the mask is transposed: pass key_padding_mask.T"):
         module(x, x, x, key_padding_mask=torch.zeros(5, 3, dtype=torch.bool))
 
 
@@ -298,8 +299,8 @@ def test_key_padding_mask_looks_transposed_because_input_is_batch_first():
         "key_padding_mask must have shape (batch, key_len) = (5, 3), got "
         "key_padding_mask.shape=(3, 5). With batch_first=False the inputs are read as "
         "(seq_len, batch, features), so batch=5 and key_len=3, and the mask is (key_len, batch). "
-        "First check the layout: if your inputs are (batch, seq_len, features), build the module "
-        "with batch_first=True; the inputs are then misread as well, and the mask is right as it "
+        "First check the layout: if your inputs are (batch, seq_len, features), they are being "
+        "misread too: build the module with batch_first=True, and the mask is right as it "
         "is. Otherwise the mask is transposed: pass key_padding_mask.T, since key_padding_mask is "
         "(batch, key_len) whatever batch_first is."
     )
