@@ -206,6 +206,12 @@ def test_docstring_section_titles_follow_the_page_language():
     assert titles["zh_CN"].count("形状") == titles["en"].count("Shape")
     assert titles["zh_CN"].count("出处") == titles["en"].count("Source")
     assert not {"Shape", "Source"} & set(titles["zh_CN"])
+    # and the attributes' type field: "Type" in English, 类型 in Chinese
+    field = re.compile(r'<dt class="field-(?:odd|even)">(Type|类型)<span class="colon">')
+    fields = {lang: field.findall((HTML / lang / "api.html").read_text(encoding="utf-8"))
+              for lang in LANGUAGES}
+    assert len(fields["en"]) >= 10 and set(fields["en"]) == {"Type"}
+    assert fields["zh_CN"] == ["类型"] * len(fields["en"])
 
 
 def test_no_space_between_chinese_characters_on_zh_pages():

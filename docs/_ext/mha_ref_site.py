@@ -115,6 +115,8 @@ def _configure_language(app: Sphinx, config: Config) -> None:
     # a theme option, not a message: the theme's catalogs cannot translate it
     search_bar_text = "搜索文档……" if lang.startswith("zh") else "Search the docs ..."
     config.html_theme_options = {**config.html_theme_options, "search_bar_text": search_bar_text}
+    if lang.startswith("zh"):  # conf.py's "2026, mha-ref contributors", in Chinese
+        config.copyright = config.copyright.replace(", ", "，").replace("contributors", "贡献者")
 
     # results of deterministic training runs are cached on disk, keyed by code and inputs, so
     # the second language reuses what the first computed (mha_ref.experiments reads this)
@@ -288,17 +290,24 @@ def _translate_gallery_text(app: Sphinx, docname: str, source: list[str]) -> Non
 #: napoleon translates only its standard titles (Args, Returns, Raises)
 _ZH_DOCSTRING_SECTIONS = {"Shape": "形状", "Source": "出处"}
 _RUBRIC = re.compile(r"(\s*\.\. rubric:: )(\w+)\s*")
+#: the ``:type:`` field napoleon writes under each attribute: a field name Sphinx shows as it is
+#: ("Type"), not one of its translated labels
+_ATTRIBUTE_TYPE = re.compile(r"(\s*):type:(\s.*)")
 
 
 def _translate_docstring_sections(app: Sphinx, what, name, obj, options, lines: list[str]) -> None:
-    """On Chinese pages, title the docstrings' own sections in Chinese, as napoleon titles its
-    standard ones. Runs after napoleon (``autodoc-process-docstring``, priority 600)."""
+    """On Chinese pages, title the docstrings' own sections and the attributes' "Type" field in
+    Chinese, as napoleon and Sphinx title their standard ones (参数, 返回). Runs after napoleon
+    (``autodoc-process-docstring``, priority 600)."""
     if app.config.language != "zh_CN":
         return
     for i, line in enumerate(lines):
         match = _RUBRIC.fullmatch(line)
         if match and match.group(2) in _ZH_DOCSTRING_SECTIONS:
             lines[i] = match.group(1) + _ZH_DOCSTRING_SECTIONS[match.group(2)]
+        match = _ATTRIBUTE_TYPE.fullmatch(line)
+        if match:
+            lines[i] = f"{match.group(1)}:类型:{match.group(2)}"
 
 
 def _add_provenance(app: Sphinx, docname: str, source: list[str]) -> None:
