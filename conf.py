@@ -101,7 +101,13 @@ sphinx_gallery_conf = {
 html_theme = "pydata_sphinx_theme"
 html_static_path = [str(ROOT / "docs" / "_static")]
 html_css_files = ["mha-ref.css"]
-html_js_files = ["zh-search-fix.js", "lang-switch-anchor.js", "figure-links.js"]
+html_js_files = [
+    "zh-search-fix.js",
+    "lang-switch-anchor.js",
+    "figure-links.js",
+    "card-titles.js",
+    "fit-math.js",
+]
 html_title = "mha-ref"
 html_favicon = str(ROOT / "docs" / "_static" / "favicon.svg")
 locale_dirs = [str(ROOT / "docs" / "_locale")]  # a few theme strings missing from its zh catalog
