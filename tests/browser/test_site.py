@@ -87,6 +87,29 @@ def test_math_renders(watched, site_url, lang):
     assert not watch.external, f"requests off the local host: {watch.external}"
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_formulas_fit_a_phone_screen(watched, site_url, lang):
+    """On a 390 px wide screen the display formulas of the concepts page are scaled to fit
+    (fit-math.js), so none is cut at the edge of the screen."""
+    watch = watched()
+    page = watch.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{site_url}/{lang}/concepts.html")
+    page.wait_for_load_state("load")
+    page.wait_for_function("() => window.MathJax && MathJax.startup?.promise")
+    page.evaluate("() => MathJax.startup.promise")
+    page.wait_for_timeout(200)
+    boxes = page.evaluate(
+        "() => Array.from(document.querySelectorAll('mjx-container[display=\"true\"]'),"
+        " b => [b.scrollWidth, b.clientWidth, b.style.fontSize])"
+    )
+    assert len(boxes) >= 5, f"{lang}/concepts.html: {len(boxes)} display formulas"
+    cut = [box for box in boxes if box[0] > box[1] + 1]
+    assert not cut, f"{lang}/concepts.html: formulas wider than their box: {cut}"
+    assert any(box[2] for box in boxes), "no formula needed scaling at 390 px: test the test"
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 SECTION_IDS = (
     "() => Array.from(document.querySelectorAll('article.bd-article section[id]'), s => s.id)"
 )
