@@ -70,11 +70,16 @@ print("x:", tuple(x.shape))
 # 5. **mha_ref.MultiHeadAttention with its defaults** (``use_fused=True``): like
 #    ``torch.nn.MultiheadAttention``, when no weights are asked for (``need_weights=False``) it
 #    hands the attention itself to PyTorch's fused kernel, so it is expected to behave like 4.
-# 6. and 7. **torch.nn.MultiheadAttention** with the same weights, asking for the weights or not.
-#    Without autograd, in eval mode and with ``need_weights=False`` it can take its fused
-#    inference "fast path". Fused is not the same as weight-free: depending on the device and
-#    the PyTorch version, that path may still compute ``Q K^T`` and its softmax in full, and so
-#    hold the whole weights tensor. The last column of the table below shows what it did here.
+# 6. **torch.nn.MultiheadAttention** with the same weights, asking for the weights (its default,
+#    ``need_weights=True``).
+# 7. The same module with ``need_weights=False``.
+#
+# Without autograd and in evaluation mode, ``torch.nn.MultiheadAttention`` takes its fused
+# inference "fast path", in torch 2.13 whether the weights are asked for or not. Fused is not
+# the same as weight-free: depending on the device and the PyTorch version, that path may still
+# compute ``Q K^T`` and its softmax in full. An implementation that stores the whole weights
+# tensor must reach at least its size in memory; the last column of the table below says which
+# peaks did.
 
 
 def naive_loop(x):
@@ -188,9 +193,8 @@ if not all(row[-1] for row in gqa_rows):
 # allocation and free events that ``torch.profiler`` records (temporaries inside an operator
 # included). For scale, the size of the attention-weight tensor alone is printed first.
 #
-# What to look for: which implementations materialise the ``(batch, num_heads, seq_len,
-# seq_len)`` weights (their peak memory is at least that tensor: the last column of the table
-# checks it), and how the loop over heads and the fused kernels compare with the batched code on
+# What to look for: which implementations may materialise the ``(batch, num_heads, seq_len,
+# seq_len)`` weights (their peak memory is at least that tensor: the last column), and how the loop over heads and the fused kernels compare with the batched code on
 # this device. The loop holds one head's weights at a time, so its peak stays below the whole
 # tensor. When you run the script
 # yourself, keep the machine otherwise idle: if another program keeps a core busy, PyTorch's

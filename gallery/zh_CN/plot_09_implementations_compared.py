@@ -65,10 +65,14 @@ print("x：", tuple(x.shape))
 # 5. **默认设置的 mha_ref.MultiHeadAttention** （``use_fused=True``）：与
 #    ``torch.nn.MultiheadAttention`` 一样，不要求返回权重（``need_weights=False``）时，它把注意力
 #    本身交给 PyTorch 的融合算子，所以预期它的表现与第 4 种相近。
-# 6. 和 7. 使用相同权重的 **torch.nn.MultiheadAttention**，分别要求返回权重和不返回权重。
-#    在不求导、评估模式且 ``need_weights=False`` 时，它可以走融合的推理“快速路径”。融合不等于
-#    不存权重：视设备和 PyTorch 版本而定，这条路径可能仍会完整地计算 ``Q K^T`` 及其 softmax，
-#    从而持有整个权重张量。下面表格的最后一列显示了它在这里的实际情况。
+# 6. 使用相同权重的 **torch.nn.MultiheadAttention**，要求返回权重（它的默认值
+#    ``need_weights=True``）。
+# 7. 同一个模块，传入 ``need_weights=False``。
+#
+# 在不求导的评估模式下，``torch.nn.MultiheadAttention`` 会走融合的推理“快速路径”；在 torch 2.13
+# 中，无论是否要求返回权重都是如此。融合不等于不存权重：视设备和 PyTorch 版本而定，这条路径可能
+# 仍会完整地计算 ``Q K^T`` 及其 softmax。存下整个权重张量的实现，内存峰值至少有这个张量那么大；
+# 下面表格的最后一列列出了哪些峰值达到了这个大小。
 
 
 def naive_loop(x):
@@ -179,8 +183,8 @@ if not all(row[-1] for row in gqa_rows):
 # ``torch.profiler`` 记录的分配与释放事件（包括算子内部的临时张量）。作为参照，先打印注意力权重
 # 张量本身的大小。
 #
-# 该看什么：哪些实现把 ``(batch, num_heads, seq_len, seq_len)`` 的权重完整算了出来（它们的峰值
-# 内存至少有这个张量那么大：表格的最后一列检查了这一点），以及在这台设备上，逐头循环和融合算子
+# 该看什么：哪些实现可能把 ``(batch, num_heads, seq_len, seq_len)`` 的权重完整算了出来（它们的
+# 峰值内存至少有这个张量那么大：见表格的最后一列），以及在这台设备上，逐头循环和融合算子
 # 与批量代码相比如何。逐头循环每次只持有一个头的权重，所以它的峰值低于整个张量。自己运行
 # 这个脚本时，请让机器保持空闲：如果另一个程序占满了某个核心，PyTorch 的工作线程会互相等待，
 # 小运算可能慢上许多倍（调用 ``torch.set_num_threads(1)`` 可以避免这一点，代价是只用一个核心）。
