@@ -7,7 +7,7 @@ the real error message (or, worse, the silent wrong result), then the fix runnin
 ``mha_ref`` reports the same mistake differently from PyTorch, both messages are shown.
 
 The errors are caught by the small helper ``expect_error`` below, which prints the exception
-as Python would and fails loudly if the code does **not** raise: every message on this page was
+as Python would (long messages wrapped to the width of the page) and fails loudly if the code does **not** raise: every message on this page was
 really raised when the page was built.
 """
 
@@ -16,6 +16,7 @@ really raised when the page was built.
 # -----
 # The shapes of the first example: 2 sequences of 5 tokens, ``embed_dim = 64``, 8 heads.
 
+import textwrap
 import traceback
 from contextlib import contextmanager
 
@@ -44,11 +45,12 @@ x = torch.randn(batch, seq_len, embed_dim).to(device)  # (batch, seq_len, embed_
 
 @contextmanager
 def expect_error(*error_types):
-    """Print the error raised inside the block, as Python would; fail if there is none."""
+    """Print the error raised inside the block, as Python would but wrapped; fail if none is."""
     try:
         yield
     except error_types as error:
-        print(traceback.format_exception_only(error)[-1].strip())
+        message = traceback.format_exception_only(error)[-1].strip()
+        print(textwrap.fill(message, width=88, subsequent_indent="    ", break_long_words=False))
     else:
         raise AssertionError(f"expected {error_types}, but the code ran without an error")
 
@@ -203,8 +205,9 @@ print("per-head weights:", tuple(per_head.shape), " their mean is the default:",
 # ``causal_mask`` (like ``F.scaled_dot_product_attention``) uses ``True`` = may attend;
 # ``attn_mask`` of ``torch.nn.MultiheadAttention`` uses ``True`` = blocked. Passed as it is, the
 # causal mask blocks each token from itself and everything before it. No error: the last token
-# has no key left and PyTorch returns NaN for it; ``mha_ref`` returns zeros there, and every
-# other row is wrong anyway.
+# has no key left and PyTorch returns NaN for it. ``mha_ref`` gives that query weights of 0
+# instead, so its attention output there is 0 and the module returns the output projection's
+# bias (itself 0 in a new module). Every other row is wrong anyway.
 
 allowed = causal_mask(seq_len, device=device)  # (seq_len, seq_len), True = may attend
 ours_right = MultiHeadAttention.from_torch(right)
@@ -215,6 +218,7 @@ with torch.no_grad():
 
 print("query positions with NaN, torch:  ", torch_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
 print("query positions with NaN, mha_ref:", ours_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
+print("mha_ref at the last position minus out_proj.bias:", max_diff(ours_wrong[:, -1], ours_right.out_proj.bias))
 print(f"mha_ref wrong vs right, first {seq_len - 1} positions:", max_diff(ours_wrong[:, :-1], fixed[:, :-1]))
 
 # %%
@@ -278,10 +282,13 @@ with expect_error(ValueError):
 # %%
 # Third, and silent: a 0/1 *float* mask. Float masks are **added** to the scores, so the
 # "blocked" keys get ``+1`` and more weight, not less. No error; the weights on the keys the
-# mask was meant to block show it:
+# mask was meant to block show it, next to the same weights with no mask at all:
 
 with torch.no_grad():
     _, weights_float01 = right(x, x, x, attn_mask=blocked.float())  # (batch, seq_len, seq_len)
+    _, weights_no_mask = right(x, x, x)  # (batch, seq_len, seq_len)
+print(f"mean weight on the keys to block, no mask:       {weights_no_mask.masked_select(blocked).mean().item():.3f}")
+print(f"mean weight on the keys to block, 0/1 float mask: {weights_float01.masked_select(blocked).mean().item():.3f}")
 print(f"largest weight on a blocked key, 0/1 float mask: {weights_float01.masked_select(blocked).max().item():.2f}")
 
 # %%

@@ -6,7 +6,7 @@
 更糟——悄无声息的错误结果），再运行修正后的代码。当 ``mha_ref`` 对同一个错误的报告方式与
 PyTorch 不同时，两条信息都会列出。
 
-错误由下面的小工具 ``expect_error`` 捕获：它像 Python 一样打印异常；如果代码 **没有** 抛出
+错误由下面的小工具 ``expect_error`` 捕获：它像 Python 一样打印异常（过长的信息按页面宽度折行）；如果代码 **没有** 抛出
 异常，它会直接报错。所以本页上的每一条报错信息，都是构建本页时真实抛出的。
 """
 
@@ -15,6 +15,7 @@ PyTorch 不同时，两条信息都会列出。
 # ----
 # 沿用第一个示例的形状：2 个序列，每个 5 个词元，``embed_dim = 64``，8 个头。
 
+import textwrap
 import traceback
 from contextlib import contextmanager
 
@@ -43,11 +44,12 @@ x = torch.randn(batch, seq_len, embed_dim).to(device)  # (batch, seq_len, embed_
 
 @contextmanager
 def expect_error(*error_types):
-    """像 Python 一样打印代码块中抛出的错误；如果没有抛出错误，就报错。"""
+    """像 Python 一样打印代码块中抛出的错误（折行）；如果没有抛出错误，就报错。"""
     try:
         yield
     except error_types as error:
-        print(traceback.format_exception_only(error)[-1].strip())
+        message = traceback.format_exception_only(error)[-1].strip()
+        print(textwrap.fill(message, width=88, subsequent_indent="    ", break_long_words=False))
     else:
         raise AssertionError(f"预期抛出 {error_types}，但代码运行时没有出错")
 
@@ -196,7 +198,8 @@ print("逐头权重：", tuple(per_head.shape), " 它们的均值就是默认权
 # ``causal_mask`` （和 ``F.scaled_dot_product_attention`` 一样）以 ``True`` 表示可以关注；
 # ``torch.nn.MultiheadAttention`` 的 ``attn_mask`` 则以 ``True`` 表示屏蔽。原样传进去，因果
 # 掩码就会让每个词元看不到它自己和它之前的所有词元。不会报错：最后一个词元一个键也不剩，
-# PyTorch 在该处返回 NaN；``mha_ref`` 在该处返回 0，而其余各行无论如何都是错的。
+# PyTorch 在该处返回 NaN。``mha_ref`` 则让这个查询的权重全为 0，所以该处的注意力输出为 0，
+# 模块返回的是输出投影的偏置（新建的模块中它本身就是 0）。而其余各行无论如何都是错的。
 
 allowed = causal_mask(seq_len, device=device)  # (seq_len, seq_len)，True 表示可以关注
 ours_right = MultiHeadAttention.from_torch(right)
@@ -207,6 +210,7 @@ with torch.no_grad():
 
 print("出现 NaN 的查询位置，torch：  ", torch_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
 print("出现 NaN 的查询位置，mha_ref：", ours_wrong.isnan().any(dim=-1)[0].nonzero().flatten().tolist())
+print("mha_ref 最后一个位置的输出 减去 out_proj.bias：", max_diff(ours_wrong[:, -1], ours_right.out_proj.bias))
 print(f"mha_ref 错误结果 对比 正确结果，前 {seq_len - 1} 个位置：", max_diff(ours_wrong[:, :-1], fixed[:, :-1]))
 
 # %%
@@ -267,10 +271,14 @@ with expect_error(ValueError):
 
 # %%
 # 第三种不会报错：0/1 的 *浮点* 掩码。浮点掩码是 **加** 到分数上的，所以“被屏蔽”的键得到
-# ``+1``，权重反而更大。没有任何报错；看看本该被屏蔽的键上的权重就知道了：
+# ``+1``，权重反而更大。没有任何报错；把本该被屏蔽的键上的权重，和完全不加掩码时的同一组权重
+# 放在一起比一比就知道了：
 
 with torch.no_grad():
     _, weights_float01 = right(x, x, x, attn_mask=blocked.float())  # (batch, seq_len, seq_len)
+    _, weights_no_mask = right(x, x, x)  # (batch, seq_len, seq_len)
+print(f"不加掩码时，本该屏蔽的键上的平均权重：    {weights_no_mask.masked_select(blocked).mean().item():.3f}")
+print(f"0/1 浮点掩码下，本该屏蔽的键上的平均权重：{weights_float01.masked_select(blocked).mean().item():.3f}")
 print(f"0/1 浮点掩码下，被屏蔽的键上的最大权重：{weights_float01.masked_select(blocked).max().item():.2f}")
 
 # %%
