@@ -15,9 +15,9 @@ scores stop learning. With the division, all three stay the same for every ``d_k
 # If the features of ``q`` and ``k`` are independent with mean 0 and variance 1, then
 # ``q . k`` is a sum of ``d_k`` products, each with variance 1, so its variance is ``d_k``;
 # dividing by sqrt(d_k) brings it back to 1. The queries and keys of a trained network need not
-# have unit variance, but the point does not depend on it: with independent features the
-# variance of the sum is ``d_k`` times the variance of one product, whatever that is, and the
-# division by sqrt(d_k) takes the factor ``d_k`` out.
+# have unit variance, but the point does not depend on it: with independent features of equal
+# variance the variance of the sum is ``d_k`` times the variance of one product, whatever that
+# is, and the division by sqrt(d_k) takes the factor ``d_k`` out.
 #
 # For each ``d_k`` we draw 1000 queries and, for each, ``seq_len = 16`` keys from a seeded
 # generator (on the CPU, so that every device sees the same numbers), and compute the weights
