@@ -110,6 +110,28 @@ def test_formulas_fit_a_phone_screen(watched, site_url, lang):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_tables_and_page_links_fit_a_phone_screen(watched, site_url, lang):
+    """At 390 px the reference tables fit the screen (no column hidden off its edge), and the
+    previous / next links at the foot of a page hold their titles."""
+    watch = watched()
+    page = watch.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    for name in ["concepts", "masks", "errors", "glossary", "auto_examples/plot_08_common_errors"]:
+        page.goto(f"{site_url}/{lang}/{name}.html")
+        tables = page.evaluate(
+            "() => Array.from(document.querySelectorAll('.pst-scrollable-table-container'),"
+            " t => t.scrollWidth - t.clientWidth)"
+        )
+        assert all(extra <= 1 for extra in tables), f"{lang}/{name}: tables wider by {tables} px"
+        links = page.evaluate(
+            "() => Array.from(document.querySelectorAll('a.left-prev, a.right-next'),"
+            " a => a.scrollWidth - a.clientWidth)"
+        )
+        assert links and all(extra <= 1 for extra in links), f"{lang}/{name}: links {links}"
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 SECTION_IDS = (
     "() => Array.from(document.querySelectorAll('article.bd-article section[id]'), s => s.id)"
 )
