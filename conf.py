@@ -44,6 +44,7 @@ nitpick_ignore_regex = [
     ("py:class", r"(torch|numpy|np|matplotlib|collections\.abc|typing|pathlib)\..*"),
     ("py:class", r"(Tensor|Module|Figure|Axes|optional|callable|Path|Callable|Sequence|Iterable)"),
     ("py:(obj|mod|func|meth|attr|data)", r"(torch|numpy|matplotlib)\..*"),
+    ("py:class", r"mha_ref\.tutorial\.cache\.T"),  # the TypeVar of cached()
 ]
 
 # -- MyST -----------------------------------------------------------------------------------------

@@ -136,11 +136,12 @@ def downloads(session: nox.Session) -> None:
     """Run every downloadable .py and .ipynb of the built site in a fresh environment.
 
     The package is installed from a built wheel (not editable) with only its declared
-    dependencies, plus pytest and a notebook client to drive the runs.
+    dependencies and the ``tutorial`` extra the examples import, plus pytest and a notebook
+    client to drive the runs.
     """
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
-    session.install(*CONSTRAINTS, ".", "pytest", "nbclient", "nbformat", "ipykernel")
+    session.install(*CONSTRAINTS, ".[tutorial]", "pytest", "nbclient", "nbformat", "ipykernel")
     # the package as it is now, even when the reused environment holds an older build of it
     session.install(*CONSTRAINTS, "--force-reinstall", "--no-deps", ".")
     session.run("pytest", "-m", "downloads", "tests/downloads", *session.posargs)
@@ -152,10 +153,15 @@ def bench(session: nox.Session) -> None:
 
     Writes build/bench/bench.json. ``nox -s bench -- --repeats 3`` passes options to the suite.
     """
-    install(session)
+    install(session, "tutorial")
     out = BUILD / "bench"
     session.run(
-        "python", "-m", "mha_ref.bench_suite", "--json", str(out / "bench.json"), *session.posargs
+        "python",
+        "-m",
+        "mha_ref.tutorial.bench_suite",
+        "--json",
+        str(out / "bench.json"),
+        *session.posargs,
     )
     if (HTML / "en" / "index.html").is_file():
         session.run("python", "tests/site_size.py", str(HTML), str(out / "site-size.json"))

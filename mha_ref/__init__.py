@@ -11,7 +11,13 @@ Modules
     ``torch.nn.MultiheadAttention``), ``GroupedQueryAttention``.
 Device
     ``pick_device``.
+
+This package is the attention reference: it imports torch and nothing else. The tutorial's
+helpers (tiny tasks and their training, head analysis, plots, benchmarks) live in the
+sub-package :mod:`mha_ref.tutorial`, installed with ``pip install "mha-ref[tutorial]"``.
 """
+
+__version__ = "0.1.0"
 
 from mha_ref.causal import (
     CausalAttention,
@@ -37,6 +43,7 @@ from mha_ref.masks import (
 from mha_ref.multihead import MultiHeadAttention
 
 __all__ = [
+    "__version__",
     "scaled_dot_product_attention",
     "split_heads",
     "merge_heads",

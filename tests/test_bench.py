@@ -1,9 +1,9 @@
-"""Tests for mha_ref.bench: structure and arithmetic only, never a wall-clock number."""
+"""Tests for mha_ref.tutorial.bench: structure and arithmetic only, never a wall-clock number."""
 
 import pytest
 import torch
 
-from mha_ref import bench
+from mha_ref.tutorial import bench
 
 
 class FakeClock:

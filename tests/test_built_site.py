@@ -237,3 +237,37 @@ def test_no_space_between_chinese_characters_on_zh_pages():
             for match in gap.finditer(text):
                 problems.append(f"{page.name}: {match.group()!r}")
     assert not problems, f"{len(problems)} gaps, e.g. " + ", ".join(problems[:12])
+
+
+def _machine_paths() -> list[str]:
+    """Paths of the machine that built the site, which no published file may contain."""
+    import site
+    import sys
+
+    paths = {str(ROOT), str(Path.home()), sys.prefix, sys.base_prefix, *site.getsitepackages()}
+    return sorted(p for p in paths if len(p) > 1)
+
+
+_PUBLISHED_TEXT = {".html", ".js", ".json", ".txt", ".py", ".ipynb", ".css", ".svg", ".rst"}
+
+
+def test_no_published_file_holds_a_path_of_the_building_machine():
+    """A warning or traceback printed by an example would carry the builder's absolute paths."""
+    paths = _machine_paths()
+    leaks = []
+    for file in sorted(HTML.rglob("*")):
+        if file.suffix not in _PUBLISHED_TEXT or not file.is_file():
+            continue
+        text = file.read_text(encoding="utf-8", errors="replace")
+        leaks += [f"{file.relative_to(HTML)}: {p}" for p in paths if p in text]
+        leaks += [
+            f"{file.relative_to(HTML)}: {m}" for m in re.findall(r"[\w./-]*site-packages/", text)
+        ]
+    assert not leaks, "\n".join(leaks[:20])
+    assert not (HTML / "en" / ".doctrees").exists(), "doctrees belong outside the published site"
+
+
+def test_the_machine_path_check_would_see_a_leak():
+    """The control for the test above: the paths it looks for are real and non-trivial."""
+    paths = _machine_paths()
+    assert str(ROOT) in paths and all(len(p) > 1 for p in paths)

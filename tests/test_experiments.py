@@ -1,4 +1,4 @@
-"""Tests for mha_ref.experiments: the task, the head read-out, training, the sweep, the cache."""
+"""Tests for mha_ref.tutorial's experiments: task, head read-out, training, sweep, cache."""
 
 import math
 import pickle
@@ -6,7 +6,7 @@ import pickle
 import pytest
 import torch
 
-from mha_ref import experiments as ex
+from mha_ref.tutorial import cache, head_count, heads, tasks, training
 
 # A short run: enough to check determinism and structure, not to learn the task.
 SHORT = dict(steps=8, eval_size=64, probe_size=16)
@@ -17,8 +17,8 @@ SHORT = dict(steps=8, eval_size=64, probe_size=16)
 
 @pytest.mark.parametrize("offsets", [(-1, -2), (-1, -3), (-3, -1)])
 def test_make_batch_targets_follow_the_table(offsets):
-    table = ex.make_table(5, seed=3)  # (5, 5)
-    tokens, targets = ex.make_batch(32, 7, table, torch.Generator().manual_seed(0), offsets)
+    table = tasks.make_table(5, seed=3)  # (5, 5)
+    tokens, targets = tasks.make_batch(32, 7, table, torch.Generator().manual_seed(0), offsets)
     assert tokens.shape == targets.shape == (32, 7)
     start = -min(offsets)
     assert (targets[:, :start] == -100).all()
@@ -28,9 +28,9 @@ def test_make_batch_targets_follow_the_table(offsets):
 
 
 def test_make_table_is_seeded_and_not_symmetric():
-    table = ex.make_table(16, seed=0)
-    assert torch.equal(table, ex.make_table(16, seed=0))
-    assert not torch.equal(table, ex.make_table(16, seed=1))
+    table = tasks.make_table(16, seed=0)
+    assert torch.equal(table, tasks.make_table(16, seed=0))
+    assert not torch.equal(table, tasks.make_table(16, seed=1))
     assert not torch.equal(table, table.T)  # order matters: both relations must be told apart
     assert table.min() >= 0 and table.max() < 16
 
@@ -38,7 +38,7 @@ def test_make_table_is_seeded_and_not_symmetric():
 @pytest.mark.parametrize("offsets", [(-1,), (1, -2), (-2, -2), (-1, -8)])
 def test_bad_offsets_are_rejected(offsets):
     with pytest.raises(ValueError, match="offsets"):
-        ex.make_batch(2, 8, ex.make_table(4), torch.Generator(), offsets)
+        tasks.make_batch(2, 8, tasks.make_table(4), torch.Generator(), offsets)
 
 
 # -- reading the heads from weights ------------------------------------------------------------
@@ -57,37 +57,38 @@ def _synthetic_weights(seq_len=6):
 
 def test_offset_profile_and_entropy_of_known_heads():
     weights = _synthetic_weights()
-    profile = ex.offset_profile(weights, min_query=2)  # (H, L)
+    profile = heads.offset_profile(weights, min_query=2)  # (H, L)
     assert profile.shape == (4, 6)
     assert profile[0, 1] == 1.0 and profile[0].sum() == 1.0
     assert profile[1, 2] == 1.0
-    entropy = ex.head_entropy(weights, min_query=2)  # (H,)
+    entropy = heads.head_entropy(weights, min_query=2)  # (H,)
     assert entropy[:3].tolist() == [0.0, 0.0, 0.0]
-    assert entropy[3].item() == pytest.approx(ex.uniform_entropy(6, min_query=2))
-    assert ex.uniform_entropy(6, 2) == pytest.approx(sum(math.log(t + 1) for t in range(2, 6)) / 4)
+    assert entropy[3].item() == pytest.approx(heads.uniform_entropy(6, min_query=2))
+    expected = sum(math.log(t + 1) for t in range(2, 6)) / 4
+    assert heads.uniform_entropy(6, 2) == pytest.approx(expected)
 
 
 def test_summarize_heads_finds_offsets_redundancy_and_spread():
-    heads = ex.summarize_heads(_synthetic_weights(), min_query=2)
-    assert [(h.offset, h.weight, h.focused) for h in heads[:3]] == [
+    summary = heads.summarize_heads(_synthetic_weights(), min_query=2)
+    assert [(h.offset, h.weight, h.focused) for h in summary[:3]] == [
         (-1, 1.0, True),
         (-2, 1.0, True),
         (-1, 1.0, True),
     ]
-    assert [h.redundant_with for h in heads] == [None, None, 0, None]
+    assert [h.redundant_with for h in summary] == [None, None, 0, None]
     # uniform head, queries t = 2..5: every offset the query can reach gets 1 / (t + 1)
-    assert not heads[3].focused
-    assert heads[3].weight == pytest.approx((1 / 3 + 1 / 4 + 1 / 5 + 1 / 6) / 4, abs=1e-4)
-    assert heads[2].describe() == (
+    assert not summary[3].focused
+    assert summary[3].weight == pytest.approx((1 / 3 + 1 / 4 + 1 / 5 + 1 / 6) / 4, abs=1e-4)
+    assert summary[2].describe() == (
         "head 2 attends mostly to offset -1 (mean weight 1.00); redundant with head 0 (same offset)"
     )
     assert (
-        heads[2].describe("zh_CN")
+        summary[2].describe("zh_CN")
         == "头 2 主要关注偏移 -1（平均权重 1.00）；与头 0 重复（偏移相同）"
     )
-    assert heads[3].describe().startswith("head 3 is spread out: offset ")
+    assert summary[3].describe().startswith("head 3 is spread out: offset ")
     with pytest.raises(ValueError, match="language"):
-        heads[0].describe("fr")
+        summary[0].describe("fr")
 
 
 # -- training --------------------------------------------------------------------------------------
@@ -100,21 +101,21 @@ def test_train_is_deterministic_and_leaves_global_state_alone():
     deterministic = torch.are_deterministic_algorithms_enabled()
 
     torch.manual_seed(123)
-    first = ex.train(num_heads=2, **SHORT)
+    first = training.train(num_heads=2, **SHORT)
     assert torch.equal(torch.rand(3), expected_next)  # global RNG untouched
     assert torch.get_num_threads() == threads
     assert torch.are_deterministic_algorithms_enabled() == deterministic
 
-    second = ex.train(num_heads=2, **SHORT)
+    second = training.train(num_heads=2, **SHORT)
     assert first.loss_curve == second.loss_curve
     assert first.accuracy == second.accuracy
     assert torch.equal(first.probe_weights, second.probe_weights)
-    other_seed = ex.train(num_heads=2, seed=1, **SHORT)
+    other_seed = training.train(num_heads=2, seed=1, **SHORT)
     assert other_seed.loss_curve != first.loss_curve
 
 
 def test_train_result_structure():
-    result = ex.train(num_heads=4, **SHORT)
+    result = training.train(num_heads=4, **SHORT)
     assert len(result.loss_curve) == SHORT["steps"]
     assert result.probe_tokens.shape == (4, 8)
     assert result.probe_weights.shape == (4, 4, 8, 8)  # (probe_keep, H, L, L)
@@ -133,7 +134,7 @@ def test_train_result_structure():
 @pytest.mark.parametrize("offsets", [(-1, -2), (-1, -3)])
 def test_two_heads_learn_the_two_relations(offsets):
     """The offsets are read from the trained weights: changing the task moves them."""
-    result = ex.train(num_heads=2, offsets=offsets)
+    result = training.train(num_heads=2, offsets=offsets)
     assert result.accuracy > 0.95
     assert result.relations_found() == sorted(offsets, reverse=True)
     assert result.relations_missing() == []
@@ -145,25 +146,25 @@ def test_two_heads_learn_the_two_relations(offsets):
 
 
 def test_attention_flops_by_hand():
-    flops = ex.attention_flops(batch=2, seq_len=3, embed_dim=4, num_heads=2)
+    flops = head_count.attention_flops(batch=2, seq_len=3, embed_dim=4, num_heads=2)
     assert flops["projections"] == 4 * 2 * 2 * 3 * 4 * 4
     assert flops["scores"] == flops["weighted_sum"] == 2 * 2 * 3 * 3 * 4
     assert flops["softmax"] == 6 * 2 * 2 * 3 * 3
     assert flops["total"] == 768 + 144 + 144 + 216
-    one, eight = (ex.attention_flops(8, 64, 32, h) for h in (1, 8))
+    one, eight = (head_count.attention_flops(8, 64, 32, h) for h in (1, 8))
     assert one["scores"] == eight["scores"]  # matmul work does not depend on h
     assert eight["softmax"] == 8 * one["softmax"]
     with pytest.raises(ValueError, match="divide"):
-        ex.attention_flops(1, 1, 10, 3)
+        head_count.attention_flops(1, 1, 10, 3)
 
 
 def test_attention_weight_bytes():
-    assert ex.attention_weight_bytes(2, 5, 4) == 2 * 4 * 5 * 5 * 4
-    assert ex.attention_weight_bytes(2, 5, 4, torch.float16) == 2 * 4 * 5 * 5 * 2
+    assert head_count.attention_weight_bytes(2, 5, 4) == 2 * 4 * 5 * 5 * 4
+    assert head_count.attention_weight_bytes(2, 5, 4, torch.float16) == 2 * 4 * 5 * 5 * 2
 
 
 def test_head_count_sweep_rows():
-    rows = ex.head_count_sweep((1, 2, 4), embed_dim=16, seeds=(0, 1), **SHORT)
+    rows = head_count.head_count_sweep((1, 2, 4), embed_dim=16, seeds=(0, 1), **SHORT)
     assert [r.num_heads for r in rows] == [1, 2, 4]
     assert [r.head_dim for r in rows] == [16, 8, 4]
     assert {r.attention_parameters for r in rows} == {1088}
@@ -171,7 +172,7 @@ def test_head_count_sweep_rows():
     assert rows[0].flops < rows[1].flops < rows[2].flops
     assert [r.weight_bytes for r in rows] == [32 * h * 128 * 128 * 4 for h in (1, 2, 4)]
     for row, h in zip(rows, (1, 2, 4), strict=True):
-        accuracies = [ex.train(num_heads=h, seed=s, **SHORT).accuracy for s in (0, 1)]
+        accuracies = [training.train(num_heads=h, seed=s, **SHORT).accuracy for s in (0, 1)]
         assert row.accuracies == accuracies
         assert row.accuracy_mean == pytest.approx(sum(accuracies) / 2, abs=1e-6)
         assert row.accuracy_std == pytest.approx(
@@ -182,24 +183,24 @@ def test_head_count_sweep_rows():
 
 def test_head_count_sweep_rejects_bad_arguments():
     with pytest.raises(ValueError, match="divide"):
-        ex.head_count_sweep((3,), embed_dim=16)
+        head_count.head_count_sweep((3,), embed_dim=16)
     with pytest.raises(ValueError, match="seeds"):
-        ex.head_count_sweep((1,), seeds=(0,))
+        head_count.head_count_sweep((1,), seeds=(0,))
 
 
 # -- the cache -----------------------------------------------------------------------------------
 
 
 def test_no_cache_without_the_environment_variable(tmp_path, monkeypatch):
-    monkeypatch.delenv(ex.CACHE_ENV_VAR, raising=False)
+    monkeypatch.delenv(cache.CACHE_ENV_VAR, raising=False)
     monkeypatch.chdir(tmp_path)
-    ex.train(num_heads=1, **SHORT)
+    training.train(num_heads=1, **SHORT)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_cache_hit_miss_and_source_change(tmp_path, monkeypatch):
-    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
-    first = ex.train(num_heads=2, **SHORT)
+    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
+    first = training.train(num_heads=2, **SHORT)
     files = sorted(tmp_path.iterdir())
     assert len(files) == 1 and files[0].name.startswith("train-")
 
@@ -207,53 +208,54 @@ def test_cache_hit_miss_and_source_change(tmp_path, monkeypatch):
     def must_not_run(**_):
         raise AssertionError("cache hit expected")
 
-    monkeypatch.setattr(ex, "_train", must_not_run)
-    hit = ex.train(num_heads=2, **SHORT)
+    monkeypatch.setattr(training, "_train", must_not_run)
+    hit = training.train(num_heads=2, **SHORT)
     assert hit.loss_curve == first.loss_curve and hit.accuracy == first.accuracy
     assert torch.equal(hit.probe_weights, first.probe_weights)
     assert hit.heads == first.heads
     monkeypatch.undo()
-    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
+    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
 
     # another argument: a miss, stored beside the first
-    ex.train(num_heads=2, seed=1, **SHORT)
+    training.train(num_heads=2, seed=1, **SHORT)
     assert len(list(tmp_path.iterdir())) == 2
 
     # changed mha_ref source: a miss too
-    monkeypatch.setattr(ex, "_source_fingerprint", lambda: "edited source")
-    ex.train(num_heads=2, **SHORT)
+    monkeypatch.setattr(cache, "_source_fingerprint", lambda: "edited source")
+    training.train(num_heads=2, **SHORT)
     assert len(list(tmp_path.iterdir())) == 3
 
 
 def test_cache_key_covers_every_input(monkeypatch):
-    base = ex.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.01})
-    assert base == ex.cache_key("train", {"b": [1, 2], "lr": 0.01, "a": 1})  # order-free
-    assert base != ex.cache_key("train", {"a": 2, "b": (1, 2), "lr": 0.01})
-    assert base != ex.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.010000001})
-    assert base != ex.cache_key("head_count_sweep", {"a": 1, "b": (1, 2), "lr": 0.01})
-    monkeypatch.setattr(ex.torch, "__version__", "0.0.0")
-    assert base != ex.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.01})
+    base = cache.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.01})
+    assert base == cache.cache_key("train", {"b": [1, 2], "lr": 0.01, "a": 1})  # order-free
+    assert base != cache.cache_key("train", {"a": 2, "b": (1, 2), "lr": 0.01})
+    assert base != cache.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.010000001})
+    assert base != cache.cache_key("head_count_sweep", {"a": 1, "b": (1, 2), "lr": 0.01})
+    monkeypatch.setattr(training.torch, "__version__", "0.0.0")
+    assert base != cache.cache_key("train", {"a": 1, "b": (1, 2), "lr": 0.01})
     with pytest.raises(TypeError, match="cache key"):
-        ex.cache_key("train", {"a": object()})
+        cache.cache_key("train", {"a": object()})
 
 
 def test_damaged_cache_file_is_recomputed(tmp_path, monkeypatch):
-    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
-    first = ex.train(num_heads=1, **SHORT)
+    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
+    first = training.train(num_heads=1, **SHORT)
     (path,) = tmp_path.iterdir()
     path.write_bytes(b"not a pickle")
-    again = ex.train(num_heads=1, **SHORT)
+    again = training.train(num_heads=1, **SHORT)
     assert again.loss_curve == first.loss_curve
     assert pickle.loads(path.read_bytes()).loss_curve == first.loss_curve
 
 
 def test_sweep_is_cached(tmp_path, monkeypatch):
-    monkeypatch.setenv(ex.CACHE_ENV_VAR, str(tmp_path))
-    rows = ex.head_count_sweep((1, 2), seeds=(0, 1), **SHORT)
+    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
+    rows = head_count.head_count_sweep((1, 2), seeds=(0, 1), **SHORT)
     names = sorted(p.name.split("-")[0] for p in tmp_path.iterdir())
     assert names == ["head_count_sweep"] + ["train"] * 4
-    monkeypatch.setattr(ex, "_head_count_sweep", lambda **_: pytest.fail("cache hit expected"))
-    assert ex.head_count_sweep((1, 2), seeds=(0, 1), **SHORT) == rows
+    must_hit = lambda **_: pytest.fail("cache hit expected")  # noqa: E731
+    monkeypatch.setattr(head_count, "_head_count_sweep", must_hit)
+    assert head_count.head_count_sweep((1, 2), seeds=(0, 1), **SHORT) == rows
 
 
 # -- figures -------------------------------------------------------------------------------------
@@ -270,7 +272,7 @@ def _agg():
 
 
 def test_plot_loss_curves_log_axis_is_labelled_and_readable(_agg):
-    fig = ex.plot_loss_curves({"4 heads": [2.7, 1.0, 0.3, 0.1, 0.03]})
+    fig = training.plot_loss_curves({"4 heads": [2.7, 1.0, 0.3, 0.1, 0.03]})
     (ax,) = fig.axes
     assert ax.get_yscale() == "log"
     assert "log scale" in ax.get_ylabel()
@@ -282,21 +284,21 @@ def test_plot_loss_curves_log_axis_is_labelled_and_readable(_agg):
 
 
 def test_plot_head_profiles_labels_its_colorbar(_agg):
-    result = ex.train(num_heads=2, **SHORT)
-    fig = ex.plot_head_profiles(result, colorbar_label="平均注意力权重")
+    result = training.train(num_heads=2, **SHORT)
+    fig = heads.plot_head_profiles(result, colorbar_label="平均注意力权重")
     (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
     assert bar.get_ylabel() == "平均注意力权重"
 
 
 def _row(h, accuracies):
     mean = sum(accuracies) / len(accuracies)
-    return ex.HeadCountRow(h, 16 // h, 1088, 0, 0, 0, accuracies, mean, 0.0, mean, mean)
+    return head_count.HeadCountRow(h, 16 // h, 1088, 0, 0, 0, accuracies, mean, 0.0, mean, mean)
 
 
 def test_plot_head_count_sweep_bleu_axis_and_base_model(_agg):
     published = [{"h": 1, "bleu": 24.9}, {"h": 8, "bleu": 25.8}, {"h": 32, "bleu": 25.4}]
     rows = [_row(1, [0.7, 0.8]), _row(8, [0.9, 1.0])]
-    fig = ex.plot_head_count_sweep(rows, published, base_label="base model")
+    fig = head_count.plot_head_count_sweep(rows, published, base_label="base model")
     ax_bleu = fig.axes[1]
     low, high = ax_bleu.get_ylim()
     assert high - low >= 3.0  # a 0.9 BLEU gap is not stretched over the whole panel
@@ -304,5 +306,5 @@ def test_plot_head_count_sweep_bleu_axis_and_base_model(_agg):
     assert [t.get_text() for t in ax_bleu.get_legend().get_texts()] == ["base model"]
     (marker,) = ax_bleu.collections
     assert marker.get_offsets().tolist() == [[8.0, 25.8]]
-    no_base = ex.plot_head_count_sweep(rows, published, base_heads=None)
+    no_base = head_count.plot_head_count_sweep(rows, published, base_heads=None)
     assert no_base.axes[1].get_legend() is None

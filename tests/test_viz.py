@@ -1,4 +1,4 @@
-"""Tests for mha_ref.viz: what the figures contain, and the CJK font lookup."""
+"""Tests for mha_ref.tutorial.plotting: what the figures contain."""
 
 from __future__ import annotations
 
@@ -13,15 +13,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from mha_ref import viz  # noqa: E402
+from mha_ref.tutorial import plotting as viz  # noqa: E402
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 ZH_TOKENS = ["你的", "旅程", "开始", "于", "一", "步"]
-
-requires_cjk_font = pytest.mark.skipif(
-    viz.find_cjk_font() is None, reason="no CJK font installed (apt-get install fonts-noto-cjk)"
-)
-
 
 @pytest.fixture(autouse=True)
 def _clean_matplotlib():
@@ -302,7 +297,6 @@ def test_y_tick_labels_are_upright(draw):
     assert [t.get_rotation() for t in labels] == [0.0, 0.0]
 
 
-@requires_cjk_font
 def test_single_chinese_characters_are_drawn_upright():
     """Compare the pixels of each y tick label with the same glyph drawn upright and turned."""
 
@@ -388,61 +382,6 @@ def test_plot_masks_refuses_a_single_2d_mask(as_array):
     assert len([a for a in viz.plot_masks(torch.stack([mask, mask])).axes if a.images]) == 2
 
 
-def test_has_cjk():
-    assert viz.has_cjk("注意力")
-    assert viz.has_cjk(["head", "头 0"])
-    assert not viz.has_cjk("head 0 √d_k −1")
-    assert not viz.has_cjk(None)
-
-
-@requires_cjk_font
-def test_use_cjk_font_puts_the_font_first():
-    name = viz.use_cjk_font()
-    assert name in viz.CJK_FONT_CANDIDATES
-    assert matplotlib.rcParams["font.sans-serif"][0] == name
-    assert matplotlib.rcParams["font.sans-serif"].count(name) == 1
-
-
-@requires_cjk_font
-def test_chinese_labels_render_without_missing_glyphs():
-    fig = viz.plot_heads(_weights(2), ZH_TOKENS, titles=["头 0", "头 1"], suptitle="注意力权重")
-    assert matplotlib.rcParams["font.sans-serif"][0] == viz.find_cjk_font()
-    messages = _drawn_with_warnings(fig)
-    assert not [m for m in messages if "Glyph" in m], messages
-    fig = viz.plot_mask(
-        torch.ones(6, 6, dtype=torch.bool).tril(), ZH_TOKENS, legend=("可以关注", "被屏蔽")
-    )
-    messages = _drawn_with_warnings(fig)
-    assert not [m for m in messages if "Glyph" in m], messages
-
-
-def test_english_labels_leave_the_default_font_alone():
-    before = list(matplotlib.rcParams["font.sans-serif"])
-    viz.plot_heads(_weights(2), TOKENS)
-    assert matplotlib.rcParams["font.sans-serif"] == before
-
-
-def test_missing_font_warns_with_the_fix(monkeypatch):
-    monkeypatch.setattr(viz, "_installed_font_names", lambda: {"DejaVu Sans"})
-    before = list(matplotlib.rcParams["font.sans-serif"])
-    with pytest.warns(UserWarning, match="apt-get install fonts-noto-cjk"):
-        assert viz.use_cjk_font() is None
-    assert matplotlib.rcParams["font.sans-serif"] == before
-    # a plotting helper given Chinese labels warns too, and still draws the figure
-    with pytest.warns(UserWarning, match="No CJK font found"):
-        fig = viz.plot_heads(_weights(1), ZH_TOKENS)
-    assert len(_heatmap_axes(fig)) == 1
-
-
-def test_font_lookup_follows_candidate_order(monkeypatch):
-    monkeypatch.setattr(
-        viz,
-        "_installed_font_names",
-        lambda: {"DejaVu Sans", "WenQuanYi Zen Hei", "Source Han Sans SC"},
-    )
-    assert viz.find_cjk_font() == "Source Han Sans SC"
-
-
 def test_plot_lines_draws_each_curve_with_its_label():
     d_k = [4, 16, 64, 256]
     fig = viz.plot_lines(
@@ -472,7 +411,6 @@ def test_plot_lines_into_given_axes_and_length_check():
         viz.plot_lines([1, 2, 3], {"a": [1, 2]})
 
 
-@requires_cjk_font
 def test_plot_lines_chinese_labels_render():
     fig = viz.plot_lines([1, 2], {"未缩放": [1, 2]}, xlabel="维度", ylabel="方差", title="标题")
     messages = _drawn_with_warnings(fig)

@@ -13,7 +13,7 @@ with those modules loaded, and otherwise are separate processes, as with ``sphin
 matters, because Sphinx translates a module's messages when the module is imported during a
 build, so a module first imported while English was being built would keep its English strings
 in a Chinese build run in the same process. The second language also reuses the training
-results the first one cached on disk (``mha_ref.experiments``). Where ``os.fork`` does not exist
+results the first one cached on disk (``mha_ref.tutorial.cache``). Where ``os.fork`` does not exist
 (Windows), each language runs in a fresh ``python -m sphinx`` process instead.
 
 Within a language, Sphinx reads and writes the pages in parallel on every core (``-j auto``;
@@ -29,6 +29,7 @@ import gc
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -46,7 +47,7 @@ SHARED_MODULES = (
     "sympy",
     "torch.distributed.tensor",
     "torch.fx.experimental.symbolic_shapes",
-    # imported by torch.profiler when it starts (mha_ref.bench.peak_memory on a CPU): 0.5 s
+    # imported by torch.profiler when it starts (mha_ref.tutorial.bench.peak_memory on a CPU): 0.5 s
     "torch._inductor",
     "numpy.random",
     "matplotlib.pyplot",
@@ -67,16 +68,20 @@ SHARED_MODULES = (
     "sphinx_copybutton",
     "sphinx.ext.doctest",
     "mha_ref",
-    "mha_ref.experiments",
-    "mha_ref.viz",
-    "mha_ref.bench",
+    "mha_ref.tutorial.training",
+    "mha_ref.tutorial.head_count",
+    "mha_ref.tutorial.fonts",
+    "mha_ref.tutorial.plotting",
+    "mha_ref.tutorial.bench",
 )
 
 
 def sphinx_arguments(lang: str, outdir: Path, options: list[str]) -> list[str]:
     """The sphinx-build arguments for one language."""
     argv = ["-b", "html", "-c", str(ROOT), "-D", f"language={lang}", "-n", "-W", "-q", "-j", "auto"]
-    return [*argv, *options, str(ROOT / "docs" / lang), str(outdir / lang)]
+    # the doctrees (pickles that hold the building machine's paths) stay out of the site
+    doctrees = outdir.parent / "doctrees" / lang
+    return [*argv, "-d", str(doctrees), *options, str(ROOT / "docs" / lang), str(outdir / lang)]
 
 
 def build_in_child(argv: list[str]) -> int:
@@ -121,6 +126,7 @@ def main(argv: list[str]) -> int:
         gc.collect()
         gc.freeze()
     for lang in LANGUAGES:
+        shutil.rmtree(outdir / lang / ".doctrees", ignore_errors=True)  # from older builds
         status = build(sphinx_arguments(lang, outdir, options))
         timings[lang] = round(time.perf_counter() - start, 2)
         start = time.perf_counter()

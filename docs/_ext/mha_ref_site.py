@@ -76,23 +76,24 @@ def build_commit() -> str:
 # fetch someone else's package): the cell checks and says how.
 _FIRST_NOTEBOOK_CELL = {
     "en": (
-        "# This notebook needs the mha_ref package (it brings torch, numpy and matplotlib).\n"
-        "# Install it from a checkout of the project: python -m pip install .\n"
+        "# This notebook needs the mha_ref package with its tutorial extra (torch, numpy,\n"
+        "# matplotlib and a CJK font). Install it from a checkout of the project:\n"
+        "#     python -m pip install '.[tutorial]'\n"
         "import importlib.util\n\n"
         "if importlib.util.find_spec('mha_ref') is None:\n"
         "    raise ModuleNotFoundError(\n"
-        "        'mha_ref is not installed: run `python -m pip install .` in a checkout of the '\n"
-        "        'mha-ref project, then restart the kernel'\n"
+        "        'mha_ref is not installed: run `python -m pip install \".[tutorial]\"` in a '\n"
+        "        'checkout of the mha-ref project, then restart the kernel'\n"
         "    )"
     ),
     "zh_CN": (
-        "# 本笔记本需要 mha_ref 包（安装时会一并装好 torch、numpy 和 matplotlib）。\n"
-        "# 在本项目源代码目录里安装：python -m pip install .\n"
+        "# 本笔记本需要 mha_ref 包及其 tutorial 附加依赖（torch、numpy、matplotlib 和中文字体）。\n"
+        "# 在本项目源代码目录里安装：python -m pip install '.[tutorial]'\n"
         "import importlib.util\n\n"
         "if importlib.util.find_spec('mha_ref') is None:\n"
         "    raise ModuleNotFoundError(\n"
         "        '没有安装 mha_ref：请在 mha-ref 项目的源代码目录里运行 '\n"
-        "        '`python -m pip install .`，然后重启内核'\n"
+        "        '`python -m pip install \".[tutorial]\"`，然后重启内核'\n"
         "    )"
     ),
 }
@@ -119,7 +120,7 @@ def _configure_language(app: Sphinx, config: Config) -> None:
         config.copyright = config.copyright.replace(", ", "，").replace("contributors", "贡献者")
 
     # results of deterministic training runs are cached on disk, keyed by code and inputs, so
-    # the second language reuses what the first computed (mha_ref.experiments reads this)
+    # the second language reuses what the first computed (mha_ref.tutorial.cache reads this)
     os.environ.setdefault("MHA_REF_CACHE_DIR", str(ROOT / "build" / ".cache" / "experiments"))
 
     import torch
@@ -176,6 +177,10 @@ _started: dict[str, float] = {}
 _executed: dict[str, set[str]] = {}
 
 
+#: matplotlib's warning for a character its fonts lack: "Glyph 22836 (...) missing from font(s)"
+_MISSING_GLYPH_WARNING = r"Glyph \d+ .*missing from"
+
+
 def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
     """Seed every generator, use one thread, set a CJK-capable font, record provenance.
 
@@ -184,6 +189,7 @@ def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
     """
     import random
     import time
+    import warnings
 
     import matplotlib as mpl
     import numpy as np
@@ -205,13 +211,13 @@ def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
     np.random.seed(0)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    mpl.rcParams["font.sans-serif"] = [
-        "Noto Sans CJK SC",
-        "Source Han Sans SC",
-        "WenQuanYi Micro Hei",
-        "DejaVu Sans",
-    ]
+    # matplotlib's own fonts: Chinese labels get the font file bundled with the tutorial's
+    # dependencies (mha_ref.tutorial.fonts), never whatever the building machine has installed
+    mpl.rcParams["font.family"] = mpl.rcParamsDefault["font.family"]
+    mpl.rcParams["font.sans-serif"] = mpl.rcParamsDefault["font.sans-serif"]
     mpl.rcParams["axes.unicode_minus"] = False
+    # a character no font can draw (an empty box on the page) fails the example, naming it
+    warnings.filterwarnings("error", message=_MISSING_GLYPH_WARNING, category=UserWarning)
     mpl.rcParams["svg.hashsalt"] = "mha-ref"
 
     if stem is None:
@@ -447,12 +453,15 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
     same two files and the same reST (``figure_rst``).
     """
     import matplotlib.pyplot as plt
+    from sphinx.errors import ExtensionError
     from sphinx_gallery.scrapers import (
         HLIST_HEADER,
         HLIST_IMAGE_MATPLOTLIB,
         _matplotlib_fig_titles,
         figure_rst,
     )
+
+    from mha_ref.tutorial.fonts import MissingGlyphError, raise_on_missing_glyphs
 
     if list(gallery_conf["image_srcset"]) != [2.0]:
         raise ValueError(
@@ -467,7 +476,12 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
         image_2x = image_1x.with_name(f"{image_1x.stem}_2_00x{image_1x.suffix}")
         dpi = fig.dpi if plt.rcParams["savefig.dpi"] == "figure" else plt.rcParams["savefig.dpi"]
         try:
-            picture = _draw_once(fig, 2 * dpi)
+            with raise_on_missing_glyphs():
+                picture = _draw_once(fig, 2 * dpi)
+        except MissingGlyphError as error:
+            plt.close("all")
+            example = Path(block_vars["src_file"]).relative_to(ROOT).as_posix()
+            raise ExtensionError(f"{example}, figure {fig_num}: {error}") from error
         except Exception:
             plt.close("all")
             raise

@@ -36,7 +36,7 @@ from mha_ref import (
     pick_device,
     scaled_dot_product_attention,
 )
-from mha_ref.viz import plot_heads, plot_masks, text_table
+from mha_ref.tutorial.plotting import plot_heads, plot_masks, text_table
 
 torch.manual_seed(0)
 device = pick_device()

@@ -9,7 +9,7 @@ know: predicting the target needs exactly two relations, "the previous token" an
 before that". Then we train a tiny model with four heads, right here while this page is built,
 and read off the trained attention weights what each head actually does.
 
-Everything below is computed by :mod:`mha_ref.experiments`; the script only calls it and prints or
+Everything below is computed by :mod:`mha_ref.tutorial`; the script only calls it and prints or
 plots what it returns. The prose says what to look for; the printed lines say what this build
 found.
 """
@@ -28,14 +28,10 @@ import matplotlib.pyplot as plt
 import torch
 
 from mha_ref import causal_mask
-from mha_ref.experiments import (
-    make_batch,
-    make_table,
-    plot_head_profiles,
-    plot_loss_curves,
-    train,
-)
-from mha_ref.viz import plot_heads
+from mha_ref.tutorial.heads import plot_head_profiles
+from mha_ref.tutorial.plotting import plot_heads
+from mha_ref.tutorial.tasks import make_batch, make_table
+from mha_ref.tutorial.training import plot_loss_curves, train
 
 torch.manual_seed(0)
 LANGUAGE = "en"  # language of the printed head summaries
@@ -50,13 +46,13 @@ print("targets:", " ".join(TOKEN_NAMES[i] if i >= 0 else "-" for i in targets[0]
 # %%
 # The model and its training
 # --------------------------
-# :class:`~mha_ref.experiments.TinyAttentionModel` is a token embedding plus a learned position
+# :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` is a token embedding plus a learned position
 # embedding, **one** causal :class:`mha_ref.MultiHeadAttention` layer with ``embed_dim=16`` and
 # ``num_heads=4`` (so ``head_dim=4``), and a small MLP that reads out a prediction at every
 # position. There is no residual connection: all the model knows about the other tokens has passed
 # through the attention weights.
 #
-# :func:`~mha_ref.experiments.train` runs 200 Adam steps on fresh random batches. It trains on the
+# :func:`~mha_ref.tutorial.training.train` runs 200 Adam steps on fresh random batches. It trains on the
 # CPU on purpose, even when a GPU is present: the model is far too small to gain from one, and on
 # one CPU thread with deterministic kernels every build gets the same numbers. Accuracy is
 # measured on a fixed evaluation set of new sequences.

@@ -25,7 +25,7 @@ and multi-query attention).
 # We use the width of the tiny task, ``embed_dim = 16``, and count costs at a batch of 8
 # sequences of 128 tokens, where the attention matrix is large enough to matter. Parameters are
 # counted on real :class:`mha_ref.MultiHeadAttention` modules. FLOPs come from the analytic
-# formula in :func:`mha_ref.experiments.attention_flops` (a multiply-add counts as 2): the four
+# formula in :func:`mha_ref.tutorial.head_count.attention_flops` (a multiply-add counts as 2): the four
 # projections and the two attention products are matrix multiplications whose size does not
 # depend on ``h``; the softmax touches every one of the ``batch * h * seq_len**2`` scores. The
 # weight memory is that tensor's size in float32.
@@ -34,15 +34,15 @@ import matplotlib.pyplot as plt
 import torch
 
 from mha_ref import GroupedQueryAttention, MultiHeadAttention, pick_device
-from mha_ref.bench import environment, time_fn
-from mha_ref.experiments import (
+from mha_ref.tutorial.bench import environment, time_fn
+from mha_ref.tutorial.head_count import (
     attention_flops,
     attention_weight_bytes,
     head_count_sweep,
     plot_head_count_sweep,
     plot_relative_costs,
 )
-from mha_ref.viz import text_table
+from mha_ref.tutorial.plotting import text_table
 
 torch.manual_seed(0)
 device = pick_device()
@@ -85,7 +85,7 @@ print(
 # %%
 # Time on this device
 # -------------------
-# The same modules, timed with :func:`mha_ref.bench.time_fn`: three warm-up calls, then the median
+# The same modules, timed with :func:`mha_ref.tutorial.bench.time_fn`: three warm-up calls, then the median
 # of ten, with a device synchronisation before each clock read on a GPU. The explicit path of
 # ``MultiHeadAttention`` materialises the weights, so expect its time to grow with the weight
 # tensor; the figure below shows what this device did. Times depend on the machine and differ
@@ -122,7 +122,7 @@ plt.show()
 # %%
 # Accuracy on the tiny task
 # -------------------------
-# Costs are half the story. :func:`mha_ref.experiments.head_count_sweep` trains the two-relation
+# Costs are half the story. :func:`mha_ref.tutorial.head_count.head_count_sweep` trains the two-relation
 # model of the previous example with each head count and three seeds (initialisation and
 # training data change with the seed; the evaluation set does not), all at ``embed_dim = 16``, so
 # ``h = 8`` leaves each head only 2 dimensions for its queries and keys. The plot shows the mean

@@ -37,8 +37,8 @@ from mha_ref import (
     pick_device,
     split_heads,
 )
-from mha_ref.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
-from mha_ref.viz import text_table
+from mha_ref.tutorial.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
+from mha_ref.tutorial.plotting import text_table
 
 torch.manual_seed(0)
 device = pick_device()
@@ -186,9 +186,9 @@ if not all(row[-1] for row in gqa_rows):
 # %%
 # Then time and memory
 # --------------------
-# :func:`mha_ref.bench.time_fn` calls each implementation 3 times to warm up, then times 10 calls
+# :func:`mha_ref.tutorial.bench.time_fn` calls each implementation 3 times to warm up, then times 10 calls
 # one by one (synchronising the GPU before every clock read, when there is one) and reports the
-# median. :func:`mha_ref.bench.peak_memory` reports the peak tensor memory of one call above
+# median. :func:`mha_ref.tutorial.bench.peak_memory` reports the peak tensor memory of one call above
 # what existed before it: on a GPU from ``torch.cuda.max_memory_allocated``, on a CPU from the
 # allocation and free events that ``torch.profiler`` records (temporaries inside an operator
 # included). For scale, the size of the attention-weight tensor alone is printed first.

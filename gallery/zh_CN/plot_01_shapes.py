@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from mha_ref import MultiHeadAttention, merge_heads, pick_device, split_heads
-from mha_ref.viz import plot_heads
+from mha_ref.tutorial.plotting import plot_heads
 
 torch.manual_seed(0)
 device = pick_device()

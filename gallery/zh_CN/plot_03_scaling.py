@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from mha_ref import pick_device, scaled_dot_product_attention
-from mha_ref.viz import plot_lines, text_table
+from mha_ref.tutorial.plotting import plot_lines, text_table
 
 torch.manual_seed(0)
 device = pick_device()

@@ -7,7 +7,7 @@
 任务：要预测目标，恰好需要两种关系——“前一个词元”和“再往前一个词元”。然后在构建本页的同时，
 当场训练一个有四个头的小模型，再从训练好的注意力权重中读出每个头实际在做什么。
 
-下面的一切都由 :mod:`mha_ref.experiments` 计算；脚本只负责调用它，并打印或绘制它的返回值。
+下面的一切都由 :mod:`mha_ref.tutorial` 计算；脚本只负责调用它，并打印或绘制它的返回值。
 正文说明该看什么；打印出的结果说明本次构建实际发现了什么。
 """
 
@@ -25,14 +25,10 @@ import matplotlib.pyplot as plt
 import torch
 
 from mha_ref import causal_mask
-from mha_ref.experiments import (
-    make_batch,
-    make_table,
-    plot_head_profiles,
-    plot_loss_curves,
-    train,
-)
-from mha_ref.viz import plot_heads
+from mha_ref.tutorial.heads import plot_head_profiles
+from mha_ref.tutorial.plotting import plot_heads
+from mha_ref.tutorial.tasks import make_batch, make_table
+from mha_ref.tutorial.training import plot_loss_curves, train
 
 torch.manual_seed(0)
 LANGUAGE = "zh_CN"  # 打印各头摘要所用的语言
@@ -47,12 +43,12 @@ print("目标：", " ".join(TOKEN_NAMES[i] if i >= 0 else "-" for i in targets[0
 # %%
 # 模型与训练
 # ----------
-# :class:`~mha_ref.experiments.TinyAttentionModel` 由词元嵌入加可学习的位置嵌入、**一层**
+# :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` 由词元嵌入加可学习的位置嵌入、**一层**
 # 因果 :class:`mha_ref.MultiHeadAttention` （``embed_dim=16``、``num_heads=4``，因此
 # ``head_dim=4``）以及一个在每个位置给出预测的小型 MLP 组成。模型没有残差连接：它对其他词元的
 # 全部了解，都必须经过注意力权重传过来。
 #
-# :func:`~mha_ref.experiments.train` 在每步新生成的随机批次上运行 200 步 Adam。即使有 GPU，
+# :func:`~mha_ref.tutorial.training.train` 在每步新生成的随机批次上运行 200 步 Adam。即使有 GPU，
 # 它也有意在 CPU 上训练：模型太小，GPU 帮不上忙；而在单个 CPU 线程上使用确定性算子，每次构建
 # 都得到相同的数字。准确率在一组固定的、全新的评估序列上测量。
 

@@ -21,7 +21,7 @@
 # ----------------
 # 我们使用小任务的宽度 ``embed_dim = 16``，在一批 8 个、每个 128 个词元的序列上统计开销，
 # 这时注意力矩阵已大到不可忽略。参数量在真实的 :class:`mha_ref.MultiHeadAttention` 模块上清点。
-# FLOPs 来自 :func:`mha_ref.experiments.attention_flops` 中的解析公式（一次乘加算 2 次运算）：
+# FLOPs 来自 :func:`mha_ref.tutorial.head_count.attention_flops` 中的解析公式（一次乘加算 2 次运算）：
 # 四个投影和两次注意力乘积都是矩阵乘法，规模与 ``h`` 无关；softmax 则要处理全部
 # ``batch * h * seq_len**2`` 个分数。权重内存就是这个张量在 float32 下的大小。
 
@@ -29,15 +29,15 @@ import matplotlib.pyplot as plt
 import torch
 
 from mha_ref import GroupedQueryAttention, MultiHeadAttention, pick_device
-from mha_ref.bench import environment, time_fn
-from mha_ref.experiments import (
+from mha_ref.tutorial.bench import environment, time_fn
+from mha_ref.tutorial.head_count import (
     attention_flops,
     attention_weight_bytes,
     head_count_sweep,
     plot_head_count_sweep,
     plot_relative_costs,
 )
-from mha_ref.viz import text_table
+from mha_ref.tutorial.plotting import text_table
 
 torch.manual_seed(0)
 device = pick_device()
@@ -80,7 +80,7 @@ print(
 # %%
 # 在本设备上的耗时
 # ----------------
-# 用 :func:`mha_ref.bench.time_fn` 为同样的模块计时：先预热三次，再取十次的中位数；在 GPU 上，
+# 用 :func:`mha_ref.tutorial.bench.time_fn` 为同样的模块计时：先预热三次，再取十次的中位数；在 GPU 上，
 # 每次读时钟前都会同步设备。``MultiHeadAttention`` 的显式路径会把注意力权重完整算出来，所以
 # 可以预期它的耗时随权重张量增长；下图显示的是本设备的实际情况。耗时取决于机器，每次构建都会
 # 不同，因此它们打印在以 ``[timing]`` 开头的行上，从不抄进正文。先打印运行环境。
@@ -115,7 +115,7 @@ plt.show()
 # %%
 # 小任务上的准确率
 # ----------------
-# 开销只是问题的一半。:func:`mha_ref.experiments.head_count_sweep` 用每种头数、三个随机种子
+# 开销只是问题的一半。:func:`mha_ref.tutorial.head_count.head_count_sweep` 用每种头数、三个随机种子
 # 训练上一个示例中的双关系模型（种子改变初始化和训练数据，评估集不变），宽度都是
 # ``embed_dim = 16``，所以 ``h = 8`` 时每个头的查询和键只剩 2 维。图中画出均值和一个标准差的
 # 误差棒，每个单独的种子画成一个点。

@@ -32,7 +32,7 @@ from mha_ref import (
     scaled_dot_product_attention,
     split_heads,
 )
-from mha_ref.viz import plot_heads
+from mha_ref.tutorial.plotting import plot_heads
 
 torch.manual_seed(0)
 device = pick_device()

@@ -33,8 +33,8 @@ from mha_ref import (
     pick_device,
     split_heads,
 )
-from mha_ref.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
-from mha_ref.viz import text_table
+from mha_ref.tutorial.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
+from mha_ref.tutorial.plotting import text_table
 
 torch.manual_seed(0)
 device = pick_device()
@@ -177,8 +177,8 @@ if not all(row[-1] for row in gqa_rows):
 # %%
 # 然后计时、测内存
 # ----------------
-# :func:`mha_ref.bench.time_fn` 先调用每种实现 3 次预热，再逐次计时 10 次调用（有 GPU 时，每次
-# 读时钟前都同步 GPU），报告中位数。:func:`mha_ref.bench.peak_memory` 报告一次调用在调用前已有
+# :func:`mha_ref.tutorial.bench.time_fn` 先调用每种实现 3 次预热，再逐次计时 10 次调用（有 GPU 时，每次
+# 读时钟前都同步 GPU），报告中位数。:func:`mha_ref.tutorial.bench.peak_memory` 报告一次调用在调用前已有
 # 内存之上的张量内存峰值：GPU 上取自 ``torch.cuda.max_memory_allocated``，CPU 上取自
 # ``torch.profiler`` 记录的分配与释放事件（包括算子内部的临时张量）。作为参照，先打印注意力权重
 # 张量本身的大小。

@@ -205,8 +205,8 @@ def test_switcher_keeps_the_api_object(watched, site_url, target, named_in_addre
 
 def test_chinese_output_tables_line_up(watched, site_url):
     """In printed output on zh_CN pages a Chinese character is two columns wide, as
-    mha_ref.viz.text_table counts it, so its tables line up (needs a CJK monospace font such as
-    Noto Sans Mono CJK SC, from fonts-noto-cjk)."""
+    mha_ref.tutorial.plotting.text_table counts it, so its tables line up (needs a CJK
+    monospace font such as Noto Sans Mono CJK SC, from fonts-noto-cjk)."""
     watch = watched()
     page = watch.page
     page.goto(f"{site_url}/zh_CN/auto_examples/plot_04_masks.html")

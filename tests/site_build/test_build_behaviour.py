@@ -146,14 +146,14 @@ EXAMPLE_FIGURE = '''"""
 Figure
 ======
 
-Draws a heatmap with ``mha_ref.viz.plot_heads`` and prints nothing.
+Draws a heatmap with ``mha_ref.tutorial.plotting.plot_heads`` and prints nothing.
 """
 
 # %%
 import matplotlib.pyplot as plt
 import torch
 
-from mha_ref.viz import plot_heads
+from mha_ref.tutorial.plotting import plot_heads
 
 fig = plot_heads(torch.full((1, 2, 2), 0.5))
 plt.show()
@@ -163,7 +163,7 @@ plt.show()
 def _give_heatmaps_a_background(site: Path, colour: str) -> None:
     """Edit the package so that every heatmap figure gets a background colour (and the
     example's printed text stays the same)."""
-    with (site / "mha_ref" / "viz.py").open("a") as module:
+    with (site / "mha_ref" / "tutorial" / "plotting.py").open("a") as module:
         module.write(
             f"\n\n_plot_heads_before_{colour[1:]} = plot_heads\n\n\n"
             "def plot_heads(*args, **kwargs):\n"

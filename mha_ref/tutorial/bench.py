@@ -246,7 +246,7 @@ def plot_benchmark(
     """
     import matplotlib.pyplot as plt
 
-    from mha_ref.viz import use_cjk_font_for
+    from mha_ref.tutorial.fonts import use_cjk_font_for
 
     use_cjk_font_for(list(names), title, time_label, memory_label, memory_reference_label)
     fig, (ax_time, ax_memory) = plt.subplots(

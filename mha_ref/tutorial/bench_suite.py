@@ -3,7 +3,7 @@
 Every pair is measured in one process, interleaved call by call (A, B, A, B, ...), so a change of
 machine load hits both sides alike; the report gives the ratio of the medians. Run it with::
 
-    python -m mha_ref.bench_suite --json build/bench/bench.json
+    python -m mha_ref.tutorial.bench_suite --json build/bench/bench.json
 
 Comparisons (forward, and forward + backward), float32:
 
@@ -33,10 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from mha_ref.bench import environment
 from mha_ref.device import pick_device
 from mha_ref.functional import scaled_dot_product_attention, split_heads
 from mha_ref.multihead import MultiHeadAttention
+from mha_ref.tutorial.bench import environment
 
 __all__ = ["Comparison", "SIZES", "TARGETS", "compare", "main", "run_suite"]
 

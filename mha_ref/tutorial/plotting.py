@@ -1,131 +1,35 @@
-"""Plotting helpers for the gallery: attention-weight grids, mask pictures, CJK fonts.
+"""Plotting helpers for the gallery: attention-weight grids, mask pictures, line plots.
 
 The gallery scripts stay thin by calling these. Every function returns a
 :class:`matplotlib.figure.Figure` made with :mod:`matplotlib.pyplot` (so sphinx-gallery captures
 it and ``plt.show()`` displays it) and accepts torch tensors or NumPy arrays.
 
 Any text given to these helpers that contains Chinese (or other CJK) characters makes them
-call :func:`use_cjk_font` first, so the glyphs render instead of empty boxes.
+call :func:`mha_ref.tutorial.fonts.use_cjk_font` first, so the glyphs render instead of empty boxes.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
-import warnings
 from collections.abc import Mapping, Sequence
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import font_manager
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from mha_ref.tutorial.fonts import has_cjk, use_cjk_font_for
+
 __all__ = [
-    "CJK_FONT_CANDIDATES",
-    "find_cjk_font",
-    "use_cjk_font",
-    "use_cjk_font_for",
     "plot_heads",
     "plot_mask",
     "plot_masks",
     "plot_lines",
     "text_table",
 ]
-
-#: Font families tried in order by :func:`find_cjk_font`. Simplified Chinese first.
-CJK_FONT_CANDIDATES: tuple[str, ...] = (
-    "Noto Sans CJK SC",
-    "Source Han Sans SC",
-    "Source Han Sans CN",
-    "WenQuanYi Zen Hei",
-    "WenQuanYi Micro Hei",
-    "Microsoft YaHei",
-    "PingFang SC",
-    "Hiragino Sans GB",
-    "SimHei",
-    "Noto Sans SC",
-    "Noto Sans CJK TC",
-    "Noto Sans CJK JP",
-    "Source Han Sans",
-    "Arial Unicode MS",
-)
-
-_FONT_FIX = (
-    "Install one, e.g. `apt-get install fonts-noto-cjk` (Debian/Ubuntu), then delete "
-    "matplotlib's font cache (~/.cache/matplotlib) so it is found."
-)
-
-# CJK ideographs, CJK punctuation, full-width forms, kana and hangul.
-_CJK_RE = re.compile(
-    "[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3200-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]"
-)
-
-
-def _installed_font_names() -> set[str]:
-    """Family names of every font matplotlib's font manager knows about."""
-    return {entry.name for entry in font_manager.fontManager.ttflist}
-
-
-def find_cjk_font() -> str | None:
-    """Return the first installed font family of :data:`CJK_FONT_CANDIDATES`, or ``None``."""
-    installed = _installed_font_names()
-    for name in CJK_FONT_CANDIDATES:
-        if name in installed:
-            return name
-    return None
-
-
-def use_cjk_font() -> str | None:
-    """Put an installed CJK font first in ``rcParams["font.sans-serif"]``.
-
-    Returns:
-        The font family name, or ``None`` when no CJK font is installed. In that case a
-        :class:`UserWarning` says how to install one; figures still draw, with empty boxes
-        in place of the Chinese characters.
-    """
-    name = find_cjk_font()
-    if name is None:
-        warnings.warn(
-            "No CJK font found for matplotlib (tried "
-            + ", ".join(CJK_FONT_CANDIDATES[:6])
-            + ", ...); Chinese text in figures will show as empty boxes. "
-            + _FONT_FIX,
-            UserWarning,
-            stacklevel=2,
-        )
-        return None
-    others = [f for f in mpl.rcParams["font.sans-serif"] if f != name]
-    mpl.rcParams["font.sans-serif"] = [name, *others]
-    mpl.rcParams["font.family"] = "sans-serif"
-    return name
-
-
-def has_cjk(text: object) -> bool:
-    """True when ``text`` (or any string inside a sequence) contains a CJK character."""
-    if text is None:
-        return False
-    if isinstance(text, str):
-        return _CJK_RE.search(text) is not None
-    if isinstance(text, Sequence):
-        return any(has_cjk(t) for t in text)
-    return False
-
-
-def use_cjk_font_for(*texts: object) -> str | None:
-    """Call :func:`use_cjk_font` only when one of ``texts`` contains CJK characters.
-
-    Scripts that draw their own matplotlib figures call this with their titles and axis labels,
-    so an English page keeps matplotlib's default font and a Chinese page gets a CJK one.
-    """
-    if any(has_cjk(t) for t in texts):
-        return use_cjk_font()
-    return None
-
 
 def _to_numpy(x: object) -> np.ndarray:
     """Tensor or array-like -> float or bool NumPy array on the CPU."""
