@@ -28,15 +28,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.init import constant_, xavier_normal_, xavier_uniform_
+from torch.nn.modules.linear import NonDynamicallyQuantizableLinear
 
 from mha_ref import _validation as check
-from mha_ref.functional import merge_heads, scaled_dot_product_attention, split_heads
+from mha_ref.functional import (
+    _attention,
+    _autocast_active,
+    _default_scale,
+    _merge_heads,
+    _split_heads,
+)
 from mha_ref.masks import allowed_to_additive, causal_mask
 
 __all__ = ["MultiHeadAttention"]
 
 
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(nn.MultiheadAttention):
     r"""Multi-head attention with the interface of ``torch.nn.MultiheadAttention``.
 
     Math: :math:`\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots,
@@ -173,7 +180,11 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         _check_constructor_arguments(embed_dim, num_heads, dropout, kdim, vdim)
         factory_kwargs = {"device": device, "dtype": dtype}
-        super().__init__()
+        # The parameters are created here, in PyTorch's order, so the same torch.manual_seed
+        # gives the same weights. nn.MultiheadAttention.__init__ would do the same, so it is
+        # skipped: nn.Module.__init__ is all this needs (a test checks that both constructors
+        # set the same attributes).
+        nn.Module.__init__(self)
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -199,7 +210,10 @@ class MultiHeadAttention(nn.Module):
             self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, **factory_kwargs))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
+        # a Linear that torch.ao.quantization.quantize_dynamic leaves alone, as in PyTorch
+        self.out_proj = NonDynamicallyQuantizableLinear(
+            embed_dim, embed_dim, bias=bias, **factory_kwargs
+        )
 
         if add_bias_kv:
             self.bias_k = nn.Parameter(torch.empty((1, 1, embed_dim), **factory_kwargs))
@@ -211,7 +225,10 @@ class MultiHeadAttention(nn.Module):
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        """Initialise like PyTorch: Xavier-uniform weights, zero biases, Xavier-normal bias_k/v."""
+        """Initialise like PyTorch: Xavier-uniform weights, zero biases, Xavier-normal bias_k/v.
+
+        The same code as ``torch.nn.MultiheadAttention._reset_parameters``.
+        """
         if self._qkv_same_embed_dim:
             xavier_uniform_(self.in_proj_weight)
         else:
@@ -277,21 +294,27 @@ class MultiHeadAttention(nn.Module):
 
         queries, keys, values = self._project(query, key, value)  # (batch, len, embed_dim)
         keys, values = self._append_bias_kv(keys, values)  # key_len + 1 if add_bias_kv
-        queries = split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
-        keys = split_heads(keys, self.num_heads)  # (batch, num_heads, key_len, head_dim)
-        values = split_heads(values, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        queries = _split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
+        keys = _split_heads(keys, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        values = _split_heads(values, self.num_heads)  # (batch, num_heads, key_len, head_dim)
         keys, values = self._append_zero_attn(keys, values)  # key_len + 1 if add_zero_attn
+        all_keys = keys.shape[2]  # key_len plus the keys of add_bias_kv and add_zero_attn
 
-        mask = self._build_mask(
-            attn_mask, key_padding_mask, is_causal, batch, query_len, key_len, queries.dtype,
-            queries.device,
-        )  # (batch or 1, num_heads or 1, query_len, key_len) or None
-        num_extra_keys = keys.shape[2] - key_len  # from add_bias_kv and add_zero_attn
-        mask = self._allow_extra_keys(mask, num_extra_keys)  # (..., query_len, all_keys)
+        if _causal_replaces_mask(is_causal, attn_mask, key_padding_mask, need_weights):
+            # PyTorch's rule: the hint says attn_mask *is* the causal mask, so the top-left
+            # triangle over all keys is used and attn_mask is not read (not even for gradients).
+            allowed = causal_mask(query_len, all_keys, device=queries.device)  # (L, all_keys)
+            mask = allowed_to_additive(allowed, dtype=queries.dtype)  # (query_len, all_keys)
+        else:
+            mask = self._build_mask(
+                attn_mask, key_padding_mask, is_causal, batch, query_len, key_len,
+                queries.dtype, queries.device,
+            )  # (batch or 1, num_heads or 1, query_len, key_len) or None
+            mask = self._allow_extra_keys(mask, all_keys - key_len)  # (..., query_len, all_keys)
         context, weights = self._attend(queries, keys, values, mask, need_weights)
         # context (batch, num_heads, query_len, head_dim); weights (.., query_len, all_keys)
 
-        merged = merge_heads(context)  # (batch, query_len, embed_dim)
+        merged = _merge_heads(context)  # (batch, query_len, embed_dim)
         attn_output = self.out_proj(merged)  # (batch, query_len, embed_dim)
         attn_output = self._from_batch_first(attn_output, is_batched)  # caller's layout
         if not need_weights:
@@ -442,8 +465,8 @@ class MultiHeadAttention(nn.Module):
                 queries, keys, values, attn_mask=mask, dropout_p=dropout_p
             )  # (batch, num_heads, query_len, head_dim)
             return context, None
-        return scaled_dot_product_attention(
-            queries, keys, values, attn_mask=mask, dropout_p=dropout_p, return_weights=True
+        return _attention(
+            queries, keys, values, mask, dropout_p, scale=_default_scale(self.head_dim)
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, all_keys)
 
     def _format_weights(
@@ -477,9 +500,13 @@ class MultiHeadAttention(nn.Module):
         check.require_same_rank("key", key, "query", query)
         check.require_same_rank("value", value, "query", query)
         parameter = self.out_proj.weight
+        # Under torch.autocast the projections cast the inputs, so their dtype may differ from
+        # the parameters' (bfloat16 activations, float32 weights), as in PyTorch.
+        autocast = _autocast_active(query.device.type)
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             check.require_floating(name, tensor)
-            check.require_matching_dtype(name, tensor, parameter.dtype)
+            if not autocast:
+                check.require_matching_dtype(name, tensor, parameter.dtype)
             check.require_matching_device(name, tensor, parameter.device)
         check.require_feature_size("query", query, self.embed_dim, "embed_dim")
         check.require_feature_size("key", key, self.kdim, "kdim")
@@ -684,6 +711,21 @@ def _blocked_to_additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor
     return mask.to(dtype)  # same shape as mask
 
 
+def _causal_replaces_mask(
+    is_causal: bool,
+    attn_mask: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    need_weights: bool,
+) -> bool:
+    """True where PyTorch's regular path replaces ``attn_mask`` by the causal triangle.
+
+    ``F.multi_head_attention_forward`` (torch 2.13): ``if is_causal and key_padding_mask is
+    None and not need_weights: attn_mask = None``, then ``scaled_dot_product_attention(...,
+    is_causal=True)`` over all keys, those of ``add_bias_kv``/``add_zero_attn`` included.
+    """
+    return is_causal and attn_mask is not None and key_padding_mask is None and not need_weights
+
+
 def _check_constructor_arguments(
     embed_dim: int, num_heads: int, dropout: float, kdim: int | None, vdim: int | None
 ) -> None:
@@ -693,6 +735,6 @@ def _check_constructor_arguments(
     check.require_divisible_heads(embed_dim, num_heads)
     check.require_probability("dropout", dropout)
     if kdim is not None:
-        check.require_positive_int("kdim", kdim, "features of key")
+        check.require_non_negative_int("kdim", kdim, "features of key")
     if vdim is not None:
-        check.require_positive_int("vdim", vdim, "features of value")
+        check.require_non_negative_int("vdim", vdim, "features of value")
