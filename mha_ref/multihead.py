@@ -64,26 +64,52 @@ class MultiHeadAttention(nn.MultiheadAttention):
     Parameters are created and initialised in the same order as PyTorch's, so the same
     ``torch.manual_seed`` gives the same initial weights.
 
-    **Differences from PyTorch, on purpose.** This list is the one place that gathers them
-    (checked with torch 2.13); everything else behaves as in ``torch.nn.MultiheadAttention``.
+    **A subclass of** ``torch.nn.MultiheadAttention``, so ``isinstance(m,
+    torch.nn.MultiheadAttention)`` is ``True`` and code that reads its attributes works:
+    ``nn.TransformerEncoderLayer``/``nn.TransformerEncoder`` accept it as ``self_attn``
+    (in their inference fast path they call PyTorch's fused layer kernel with this module's
+    weights, see below), ``out_proj`` is a ``NonDynamicallyQuantizableLinear`` as in PyTorch,
+    so ``torch.ao.quantization.quantize_dynamic`` leaves it alone, and ``torch.autocast``
+    works (``bfloat16`` activations with ``float32`` weights). ``torch.compile(m,
+    fullgraph=True)`` compiles the forward without graph breaks. Only ``forward`` (and the
+    constructor's checks) are this package's; everything else is inherited.
+
+    **Differences from PyTorch, on purpose.** This list is complete (checked with torch 2.13;
+    each item has a test, and ``tests/test_differential.py`` classifies random comparisons
+    into "equal", "both raise" or one of these items); everything else computes as
+    ``torch.nn.MultiheadAttention`` on each of its paths.
 
     * ``is_causal=True`` **without** ``attn_mask`` builds the causal mask (top-left aligned,
-      shape ``(L, S)``). PyTorch does not, and what it does depends on the path it takes: on
-      its regular path (training mode, autograd on, ``batch_first=False``, cross-attention...)
-      it raises ``RuntimeError: Need attn_mask if specifying the is_causal hint``, but in its
-      inference fast path (evaluation mode, autograd off or no parameter requiring grad,
-      ``batch_first=True``, self-attention with one tensor as query, key and value, an even
-      ``num_heads``, no ``add_bias_kv``/``add_zero_attn``) it ignores ``is_causal`` and
-      computes **non-causal** attention, with no error and no warning. Code
-      that relies on this module building the mask therefore loses causality silently after
-      ``to_torch()`` at inference: when moving to PyTorch, pass the mask explicitly,
-      ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` = blocked). With an ``attn_mask``,
-      ``is_causal`` is only a hint and ``attn_mask`` is applied as given, as in PyTorch.
+      shape ``(L, S)``; the keys of ``add_bias_kv``/``add_zero_attn`` stay visible). PyTorch
+      does not: on its regular path it raises ``RuntimeError: Need attn_mask if specifying the
+      is_causal hint``, and in its inference fast path (evaluation mode, autograd off or no
+      parameter requiring grad, ``bias=True``, ``batch_first=True``, self-attention with one
+      tensor as query, key and value, ``kdim = vdim = embed_dim``, an even ``num_heads``, no
+      ``add_bias_kv``/``add_zero_attn``, no float mask, no autocast, and
+      ``torch.backends.mha.get_fastpath_enabled()``) it ignores ``is_causal`` and computes
+      **non-causal** attention, with no error and no warning. Code that relies on this module
+      building the mask therefore loses causality silently after ``to_torch()`` at inference:
+      when moving to PyTorch, pass ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` =
+      blocked).
+    * ``is_causal=True`` **with** ``attn_mask`` is the hint that ``attn_mask`` *is* the
+      top-left causal mask, and both libraries follow PyTorch's regular path on it: with
+      ``need_weights=False`` and no ``key_padding_mask`` the top-left triangle over all keys
+      (the extra keys of ``add_bias_kv``/``add_zero_attn`` included) **replaces**
+      ``attn_mask``, which is then not read (a float mask gets no gradient); otherwise
+      ``attn_mask`` is applied as given. A bottom-right (KV-cache) or any non-causal mask
+      passed with ``is_causal=True`` is therefore silently replaced there, in PyTorch as here.
+      The difference: PyTorch's inference fast path ignores ``is_causal`` and applies
+      ``attn_mask``, so there the two differ unless the mask is the top-left triangle.
     * A query row whose keys are all masked gets attention weights ``0``, so its attention
       output is ``0`` and the module returns ``out_proj.bias`` there; never NaN. PyTorch returns
       NaN for such rows when ``need_weights=True``, and also with ``need_weights=False`` in its
       inference fast path; with ``need_weights=False`` outside the fast path it returns the
       same ``out_proj.bias`` as here.
+    * ``float16``/``bfloat16``: the explicit path (``need_weights=True``) computes the scores,
+      softmax and weighted sum in ``float32`` and rounds the results to the input dtype, as
+      ``F.scaled_dot_product_attention`` (the fused path, in both libraries) does. PyTorch's
+      ``need_weights=True`` path computes them in the input dtype, so it returns NaN where a
+      ``float16`` score exceeds ``65504`` and differs by rounding elsewhere.
     * A float ``attn_mask`` or ``key_padding_mask`` of another float dtype than the query
       (e.g. ``float64`` masks with ``float32`` inputs) is cast to the query's dtype; PyTorch
       raises ``RuntimeError`` there.
@@ -94,15 +120,31 @@ class MultiHeadAttention(nn.MultiheadAttention):
     * Bad input raises ``ValueError``/``TypeError`` with a message that names the argument and
       the fix, instead of ``AssertionError``/``RuntimeError``. This includes a mask on another
       device than the inputs, which PyTorch does not check: a ``meta`` mask with CPU inputs
-      returns garbage there, with no error.
-    * Sizes accept what PyTorch accepts, any integer (``int``, ``numpy.int64``, ...), but a
-      ``bool`` or a float raises ``TypeError`` naming the argument.
-    * The same rules hold for ``mha_ref.scaled_dot_product_attention`` and
-      ``GroupedQueryAttention``: fully masked rows give ``0``, float masks are cast to the
-      query's dtype (``F.scaled_dot_product_attention`` accepts only ``float32`` or the query's
-      dtype), masks on another device raise ``ValueError``. ``scale`` accepts a real number or
-      a 0-d tensor, as in PyTorch.
-    * No inference fast path and no NestedTensor support.
+      returns garbage there, with no error; and a mask of the wrong shape that PyTorch would
+      drop unread (the replaced ``attn_mask`` above).
+    * Sizes accept what PyTorch accepts, any integer (``int``, ``numpy.int64``, ...; ``kdim``
+      and ``vdim`` may be ``0``), but a ``bool`` or a float raises ``TypeError`` naming the
+      argument.
+    * ``dropout`` must be in ``[0, 1]`` (``bool`` counts as ``0``/``1``). PyTorch's
+      constructor accepts any number, then in training raises for a value above ``1``, raises
+      for a negative one with ``need_weights=False``, and silently ignores a negative one with
+      ``need_weights=True``.
+    * ``mha_ref.scaled_dot_product_attention`` and ``GroupedQueryAttention`` share the mask
+      rules: fully masked rows give ``0`` (as PyTorch's function does), float masks are cast
+      to the query's dtype (``F.scaled_dot_product_attention`` accepts only ``float32`` or the
+      query's dtype), masks on another device raise ``ValueError``. The function also raises
+      ``ValueError`` for ``attn_mask`` together with ``is_causal=True`` (PyTorch's default CPU
+      kernel silently drops ``attn_mask`` there, its math backend raises) and for a
+      non-finite ``scale`` (PyTorch returns NaN for ``inf`` and zeros for ``nan``).
+    * No inference fast path and no NestedTensor support in ``forward``. Inside
+      ``nn.TransformerEncoderLayer`` in its own fast path (evaluation mode, no autograd,
+      ``batch_first=True``, ``bias=True``...), PyTorch does not call ``self_attn.forward``: its
+      fused layer kernel reads ``in_proj_weight``, ``out_proj`` and ``merge_masks`` from this
+      module, so the result is PyTorch's (NaN rows included) and ``is_causal`` is ignored there.
+    * ``torch.jit.script`` raises (``RuntimeError``): ``forward`` and its input checks use
+      Python that TorchScript cannot compile (``object`` annotations, f-string messages), and
+      TorchScript is in maintenance mode in PyTorch. Use ``torch.compile`` or
+      ``torch.export``, or script ``m.to_torch()``.
 
     **Two paths, like PyTorch.** When the weights are returned (``need_weights=True``, the
     default) the attention step is the explicit ``mha_ref.scaled_dot_product_attention``: every
@@ -118,7 +160,7 @@ class MultiHeadAttention(nn.MultiheadAttention):
         embed_dim: Total model width :math:`d_{model}` (query features and output features).
         num_heads: Number of heads :math:`h`; must divide ``embed_dim``.
         dropout: Dropout probability on the attention weights (training mode only), in
-            ``[0, 1)``. Default: ``0.0``.
+            ``[0, 1]``. Default: ``0.0``.
         bias: Add biases to the input and output projections. Default: ``True``.
         add_bias_kv: Append a learned key and value (``bias_k``, ``bias_v``) to the key and
             value sequences. Default: ``False``.
@@ -152,9 +194,10 @@ class MultiHeadAttention(nn.MultiheadAttention):
           of ``add_bias_kv`` and ``add_zero_attn``.
 
     Raises:
-        TypeError: If a size is not an integer.
-        ValueError: If a size is not positive, ``embed_dim`` is not divisible by ``num_heads``,
-            or ``dropout`` is outside ``[0, 1)``.
+        TypeError: If a size is not an integer, or ``dropout`` is not a number.
+        ValueError: If ``embed_dim`` or ``num_heads`` is not positive, ``kdim``/``vdim`` is
+            negative, ``embed_dim`` is not divisible by ``num_heads``, or ``dropout`` is
+            outside ``[0, 1]``.
 
     Source:
         Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.2.2;
@@ -271,7 +314,9 @@ class MultiHeadAttention(nn.MultiheadAttention):
             average_attn_weights: Average the returned weights over heads. Default: ``True``.
             is_causal: Causal attention. Without ``attn_mask`` the top-left causal mask is
                 built here (PyTorch raises, or ignores the flag in its inference fast path: see
-                the class docstring); with ``attn_mask`` it is only a hint.
+                the class docstring). With ``attn_mask`` it is PyTorch's hint: with
+                ``need_weights=False`` and no ``key_padding_mask`` the top-left triangle
+                replaces ``attn_mask``; otherwise ``attn_mask`` is applied as given.
 
         Returns:
             tuple[torch.Tensor, torch.Tensor | None]: ``(attn_output, attn_weights)``;
@@ -280,7 +325,8 @@ class MultiHeadAttention(nn.MultiheadAttention):
 
         Raises:
             TypeError: If an input is not a tensor, is not floating point, does not have the
-                parameters' dtype, or a mask is neither bool nor float.
+                parameters' dtype (outside ``torch.autocast``), or a mask is neither bool nor
+                float.
             ValueError: If ranks, feature sizes, batch sizes, lengths or mask shapes do not
                 fit, an input is on another device than the parameters, or a mask is on
                 another device than the inputs.
@@ -614,15 +660,21 @@ class MultiHeadAttention(nn.MultiheadAttention):
         """Build a ``torch.nn.MultiheadAttention`` with this module's configuration and weights.
 
         Math: the copy computes the same function for the same arguments, except where the
-        class docstring lists a difference. Two of them change results without an error:
+        class docstring lists a difference. These change results without an error:
 
         * ``is_causal=True`` **without** ``attn_mask``: this module builds the causal mask;
           the copy raises ``RuntimeError`` on its regular path, but in its inference fast path
-          (evaluation mode, no autograd, ``batch_first=True``, self-attention) it silently
-          ignores ``is_causal`` and computes non-causal attention. Code that relies on
-          ``mha_ref`` building the mask loses causality there. Pass the mask explicitly before
-          moving to PyTorch: ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` = blocked).
+          (evaluation mode, no autograd, ``bias=True``, ``batch_first=True``, self-attention,
+          ...) it silently ignores ``is_causal`` and computes non-causal attention. Code that
+          relies on ``mha_ref`` building the mask loses causality there. Pass the mask
+          explicitly before moving to PyTorch: ``attn_mask=~mha_ref.causal_mask(L, S)``
+          (``True`` = blocked).
+        * ``is_causal=True`` **with** a non-causal ``attn_mask`` in the copy's inference fast
+          path: the copy applies ``attn_mask``, this module the top-left triangle (when
+          ``need_weights=False`` and no ``key_padding_mask``).
         * Fully masked rows: NaN from the copy on some paths, ``out_proj.bias`` here.
+        * ``float16`` with ``need_weights=True``: the copy computes the scores in ``float16``
+          and returns NaN where one exceeds ``65504``; this module computes them in ``float32``.
 
         Returns:
             torch.nn.MultiheadAttention: A new module on the same device and dtype, in the same
