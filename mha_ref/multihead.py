@@ -143,7 +143,7 @@ class MultiHeadAttention(nn.MultiheadAttention):
       module, so the result is PyTorch's (NaN rows included) and ``is_causal`` is ignored there.
     * ``torch.jit.script`` raises (``RuntimeError``): ``forward`` and its input checks use
       Python that TorchScript cannot compile (``object`` annotations, f-string messages), and
-      TorchScript is in maintenance mode in PyTorch. Use ``torch.compile`` or
+      ``torch.jit.script`` is deprecated in PyTorch (it warns so). Use ``torch.compile`` or
       ``torch.export``, or script ``m.to_torch()``.
 
     **Two paths, like PyTorch.** When the weights are returned (``need_weights=True``, the
