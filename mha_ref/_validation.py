@@ -507,18 +507,12 @@ def require_mask_broadcasts(name: str, mask: torch.Tensor, scores_shape: Sequenc
 
 
 def require_not_mask_and_causal(attn_mask: torch.Tensor | None, is_causal: bool) -> None:
-    """Raise ValueError when both ``attn_mask`` and ``is_causal`` are given.
-
-    Stricter than PyTorch on purpose: ``F.scaled_dot_product_attention``'s default CPU kernel
-    silently drops ``attn_mask`` there and applies only the causal triangle (its math backend
-    raises, and its documentation says it raises).
-    """
+    """Raise ValueError when both ``attn_mask`` and ``is_causal`` are given (for GQA's module)."""
     if attn_mask is not None and is_causal:
         raise ValueError(
-            "attn_mask and is_causal=True were both given; pass only one. (PyTorch's default "
-            "kernel would silently ignore attn_mask here.) To combine a causal mask with your "
-            "own, build mha_ref.causal_mask(query_len, key_len) and combine it with attn_mask "
-            "(logical and for bool masks), then call with is_causal=False."
+            "attn_mask and is_causal=True were both given; pass only one. To combine a causal "
+            "mask with your own, build mha_ref.causal_mask(query_len, key_len) and combine it "
+            "with attn_mask (logical and for bool masks), then call with is_causal=False."
         )
 
 

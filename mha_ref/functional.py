@@ -50,7 +50,9 @@ def scaled_dot_product_attention(
     * a **float** ``attn_mask`` is **added** to the scores (``-inf`` blocks; a 0/1 float mask
       blocks nothing);
     * ``is_causal=True`` applies the *top-left* aligned lower triangle of shape
-      ``(query_len, key_len)``, see ``mha_ref.causal_mask``;
+      ``(query_len, key_len)``, see ``mha_ref.causal_mask``; together with ``attn_mask`` both
+      apply (a position must be allowed by each), as PyTorch's default CPU kernel computes
+      for 4-D inputs;
     * dropout is always applied when ``dropout_p > 0`` (pass ``0.0`` in evaluation);
       ``dropout_p=1`` zeroes every weight;
     * ``scale`` may be any finite real number: ``0`` gives uniform weights, a negative scale
@@ -61,9 +63,9 @@ def scaled_dot_product_attention(
       (floating point except ``float64`` to the autocast dtype).
 
     Two deliberate differences (see ``MultiHeadAttention``'s list): ``attn_mask`` together
-    with ``is_causal=True`` raises ``ValueError``, where PyTorch's default CPU kernel silently
-    drops ``attn_mask`` (only its math backend raises); and a non-finite ``scale`` raises
-    ``ValueError``, where PyTorch returns NaN (``inf``) or zeros (``nan``).
+    with ``is_causal=True`` is computed for inputs of any rank, where PyTorch's math backend
+    (which it uses e.g. for 3-D inputs) raises ``RuntimeError``; and a non-finite ``scale``
+    raises ``ValueError``, where PyTorch returns NaN (``inf``) or zeros (``nan``).
 
     **Rows whose keys are all masked.** If every key of a query row is blocked, the softmax
     would divide ``0`` by ``0``. Here that row gets weights ``0`` and therefore output ``0``
@@ -84,7 +86,8 @@ def scaled_dot_product_attention(
         attn_mask: Optional bool or float mask, broadcastable to ``(..., L, S)``.
         dropout_p: Probability of zeroing an attention weight, in ``[0, 1]``; the survivors
             are scaled by ``1 / (1 - dropout_p)``. Default: ``0.0``.
-        is_causal: Apply a top-left causal mask. Default: ``False``.
+        is_causal: Apply a top-left causal mask (as well as ``attn_mask``, if given).
+            Default: ``False``.
         scale: Factor multiplying the scores: a finite real number (``float``, ``int``,
             ``bool``, NumPy scalar) or a 0-d tensor. Default: ``1 / sqrt(head_dim)``.
         enable_gqa: Grouped-query attention: each group of ``Hq / H`` query heads shares one
@@ -115,8 +118,7 @@ def scaled_dot_product_attention(
         TypeError: If an input is not a floating-point tensor, or a mask is neither bool nor
             float.
         ValueError: If ranks or shapes do not fit, a tensor is on another device than
-            ``query``, both ``attn_mask`` and ``is_causal`` are given, ``scale`` is not
-            finite, or ``dropout_p`` is outside ``[0, 1]``.
+            ``query``, ``scale`` is not finite, or ``dropout_p`` is outside ``[0, 1]``.
 
     Source:
         Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.2.1,
@@ -131,7 +133,8 @@ def scaled_dot_product_attention(
         key = _repeat_heads(key, num_heads=query.shape[-3])  # (..., Hq, S, head_dim)
         value = _repeat_heads(value, num_heads=query.shape[-3])  # (..., Hq, S, value_dim)
     if is_causal:
-        attn_mask = causal_mask(query_len, key_len, device=query.device)  # (L, S)
+        allowed = causal_mask(query_len, key_len, device=query.device)  # (L, S)
+        attn_mask = allowed if attn_mask is None else _and_causal(attn_mask, allowed)
     output, attn_weights = _attention(query, key, value, attn_mask, dropout_p, scale)
     if return_weights:
         return output, attn_weights
@@ -176,6 +179,17 @@ def _attention(
             attn_weights = F.dropout(attn_weights, p=dropout_p, training=True)  # (..., L, S)
         output = attn_weights @ value_c  # (..., L, value_dim)
     return output.to(query.dtype), attn_weights.to(query.dtype)
+
+
+def _and_causal(attn_mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Apply ``attn_mask`` and the causal triangle both, as PyTorch's default CPU kernel does.
+
+    Shape: attn_mask broadcastable to ``(..., L, S)``; allowed ``(L, S)``, ``True`` = may attend;
+    output: the broadcast of the two, bool (``and``) or float (``-inf`` where not allowed).
+    """
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & allowed  # (..., L, S)
+    return torch.where(allowed, attn_mask, float("-inf"))  # (..., L, S)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -257,7 +271,6 @@ def _check_sdpa_inputs(
         check.require_mask_dtype("attn_mask", attn_mask, "True = may attend")
         check.require_same_device("attn_mask", attn_mask, "query", query.device)
         check.require_mask_broadcasts("attn_mask", attn_mask, scores_shape)
-    check.require_not_mask_and_causal(attn_mask, is_causal)
     check.require_probability("dropout_p", dropout_p)
     check.require_finite_scale(scale)
 

@@ -132,9 +132,10 @@ class MultiHeadAttention(nn.MultiheadAttention):
     * ``mha_ref.scaled_dot_product_attention`` and ``GroupedQueryAttention`` share the mask
       rules: fully masked rows give ``0`` (as PyTorch's function does), float masks are cast
       to the query's dtype (``F.scaled_dot_product_attention`` accepts only ``float32`` or the
-      query's dtype), masks on another device raise ``ValueError``. The function also raises
-      ``ValueError`` for ``attn_mask`` together with ``is_causal=True`` (PyTorch's default CPU
-      kernel silently drops ``attn_mask`` there, its math backend raises) and for a
+      query's dtype), masks on another device raise ``ValueError``. The function applies
+      ``attn_mask`` together with ``is_causal=True`` (both masks) for inputs of any rank, as
+      PyTorch's default CPU kernel does for 4-D inputs; PyTorch's math backend, which it uses
+      e.g. for 3-D inputs, raises ``RuntimeError`` there. It raises ``ValueError`` for a
       non-finite ``scale`` (PyTorch returns NaN for ``inf`` and zeros for ``nan``).
     * No inference fast path and no NestedTensor support in ``forward``. Inside
       ``nn.TransformerEncoderLayer`` in its own fast path (evaluation mode, no autograd,

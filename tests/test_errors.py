@@ -479,10 +479,11 @@ def test_from_torch_wrong_type():
 # ----------------------------------------------------------------------------------------------
 
 
-def test_sdpa_attn_mask_and_is_causal_together():
-    x = torch.randn(1, 3, 4)
+def test_gqa_attn_mask_and_is_causal_together():
+    module = GroupedQueryAttention(8, 4, 2)
+    x = torch.randn(1, 3, 8)
     with raises(ValueError, "attn_mask", "is_causal=True", "causal_mask"):
-        scaled_dot_product_attention(x, x, x, attn_mask=causal_mask(3), is_causal=True)
+        module(x, attn_mask=causal_mask(3), is_causal=True)
 
 
 @pytest.mark.parametrize("scale", [float("inf"), float("-inf"), float("nan")])

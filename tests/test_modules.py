@@ -457,7 +457,8 @@ def test_is_a_torch_multihead_attention_with_the_same_attributes():
     assert set(vars(theirs)) <= set(vars(ours))
     assert set(vars(ours)) - set(vars(theirs)) == {"use_fused"}
     assert type(ours.out_proj) is type(theirs.out_proj)
-    for (name, ours_p), (_, theirs_p) in zip(ours.named_parameters(), theirs.named_parameters()):
+    pairs = zip(ours.named_parameters(), theirs.named_parameters(), strict=True)
+    for (name, ours_p), (_, theirs_p) in pairs:
         assert torch.equal(ours_p, theirs_p), name
 
 

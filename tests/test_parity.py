@@ -638,3 +638,57 @@ def test_sdpa_scale_types_accepted_like_torch(scale):
     expected = F.scaled_dot_product_attention(query, key, value, scale=scale)
     torch.testing.assert_close(scaled_dot_product_attention(query, key, value, scale=scale),
                                expected)
+
+
+# ----------------------------------------------------------------------------------------------
+# Holes of the drop-in promise (issue 11), each against torch
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dropout", [1.0, True])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dropout_one_like_torch(dropout, need_weights):
+    theirs, ours = _pair(dropout=dropout)
+    x = torch.randn(3, 2, 8)
+    for module in (theirs, ours):
+        module.train()
+    expected, _ = theirs(x, x, x, need_weights=need_weights)
+    actual, _ = ours(x, x, x, need_weights=need_weights)
+    torch.testing.assert_close(actual, expected)  # out_proj.bias everywhere
+    assert ours.dropout is dropout
+
+
+def test_dropout_outside_unit_interval_listed_difference():
+    """torch accepts any dropout, then raises (>1) or silently ignores a negative value."""
+    torch.nn.MultiheadAttention(8, 2, dropout=1.5)
+    theirs = torch.nn.MultiheadAttention(8, 2, dropout=-0.5)
+    x = torch.randn(3, 2, 8)
+    ignored, _ = theirs(x, x, x, need_weights=True)
+    no_dropout, _ = theirs.eval()(x, x, x, need_weights=True)
+    torch.testing.assert_close(ignored, no_dropout)
+    with pytest.raises(RuntimeError):
+        theirs.train()(x, x, x, need_weights=False)
+    for dropout in (1.5, -0.5):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            MultiHeadAttention(8, 2, dropout=dropout)
+
+
+def test_zero_kdim_and_vdim_like_torch():
+    theirs, ours = _pair(kdim=0, vdim=0)
+    query, empty = torch.randn(3, 2, 8), torch.randn(5, 2, 0)
+    torch.testing.assert_close(ours(query, empty, empty)[0], theirs(query, empty, empty)[0])
+
+
+def test_float16_weights_path_listed_difference():
+    """torch's need_weights=True path computes float16 scores in float16 (NaN past 65504);
+    mha_ref computes them in float32, like both libraries' need_weights=False path."""
+    theirs = torch.nn.MultiheadAttention(8, 1, bias=False, dtype=torch.float16)
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.eye(8).repeat(3, 1))
+        theirs.out_proj.weight.copy_(torch.eye(8))
+    ours = MultiHeadAttention.from_torch(theirs)
+    x = torch.full((2, 1, 8), 200.0, dtype=torch.float16)
+    assert theirs(x, x, x, need_weights=True)[0].isnan().all()
+    torch.testing.assert_close(theirs(x, x, x, need_weights=False)[0], x)
+    for need_weights in (True, False):
+        torch.testing.assert_close(ours(x, x, x, need_weights=need_weights)[0], x)
