@@ -120,8 +120,13 @@ class MultiHeadAttention(nn.MultiheadAttention):
     * Bad input raises ``ValueError``/``TypeError`` with a message that names the argument and
       the fix, instead of ``AssertionError``/``RuntimeError``. This includes a mask on another
       device than the inputs, which PyTorch does not check: a ``meta`` mask with CPU inputs
-      returns garbage there, with no error; and a mask of the wrong shape that PyTorch would
-      drop unread (the replaced ``attn_mask`` above).
+      returns garbage there, with no error; a mask of the wrong shape that PyTorch would
+      drop unread (the replaced ``attn_mask`` above); and shapes that do not fit when a tensor
+      is empty, which ``F.scaled_dot_product_attention`` does not check.
+    * Empty inputs (a batch, query or key length of ``0``) give an empty or ``out_proj.bias``
+      result on every path. PyTorch fails on some of them with ``need_weights=False``
+      (``RuntimeError: cannot reshape tensor of 0 elements``, e.g. with a 3-D ``attn_mask``),
+      and its inference fast path returns ``None`` for the weights of an empty batch.
     * Sizes accept what PyTorch accepts, any integer (``int``, ``numpy.int64``, ...; ``kdim``
       and ``vdim`` may be ``0``), but a ``bool`` or a float raises ``TypeError`` naming the
       argument.
