@@ -74,7 +74,8 @@ def scaled_dot_product_attention(
     releases (checked with torch 2.13; older releases returned NaN). What
     ``torch.nn.MultiheadAttention`` returns for such a row depends on its path (torch 2.13,
     CPU): NaN when ``need_weights=True``, and NaN in its inference fast path (evaluation mode,
-    autograd off, ``batch_first=True``, self-attention); with ``need_weights=False`` outside the
+    autograd off, ``bias=True``, ``batch_first=True``, self-attention, ...: the full list is in
+    ``MultiHeadAttention``'s docstring); with ``need_weights=False`` outside the
     fast path, the attention output is ``0`` before the output projection, so the module
     returns ``out_proj.bias`` there. Only rows whose scores are all ``-inf`` count as fully
     masked; a large finite negative float mask still gives a normal softmax.
