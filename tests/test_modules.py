@@ -553,3 +553,22 @@ def test_torch_compile_fullgraph_equals_eager():
     expected, expected_weights = module(x, x, x)
     torch.testing.assert_close(actual, expected)
     torch.testing.assert_close(weights, expected_weights)
+
+
+def test_encoder_layer_fast_path_does_not_call_forward_listed_difference():
+    """In eval under no_grad, nn.TransformerEncoderLayer runs PyTorch's fused kernel with the
+    module's weights: MultiHeadAttention.forward is not called, so fully masked rows give NaN
+    there (PyTorch's result), where forward would give out_proj.bias."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True).eval()
+    layer.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+    calls = []
+    layer.self_attn.forward = lambda *args, **kwargs: calls.append(1)  # a spy that returns None
+    x = torch.randn(1, 3, 8)
+    blocked = torch.ones(3, 3, dtype=torch.bool)  # every key blocked for every query
+    with torch.no_grad():
+        fused = layer(x, src_mask=blocked)
+    assert calls == [] and fused.isnan().all()
+    del layer.self_attn.forward
+    direct, _ = layer.self_attn(x, x, x, attn_mask=blocked, need_weights=False)
+    torch.testing.assert_close(direct, layer.self_attn.out_proj.bias.expand(1, 3, 8))

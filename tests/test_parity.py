@@ -692,3 +692,19 @@ def test_float16_weights_path_listed_difference():
     torch.testing.assert_close(theirs(x, x, x, need_weights=False)[0], x)
     for need_weights in (True, False):
         torch.testing.assert_close(ours(x, x, x, need_weights=need_weights)[0], x)
+
+
+def test_empty_inputs_listed_difference():
+    """torch fails on an empty batch with a 3-D attn_mask and need_weights=False (an internal
+    reshape of 0 elements), and its fast path returns no weights for an empty batch."""
+    theirs, ours = _pair(batch_first=True)
+    x = torch.randn(0, 3, 8)
+    mask = torch.zeros(0, 3, 3, dtype=torch.bool)  # (batch * num_heads, L, S) with batch = 0
+    with pytest.raises(RuntimeError, match="cannot reshape tensor of 0 elements"):
+        theirs(x, x, x, attn_mask=mask, need_weights=False)
+    assert ours(x, x, x, attn_mask=mask, need_weights=False)[0].shape == (0, 3, 8)
+    theirs.eval()
+    ours.eval()
+    with torch.no_grad():
+        assert theirs(x, x, x, need_weights=True)[1] is None
+        assert ours(x, x, x, need_weights=True)[1].shape == (0, 3, 3)
