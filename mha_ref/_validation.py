@@ -80,11 +80,6 @@ def _is_integer(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real_number(value: object) -> bool:
-    """True for Python and NumPy ints and floats (any ``numbers.Real``), False for ``bool``."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def require_int(name: str, value: object) -> None:
     """Raise TypeError unless ``value`` is an integer (``int``, ``numpy.int64``...; not bool)."""
     if not _is_integer(value):
@@ -150,17 +145,19 @@ def require_kv_heads_divide(num_heads: int, num_kv_heads: int) -> None:
 
 
 def require_probability(name: str, value: object) -> None:
-    """Raise unless ``value`` is a real number in ``[0, 1)`` (a dropout probability)."""
-    if not _is_real_number(value):
+    """Raise unless ``value`` is a real number in ``[0, 1]`` (a dropout probability).
+
+    ``bool`` is accepted as ``0``/``1``, as PyTorch accepts it; ``1`` zeroes every weight.
+    """
+    if not isinstance(value, numbers.Real):
         raise TypeError(
-            f"{name} must be a float in [0, 1), got {type(value).__name__} ({value!r}). "
+            f"{name} must be a float in [0, 1], got {type(value).__name__} ({value!r}). "
             f"Pass for example {name}=0.1, or {name}=0.0 for no dropout."
         )
-    if not 0.0 <= value < 1.0:
+    if not 0.0 <= value <= 1.0:
         raise ValueError(
-            f"{name} must be in [0, 1), got {name}={value}. It is the probability of zeroing an "
-            f"attention weight: {name}=1 would drop everything. Use for example {name}=0.1, "
-            f"or {name}=0.0 for no dropout."
+            f"{name} must be in [0, 1], got {name}={value}. It is the probability of zeroing "
+            f"an attention weight. Use for example {name}=0.1, or {name}=0.0 for no dropout."
         )
 
 
@@ -174,20 +171,21 @@ def require_alignment(alignment: object) -> None:
         )
 
 
-def require_positive_scale(scale: object) -> None:
-    """Raise unless ``scale`` is ``None`` or a positive finite number.
+def require_finite_scale(scale: object) -> None:
+    """Raise unless ``scale`` is ``None`` or a finite real number.
 
-    A number is any ``numbers.Real`` (``float``, ``int``, ``numpy.float32``, ...) or a 0-d
-    real tensor, as ``torch.nn.functional.scaled_dot_product_attention`` accepts; ``bool`` is
-    rejected.
+    A number is any ``numbers.Real`` (``float``, ``int``, ``bool``, ``numpy.float32``, ...)
+    or a 0-d real tensor, as ``torch.nn.functional.scaled_dot_product_attention`` accepts.
+    Zero and negative values are fine: ``0`` gives uniform weights, a negative scale reverses
+    each query's preference. ``inf`` and ``nan`` are rejected (PyTorch returns NaN or zeros).
     """
     if scale is None:
         return
     if isinstance(scale, torch.Tensor):
-        is_number = scale.dim() == 0 and scale.dtype != torch.bool and not scale.is_complex()
+        is_number = scale.dim() == 0 and not scale.is_complex()
         given = f"a tensor of shape {_shape(scale)} and dtype {scale.dtype}"
     else:
-        is_number = _is_real_number(scale)
+        is_number = isinstance(scale, numbers.Real)
         given = f"{type(scale).__name__} ({scale!r})"
     if not is_number:
         raise TypeError(
@@ -195,11 +193,11 @@ def require_positive_scale(scale: object) -> None:
             f"Pass a float, e.g. scale=0.125, or scale=None for the default 1 / sqrt(head_dim)."
         )
     scale = float(scale)
-    if not scale > 0.0 or scale == float("inf"):
+    if not math.isfinite(scale):
         raise ValueError(
-            f"scale must be a positive finite number, got scale={scale}. A zero or negative "
-            f"scale makes every query prefer the keys it matches least. Pass scale=None for "
-            f"the default 1 / sqrt(head_dim)."
+            f"scale must be a finite number, got scale={scale}. An infinite scale makes every "
+            f"score infinite and the softmax undefined (NaN). Pass scale=None for the default "
+            f"1 / sqrt(head_dim), or a finite value (0 gives uniform weights)."
         )
 
 
@@ -402,10 +400,14 @@ def require_broadcastable(
 
 
 def require_gqa_heads(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
-    """Raise ValueError unless query heads split evenly into groups over the key/value heads."""
+    """Raise ValueError unless the key heads and the value heads each divide the query heads."""
     require_min_rank("query", query, 3, "(..., num_heads, query_len, head_dim)")
-    require_kv_heads(key, value)
+    require_min_rank("key", key, 3, "(..., num_kv_heads, key_len, head_dim)")
+    require_min_rank("value", value, 3, "(..., num_kv_heads, key_len, value_dim)")
     require_head_groups(query.shape[-3], key.shape[-3], "query.shape[-3]", "with enable_gqa=True")
+    require_head_groups(
+        query.shape[-3], value.shape[-3], "query.shape[-3]", "with enable_gqa=True", "value"
+    )
 
 
 def require_kv_heads(key: torch.Tensor, value: torch.Tensor) -> None:
@@ -419,13 +421,16 @@ def require_kv_heads(key: torch.Tensor, value: torch.Tensor) -> None:
         )
 
 
-def require_head_groups(num_heads: int, num_kv_heads: int, heads_name: str, context: str):
-    """Raise ValueError unless ``num_heads`` is a multiple of ``num_kv_heads`` (key.shape[-3])."""
-    if num_heads % num_kv_heads != 0:
+def require_head_groups(
+    num_heads: int, num_kv_heads: int, heads_name: str, context: str, kv_name: str = "key"
+) -> None:
+    """Raise ValueError unless ``num_heads`` is a multiple of ``num_kv_heads`` (dim -3)."""
+    if num_kv_heads == 0 or num_heads % num_kv_heads != 0:
         raise ValueError(
             f"{context}, the query heads ({heads_name}={num_heads}) must be a multiple of the "
-            f"key/value heads (key.shape[-3]={num_kv_heads}). Use a number of key/value heads "
-            f"among the divisors of {num_heads}: {divisors_near(num_heads, num_kv_heads)}."
+            f"{kv_name} heads ({kv_name}.shape[-3]={num_kv_heads}). Use a number of {kv_name} "
+            f"heads among the divisors of {num_heads}: "
+            f"{divisors_near(num_heads, max(num_kv_heads, 1))}."
         )
 
 
@@ -502,7 +507,7 @@ def require_mask_broadcasts(name: str, mask: torch.Tensor, scores_shape: Sequenc
 
 
 def require_not_mask_and_causal(attn_mask: torch.Tensor | None, is_causal: bool) -> None:
-    """Raise ValueError when both ``attn_mask`` and ``is_causal`` are given (as torch does)."""
+    """Raise ValueError when both ``attn_mask`` and ``is_causal`` are given (for GQA's module)."""
     if attn_mask is not None and is_causal:
         raise ValueError(
             "attn_mask and is_causal=True were both given; pass only one. To combine a causal "

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from mha_ref import _validation as check
-from mha_ref.functional import merge_heads, scaled_dot_product_attention, split_heads
+from mha_ref.functional import _attention, _default_scale, _merge_heads, _split_heads
 from mha_ref.masks import causal_mask
 
 __all__ = [
@@ -274,16 +274,16 @@ class CausalMultiHeadAttention(nn.Module):
         queries = self.W_query(x)  # (batch, num_tokens, d_out)
         keys = self.W_key(x)  # (batch, num_tokens, d_out)
         values = self.W_value(x)  # (batch, num_tokens, d_out)
-        queries = split_heads(queries, self.num_heads)  # (batch, num_heads, num_tokens, head_dim)
-        keys = split_heads(keys, self.num_heads)  # (batch, num_heads, num_tokens, head_dim)
-        values = split_heads(values, self.num_heads)  # (batch, num_heads, num_tokens, head_dim)
+        queries = _split_heads(queries, self.num_heads)  # (batch, num_heads, num_tokens, head_dim)
+        keys = _split_heads(keys, self.num_heads)  # (batch, num_heads, num_tokens, head_dim)
+        values = _split_heads(values, self.num_heads)  # (batch, num_heads, num_tokens, head_dim)
 
         allowed = self.causal_mask[:num_tokens, :num_tokens]  # (num_tokens, num_tokens)
         dropout_p = self.dropout.p if self.training else 0.0
-        context = scaled_dot_product_attention(
-            queries, keys, values, attn_mask=allowed, dropout_p=dropout_p
-        )  # (batch, num_heads, num_tokens, head_dim)
-        context_vec = merge_heads(context)  # (batch, num_tokens, d_out)
+        context, _ = _attention(
+            queries, keys, values, allowed, dropout_p, scale=_default_scale(self.head_dim)
+        )  # (batch, num_heads, num_tokens, head_dim); the weights are not needed
+        context_vec = _merge_heads(context)  # (batch, num_tokens, d_out)
         return self.out_proj(context_vec)  # (batch, num_tokens, d_out)
 
 

@@ -13,7 +13,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha_ref import _validation as check
-from mha_ref.functional import merge_heads, scaled_dot_product_attention, split_heads
+from mha_ref.functional import (
+    _attention,
+    _autocast_active,
+    _default_scale,
+    _merge_heads,
+    _repeat_heads,
+    _split_heads,
+)
+from mha_ref.masks import causal_mask
 
 __all__ = ["GroupedQueryAttention"]
 
@@ -161,13 +169,13 @@ class GroupedQueryAttention(nn.Module):
         queries = self.q_proj(query)  # (batch, query_len, embed_dim)
         keys = self.k_proj(key)  # (batch, key_len, num_kv_heads * head_dim)
         values = self.v_proj(value)  # (batch, key_len, num_kv_heads * head_dim)
-        queries = split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
-        keys = split_heads(keys, self.num_kv_heads)  # (batch, num_kv_heads, key_len, head_dim)
-        values = split_heads(values, self.num_kv_heads)  # (batch, num_kv_heads, key_len, ..)
+        queries = _split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
+        keys = _split_heads(keys, self.num_kv_heads)  # (batch, num_kv_heads, key_len, head_dim)
+        values = _split_heads(values, self.num_kv_heads)  # (batch, num_kv_heads, key_len, ..)
         context, weights = self._attend(
             queries, keys, values, attn_mask, is_causal, need_weights
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, key_len)
-        merged = merge_heads(context)  # (batch, query_len, embed_dim)
+        merged = _merge_heads(context)  # (batch, query_len, embed_dim)
         output = self.out_proj(merged)  # (batch, query_len, embed_dim)
 
         if not self.batch_first:
@@ -191,9 +199,12 @@ class GroupedQueryAttention(nn.Module):
                 queries, keys, values, attn_mask, dropout_p, is_causal, enable_gqa=True
             )  # (batch, num_heads, query_len, head_dim)
             return context, None
-        context, weights = scaled_dot_product_attention(
-            queries, keys, values, attn_mask, dropout_p, is_causal, enable_gqa=True,
-            return_weights=True,
+        if is_causal:
+            attn_mask = causal_mask(queries.shape[2], keys.shape[2], device=queries.device)
+        keys = _repeat_heads(keys, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        values = _repeat_heads(values, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        context, weights = _attention(
+            queries, keys, values, attn_mask, dropout_p, scale=_default_scale(self.head_dim)
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, key_len)
         return context, (weights if need_weights else None)
 
@@ -205,7 +216,8 @@ class GroupedQueryAttention(nn.Module):
             check.require_tensor(name, tensor)
             check.require_rank(name, tensor, (3,), layout)
             check.require_floating(name, tensor)
-            check.require_matching_dtype(name, tensor, parameter.dtype)
+            if not _autocast_active(tensor.device.type):  # autocast casts in the projections
+                check.require_matching_dtype(name, tensor, parameter.dtype)
             check.require_matching_device(name, tensor, parameter.device)
             check.require_feature_size(name, tensor, self.embed_dim, "embed_dim")
         check.require_same_batch(query, "key", key, self.batch_first)

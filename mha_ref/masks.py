@@ -125,6 +125,8 @@ def padding_mask(
         PyTorch ``torch.nn.MultiheadAttention`` (``key_padding_mask``) and
         ``torch.nn.functional.scaled_dot_product_attention`` (``attn_mask``) conventions.
     """
+    if not isinstance(lengths, torch.Tensor) and len(lengths) == 0:
+        lengths = torch.zeros(0, dtype=torch.long)  # (0,): an empty batch (as_tensor gives float)
     lengths = torch.as_tensor(lengths)  # (batch,)
     if max_len is None:
         max_len = int(lengths.max()) if lengths.numel() > 0 else 0

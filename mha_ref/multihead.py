@@ -28,15 +28,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.init import constant_, xavier_normal_, xavier_uniform_
+from torch.nn.modules.linear import NonDynamicallyQuantizableLinear
 
 from mha_ref import _validation as check
-from mha_ref.functional import merge_heads, scaled_dot_product_attention, split_heads
+from mha_ref.functional import (
+    _attention,
+    _autocast_active,
+    _default_scale,
+    _merge_heads,
+    _split_heads,
+)
 from mha_ref.masks import allowed_to_additive, causal_mask
 
 __all__ = ["MultiHeadAttention"]
 
 
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(nn.MultiheadAttention):
     r"""Multi-head attention with the interface of ``torch.nn.MultiheadAttention``.
 
     Math: :math:`\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots,
@@ -57,26 +64,52 @@ class MultiHeadAttention(nn.Module):
     Parameters are created and initialised in the same order as PyTorch's, so the same
     ``torch.manual_seed`` gives the same initial weights.
 
-    **Differences from PyTorch, on purpose.** This list is the one place that gathers them
-    (checked with torch 2.13); everything else behaves as in ``torch.nn.MultiheadAttention``.
+    **A subclass of** ``torch.nn.MultiheadAttention``, so ``isinstance(m,
+    torch.nn.MultiheadAttention)`` is ``True`` and code that reads its attributes works:
+    ``nn.TransformerEncoderLayer``/``nn.TransformerEncoder`` accept it as ``self_attn``
+    (in their inference fast path they call PyTorch's fused layer kernel with this module's
+    weights, see below), ``out_proj`` is a ``NonDynamicallyQuantizableLinear`` as in PyTorch,
+    so ``torch.ao.quantization.quantize_dynamic`` leaves it alone, and ``torch.autocast``
+    works (``bfloat16`` activations with ``float32`` weights). ``torch.compile(m,
+    fullgraph=True)`` compiles the forward without graph breaks. Only ``forward`` (and the
+    constructor's checks) are this package's; everything else is inherited.
+
+    **Differences from PyTorch, on purpose.** This list is complete (checked with torch 2.13;
+    each item has a test, and ``tests/test_differential.py`` classifies random comparisons
+    into "equal", "both raise" or one of these items); everything else computes as
+    ``torch.nn.MultiheadAttention`` on each of its paths.
 
     * ``is_causal=True`` **without** ``attn_mask`` builds the causal mask (top-left aligned,
-      shape ``(L, S)``). PyTorch does not, and what it does depends on the path it takes: on
-      its regular path (training mode, autograd on, ``batch_first=False``, cross-attention...)
-      it raises ``RuntimeError: Need attn_mask if specifying the is_causal hint``, but in its
-      inference fast path (evaluation mode, autograd off or no parameter requiring grad,
-      ``batch_first=True``, self-attention with one tensor as query, key and value, an even
-      ``num_heads``, no ``add_bias_kv``/``add_zero_attn``) it ignores ``is_causal`` and
-      computes **non-causal** attention, with no error and no warning. Code
-      that relies on this module building the mask therefore loses causality silently after
-      ``to_torch()`` at inference: when moving to PyTorch, pass the mask explicitly,
-      ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` = blocked). With an ``attn_mask``,
-      ``is_causal`` is only a hint and ``attn_mask`` is applied as given, as in PyTorch.
+      shape ``(L, S)``; the keys of ``add_bias_kv``/``add_zero_attn`` stay visible). PyTorch
+      does not: on its regular path it raises ``RuntimeError: Need attn_mask if specifying the
+      is_causal hint``, and in its inference fast path (evaluation mode, autograd off or no
+      parameter requiring grad, ``bias=True``, ``batch_first=True``, self-attention with one
+      tensor as query, key and value, ``kdim = vdim = embed_dim``, an even ``num_heads``, no
+      ``add_bias_kv``/``add_zero_attn``, no float mask, no autocast, and
+      ``torch.backends.mha.get_fastpath_enabled()``) it ignores ``is_causal`` and computes
+      **non-causal** attention, with no error and no warning. Code that relies on this module
+      building the mask therefore loses causality silently after ``to_torch()`` at inference:
+      when moving to PyTorch, pass ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` =
+      blocked).
+    * ``is_causal=True`` **with** ``attn_mask`` is the hint that ``attn_mask`` *is* the
+      top-left causal mask, and both libraries follow PyTorch's regular path on it: with
+      ``need_weights=False`` and no ``key_padding_mask`` the top-left triangle over all keys
+      (the extra keys of ``add_bias_kv``/``add_zero_attn`` included) **replaces**
+      ``attn_mask``, which is then not read (a float mask gets no gradient); otherwise
+      ``attn_mask`` is applied as given. A bottom-right (KV-cache) or any non-causal mask
+      passed with ``is_causal=True`` is therefore silently replaced there, in PyTorch as here.
+      The difference: PyTorch's inference fast path ignores ``is_causal`` and applies
+      ``attn_mask``, so there the two differ unless the mask is the top-left triangle.
     * A query row whose keys are all masked gets attention weights ``0``, so its attention
       output is ``0`` and the module returns ``out_proj.bias`` there; never NaN. PyTorch returns
       NaN for such rows when ``need_weights=True``, and also with ``need_weights=False`` in its
       inference fast path; with ``need_weights=False`` outside the fast path it returns the
       same ``out_proj.bias`` as here.
+    * ``float16``/``bfloat16``: the explicit path (``need_weights=True``) computes the scores,
+      softmax and weighted sum in ``float32`` and rounds the results to the input dtype, as
+      ``F.scaled_dot_product_attention`` (the fused path, in both libraries) does. PyTorch's
+      ``need_weights=True`` path computes them in the input dtype, so it returns NaN where a
+      ``float16`` score exceeds ``65504`` and differs by rounding elsewhere.
     * A float ``attn_mask`` or ``key_padding_mask`` of another float dtype than the query
       (e.g. ``float64`` masks with ``float32`` inputs) is cast to the query's dtype; PyTorch
       raises ``RuntimeError`` there.
@@ -87,15 +120,37 @@ class MultiHeadAttention(nn.Module):
     * Bad input raises ``ValueError``/``TypeError`` with a message that names the argument and
       the fix, instead of ``AssertionError``/``RuntimeError``. This includes a mask on another
       device than the inputs, which PyTorch does not check: a ``meta`` mask with CPU inputs
-      returns garbage there, with no error.
-    * Sizes accept what PyTorch accepts, any integer (``int``, ``numpy.int64``, ...), but a
-      ``bool`` or a float raises ``TypeError`` naming the argument.
-    * The same rules hold for ``mha_ref.scaled_dot_product_attention`` and
-      ``GroupedQueryAttention``: fully masked rows give ``0``, float masks are cast to the
-      query's dtype (``F.scaled_dot_product_attention`` accepts only ``float32`` or the query's
-      dtype), masks on another device raise ``ValueError``. ``scale`` accepts a real number or
-      a 0-d tensor, as in PyTorch.
-    * No inference fast path and no NestedTensor support.
+      returns garbage there, with no error; a mask of the wrong shape that PyTorch would
+      drop unread (the replaced ``attn_mask`` above); and shapes that do not fit when a tensor
+      is empty, which ``F.scaled_dot_product_attention`` does not check.
+    * Empty inputs (a batch, query or key length of ``0``) give an empty or ``out_proj.bias``
+      result on every path. PyTorch fails on some of them with ``need_weights=False``
+      (``RuntimeError: cannot reshape tensor of 0 elements``, e.g. with a 3-D ``attn_mask``),
+      and its inference fast path returns ``None`` for the weights of an empty batch.
+    * Sizes accept what PyTorch accepts, any integer (``int``, ``numpy.int64``, ...; ``kdim``
+      and ``vdim`` may be ``0``), but a ``bool`` or a float raises ``TypeError`` naming the
+      argument.
+    * ``dropout`` must be in ``[0, 1]`` (``bool`` counts as ``0``/``1``). PyTorch's
+      constructor accepts any number, then in training raises for a value above ``1``, raises
+      for a negative one with ``need_weights=False``, and silently ignores a negative one with
+      ``need_weights=True``.
+    * ``mha_ref.scaled_dot_product_attention`` and ``GroupedQueryAttention`` share the mask
+      rules: fully masked rows give ``0`` (as PyTorch's function does), float masks are cast
+      to the query's dtype (``F.scaled_dot_product_attention`` accepts only ``float32`` or the
+      query's dtype), masks on another device raise ``ValueError``. The function applies
+      ``attn_mask`` together with ``is_causal=True`` (both masks) for inputs of any rank, as
+      PyTorch's default CPU kernel does for 4-D inputs; PyTorch's math backend, which it uses
+      e.g. for 3-D inputs, raises ``RuntimeError`` there. It raises ``ValueError`` for a
+      non-finite ``scale`` (PyTorch returns NaN for ``inf`` and zeros for ``nan``).
+    * No inference fast path and no NestedTensor support in ``forward``. Inside
+      ``nn.TransformerEncoderLayer`` in its own fast path (evaluation mode, no autograd,
+      ``batch_first=True``, ``bias=True``...), PyTorch does not call ``self_attn.forward``: its
+      fused layer kernel reads ``in_proj_weight``, ``out_proj`` and ``merge_masks`` from this
+      module, so the result is PyTorch's (NaN rows included) and ``is_causal`` is ignored there.
+    * ``torch.jit.script`` raises (``RuntimeError``): ``forward`` and its input checks use
+      Python that TorchScript cannot compile (``object`` annotations, f-string messages), and
+      ``torch.jit.script`` is deprecated in PyTorch (it warns so). Use ``torch.compile`` or
+      ``torch.export``, or script ``m.to_torch()``.
 
     **Two paths, like PyTorch.** When the weights are returned (``need_weights=True``, the
     default) the attention step is the explicit ``mha_ref.scaled_dot_product_attention``: every
@@ -111,7 +166,7 @@ class MultiHeadAttention(nn.Module):
         embed_dim: Total model width :math:`d_{model}` (query features and output features).
         num_heads: Number of heads :math:`h`; must divide ``embed_dim``.
         dropout: Dropout probability on the attention weights (training mode only), in
-            ``[0, 1)``. Default: ``0.0``.
+            ``[0, 1]``. Default: ``0.0``.
         bias: Add biases to the input and output projections. Default: ``True``.
         add_bias_kv: Append a learned key and value (``bias_k``, ``bias_v``) to the key and
             value sequences. Default: ``False``.
@@ -145,9 +200,10 @@ class MultiHeadAttention(nn.Module):
           of ``add_bias_kv`` and ``add_zero_attn``.
 
     Raises:
-        TypeError: If a size is not an integer.
-        ValueError: If a size is not positive, ``embed_dim`` is not divisible by ``num_heads``,
-            or ``dropout`` is outside ``[0, 1)``.
+        TypeError: If a size is not an integer, or ``dropout`` is not a number.
+        ValueError: If ``embed_dim`` or ``num_heads`` is not positive, ``kdim``/``vdim`` is
+            negative, ``embed_dim`` is not divisible by ``num_heads``, or ``dropout`` is
+            outside ``[0, 1]``.
 
     Source:
         Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.2.2;
@@ -173,7 +229,11 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         _check_constructor_arguments(embed_dim, num_heads, dropout, kdim, vdim)
         factory_kwargs = {"device": device, "dtype": dtype}
-        super().__init__()
+        # The parameters are created here, in PyTorch's order, so the same torch.manual_seed
+        # gives the same weights. nn.MultiheadAttention.__init__ would do the same, so it is
+        # skipped: nn.Module.__init__ is all this needs (a test checks that both constructors
+        # set the same attributes).
+        nn.Module.__init__(self)
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -199,7 +259,10 @@ class MultiHeadAttention(nn.Module):
             self.in_proj_bias = nn.Parameter(torch.empty(3 * embed_dim, **factory_kwargs))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
+        # a Linear that torch.ao.quantization.quantize_dynamic leaves alone, as in PyTorch
+        self.out_proj = NonDynamicallyQuantizableLinear(
+            embed_dim, embed_dim, bias=bias, **factory_kwargs
+        )
 
         if add_bias_kv:
             self.bias_k = nn.Parameter(torch.empty((1, 1, embed_dim), **factory_kwargs))
@@ -211,7 +274,10 @@ class MultiHeadAttention(nn.Module):
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        """Initialise like PyTorch: Xavier-uniform weights, zero biases, Xavier-normal bias_k/v."""
+        """Initialise like PyTorch: Xavier-uniform weights, zero biases, Xavier-normal bias_k/v.
+
+        The same code as ``torch.nn.MultiheadAttention._reset_parameters``.
+        """
         if self._qkv_same_embed_dim:
             xavier_uniform_(self.in_proj_weight)
         else:
@@ -254,7 +320,9 @@ class MultiHeadAttention(nn.Module):
             average_attn_weights: Average the returned weights over heads. Default: ``True``.
             is_causal: Causal attention. Without ``attn_mask`` the top-left causal mask is
                 built here (PyTorch raises, or ignores the flag in its inference fast path: see
-                the class docstring); with ``attn_mask`` it is only a hint.
+                the class docstring). With ``attn_mask`` it is PyTorch's hint: with
+                ``need_weights=False`` and no ``key_padding_mask`` the top-left triangle
+                replaces ``attn_mask``; otherwise ``attn_mask`` is applied as given.
 
         Returns:
             tuple[torch.Tensor, torch.Tensor | None]: ``(attn_output, attn_weights)``;
@@ -263,7 +331,8 @@ class MultiHeadAttention(nn.Module):
 
         Raises:
             TypeError: If an input is not a tensor, is not floating point, does not have the
-                parameters' dtype, or a mask is neither bool nor float.
+                parameters' dtype (outside ``torch.autocast``), or a mask is neither bool nor
+                float.
             ValueError: If ranks, feature sizes, batch sizes, lengths or mask shapes do not
                 fit, an input is on another device than the parameters, or a mask is on
                 another device than the inputs.
@@ -277,21 +346,27 @@ class MultiHeadAttention(nn.Module):
 
         queries, keys, values = self._project(query, key, value)  # (batch, len, embed_dim)
         keys, values = self._append_bias_kv(keys, values)  # key_len + 1 if add_bias_kv
-        queries = split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
-        keys = split_heads(keys, self.num_heads)  # (batch, num_heads, key_len, head_dim)
-        values = split_heads(values, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        queries = _split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
+        keys = _split_heads(keys, self.num_heads)  # (batch, num_heads, key_len, head_dim)
+        values = _split_heads(values, self.num_heads)  # (batch, num_heads, key_len, head_dim)
         keys, values = self._append_zero_attn(keys, values)  # key_len + 1 if add_zero_attn
+        all_keys = keys.shape[2]  # key_len plus the keys of add_bias_kv and add_zero_attn
 
-        mask = self._build_mask(
-            attn_mask, key_padding_mask, is_causal, batch, query_len, key_len, queries.dtype,
-            queries.device,
-        )  # (batch or 1, num_heads or 1, query_len, key_len) or None
-        num_extra_keys = keys.shape[2] - key_len  # from add_bias_kv and add_zero_attn
-        mask = self._allow_extra_keys(mask, num_extra_keys)  # (..., query_len, all_keys)
+        if _causal_replaces_mask(is_causal, attn_mask, key_padding_mask, need_weights):
+            # PyTorch's rule: the hint says attn_mask *is* the causal mask, so the top-left
+            # triangle over all keys is used and attn_mask is not read (not even for gradients).
+            allowed = causal_mask(query_len, all_keys, device=queries.device)  # (L, all_keys)
+            mask = allowed_to_additive(allowed, dtype=queries.dtype)  # (query_len, all_keys)
+        else:
+            mask = self._build_mask(
+                attn_mask, key_padding_mask, is_causal, batch, query_len, key_len,
+                queries.dtype, queries.device,
+            )  # (batch or 1, num_heads or 1, query_len, key_len) or None
+            mask = self._allow_extra_keys(mask, all_keys - key_len)  # (..., query_len, all_keys)
         context, weights = self._attend(queries, keys, values, mask, need_weights)
         # context (batch, num_heads, query_len, head_dim); weights (.., query_len, all_keys)
 
-        merged = merge_heads(context)  # (batch, query_len, embed_dim)
+        merged = _merge_heads(context)  # (batch, query_len, embed_dim)
         attn_output = self.out_proj(merged)  # (batch, query_len, embed_dim)
         attn_output = self._from_batch_first(attn_output, is_batched)  # caller's layout
         if not need_weights:
@@ -442,8 +517,8 @@ class MultiHeadAttention(nn.Module):
                 queries, keys, values, attn_mask=mask, dropout_p=dropout_p
             )  # (batch, num_heads, query_len, head_dim)
             return context, None
-        return scaled_dot_product_attention(
-            queries, keys, values, attn_mask=mask, dropout_p=dropout_p, return_weights=True
+        return _attention(
+            queries, keys, values, mask, dropout_p, scale=_default_scale(self.head_dim)
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, all_keys)
 
     def _format_weights(
@@ -477,9 +552,13 @@ class MultiHeadAttention(nn.Module):
         check.require_same_rank("key", key, "query", query)
         check.require_same_rank("value", value, "query", query)
         parameter = self.out_proj.weight
+        # Under torch.autocast the projections cast the inputs, so their dtype may differ from
+        # the parameters' (bfloat16 activations, float32 weights), as in PyTorch.
+        autocast = _autocast_active(query.device.type)
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             check.require_floating(name, tensor)
-            check.require_matching_dtype(name, tensor, parameter.dtype)
+            if not autocast:
+                check.require_matching_dtype(name, tensor, parameter.dtype)
             check.require_matching_device(name, tensor, parameter.device)
         check.require_feature_size("query", query, self.embed_dim, "embed_dim")
         check.require_feature_size("key", key, self.kdim, "kdim")
@@ -587,15 +666,21 @@ class MultiHeadAttention(nn.Module):
         """Build a ``torch.nn.MultiheadAttention`` with this module's configuration and weights.
 
         Math: the copy computes the same function for the same arguments, except where the
-        class docstring lists a difference. Two of them change results without an error:
+        class docstring lists a difference. These change results without an error:
 
         * ``is_causal=True`` **without** ``attn_mask``: this module builds the causal mask;
           the copy raises ``RuntimeError`` on its regular path, but in its inference fast path
-          (evaluation mode, no autograd, ``batch_first=True``, self-attention) it silently
-          ignores ``is_causal`` and computes non-causal attention. Code that relies on
-          ``mha_ref`` building the mask loses causality there. Pass the mask explicitly before
-          moving to PyTorch: ``attn_mask=~mha_ref.causal_mask(L, S)`` (``True`` = blocked).
+          (evaluation mode, no autograd, ``bias=True``, ``batch_first=True``, self-attention,
+          ...) it silently ignores ``is_causal`` and computes non-causal attention. Code that
+          relies on ``mha_ref`` building the mask loses causality there. Pass the mask
+          explicitly before moving to PyTorch: ``attn_mask=~mha_ref.causal_mask(L, S)``
+          (``True`` = blocked).
+        * ``is_causal=True`` **with** a non-causal ``attn_mask`` in the copy's inference fast
+          path: the copy applies ``attn_mask``, this module the top-left triangle (when
+          ``need_weights=False`` and no ``key_padding_mask``).
         * Fully masked rows: NaN from the copy on some paths, ``out_proj.bias`` here.
+        * ``float16`` with ``need_weights=True``: the copy computes the scores in ``float16``
+          and returns NaN where one exceeds ``65504``; this module computes them in ``float32``.
 
         Returns:
             torch.nn.MultiheadAttention: A new module on the same device and dtype, in the same
@@ -684,6 +769,21 @@ def _blocked_to_additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor
     return mask.to(dtype)  # same shape as mask
 
 
+def _causal_replaces_mask(
+    is_causal: bool,
+    attn_mask: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    need_weights: bool,
+) -> bool:
+    """True where PyTorch's regular path replaces ``attn_mask`` by the causal triangle.
+
+    ``F.multi_head_attention_forward`` (torch 2.13): ``if is_causal and key_padding_mask is
+    None and not need_weights: attn_mask = None``, then ``scaled_dot_product_attention(...,
+    is_causal=True)`` over all keys, those of ``add_bias_kv``/``add_zero_attn`` included.
+    """
+    return is_causal and attn_mask is not None and key_padding_mask is None and not need_weights
+
+
 def _check_constructor_arguments(
     embed_dim: int, num_heads: int, dropout: float, kdim: int | None, vdim: int | None
 ) -> None:
@@ -693,6 +793,6 @@ def _check_constructor_arguments(
     check.require_divisible_heads(embed_dim, num_heads)
     check.require_probability("dropout", dropout)
     if kdim is not None:
-        check.require_positive_int("kdim", kdim, "features of key")
+        check.require_non_negative_int("kdim", kdim, "features of key")
     if vdim is not None:
-        check.require_positive_int("vdim", vdim, "features of value")
+        check.require_non_negative_int("vdim", vdim, "features of value")

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from mha_ref import (
+    allowed_to_additive,
     causal_mask,
     merge_heads,
     repeat_kv_heads,
@@ -266,3 +267,107 @@ def test_causal_mask_with_sdpa_equals_is_causal(generator):
         scaled_dot_product_attention(x, x, x, attn_mask=causal_mask(5)),
         scaled_dot_product_attention(x, x, x, is_causal=True),
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# What F.scaled_dot_product_attention accepts, mha_ref accepts and computes the same
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, -0.3, True, False, 2, torch.tensor(0.5)])
+def test_sdpa_accepts_every_finite_scale_like_torch(scale, generator):
+    query = torch.randn(2, 3, 4, generator=generator)
+    key = torch.randn(2, 5, 4, generator=generator)
+    value = torch.randn(2, 5, 4, generator=generator)
+    expected = F.scaled_dot_product_attention(query, key, value, scale=scale)
+    actual = scaled_dot_product_attention(query, key, value, scale=scale)
+    torch.testing.assert_close(actual, expected)
+
+
+def test_sdpa_zero_scale_gives_uniform_weights(generator):
+    query, key = torch.randn(3, 4, generator=generator), torch.randn(5, 4, generator=generator)
+    _, weights = scaled_dot_product_attention(query, key, key, scale=0.0, return_weights=True)
+    torch.testing.assert_close(weights, torch.full((3, 5), 0.2))
+
+
+@pytest.mark.parametrize("dropout_p", [1.0, True])
+def test_sdpa_dropout_one_zeroes_everything_like_torch(dropout_p, generator):
+    x = torch.randn(2, 3, 4, generator=generator)
+    expected = F.scaled_dot_product_attention(x, x, x, dropout_p=dropout_p)
+    actual = scaled_dot_product_attention(x, x, x, dropout_p=dropout_p)
+    assert torch.equal(actual, expected) and not actual.any()
+
+
+def test_sdpa_head_dim_zero_like_torch(generator):
+    query, key = torch.randn(1, 2, 3, 0), torch.randn(1, 2, 5, 0)
+    value = torch.randn(1, 2, 5, 4, generator=generator)
+    expected = F.scaled_dot_product_attention(query, key, value)
+    torch.testing.assert_close(scaled_dot_product_attention(query, key, value), expected)
+
+
+def test_sdpa_gqa_with_different_key_and_value_heads_like_torch(generator):
+    query = torch.randn(1, 4, 3, 4, generator=generator)
+    key = torch.randn(1, 2, 5, 4, generator=generator)
+    value = torch.randn(1, 1, 5, 4, generator=generator)
+    expected = F.scaled_dot_product_attention(query, key, value, enable_gqa=True)
+    actual = scaled_dot_product_attention(query, key, value, enable_gqa=True)
+    torch.testing.assert_close(actual, expected)
+
+
+def test_sdpa_float16_scores_beyond_65504_are_exact_like_torch(generator):
+    """200 * 200 * 8 / sqrt(8) = 113137 does not fit in float16; torch computes in float32."""
+    query = torch.full((1, 1, 2, 8), 200.0, dtype=torch.float16)
+    value = torch.randn(1, 1, 2, 8, generator=generator).half()
+    expected = F.scaled_dot_product_attention(query, query, value)
+    actual, weights = scaled_dot_product_attention(query, query, value, return_weights=True)
+    assert actual.dtype == weights.dtype == torch.float16
+    assert not actual.isnan().any()
+    torch.testing.assert_close(actual, expected)
+
+
+def test_sdpa_large_scale_split_onto_query_and_key_like_torch_math():
+    """scale=1e38 on |q| = 5: q * 1e38 overflows float32, q * sqrt(1e38) does not."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    query = torch.full((1, 1, 2, 4), 5.0)
+    key = torch.full((1, 1, 3, 4), 1e-3)
+    key[..., 0, :] = -1e-3
+    value = torch.arange(12.0).reshape(1, 1, 3, 4)
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(query, key, value, scale=1e38)
+    actual = scaled_dot_product_attention(query, key, value, scale=1e38)
+    assert not expected.isnan().any()
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("float_mask", [False, True])
+def test_sdpa_mask_with_is_causal_applies_both_like_torch(float_mask, generator):
+    """torch's default CPU kernel (4-D inputs) applies attn_mask and the causal triangle."""
+    x = torch.randn(1, 2, 4, 4, generator=generator)
+    allowed = torch.rand(4, 4, generator=generator) > 0.5
+    allowed.fill_diagonal_(True)
+    mask = allowed_to_additive(allowed) if float_mask else allowed
+    expected = F.scaled_dot_product_attention(x, x, x, attn_mask=mask, is_causal=True)
+    both = F.scaled_dot_product_attention(x, x, x, attn_mask=allowed & causal_mask(4))
+    torch.testing.assert_close(expected, both)
+    actual = scaled_dot_product_attention(x, x, x, attn_mask=mask, is_causal=True)
+    torch.testing.assert_close(actual, expected)
+
+
+def test_sdpa_mask_with_is_causal_on_3d_inputs_listed_difference(generator):
+    """Listed difference: for 3-D inputs torch's math backend raises; mha_ref applies both."""
+    x = torch.randn(2, 4, 4, generator=generator)
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
+        F.scaled_dot_product_attention(x, x, x, attn_mask=causal_mask(4), is_causal=True)
+    actual = scaled_dot_product_attention(x, x, x, attn_mask=causal_mask(4), is_causal=True)
+    torch.testing.assert_close(actual, F.scaled_dot_product_attention(x, x, x, is_causal=True))
+
+
+@pytest.mark.parametrize("scale", [float("inf"), float("nan")])
+def test_sdpa_non_finite_scale_raises_where_torch_returns_garbage(scale, generator):
+    """Listed difference: torch returns NaN for scale=inf and zeros for scale=nan."""
+    x = torch.randn(1, 2, 3, 4, generator=generator)
+    result = F.scaled_dot_product_attention(x, x, x, scale=scale)
+    assert result.isnan().any() or not result.any()
+    with pytest.raises(ValueError, match="finite"):
+        scaled_dot_product_attention(x, x, x, scale=scale)

@@ -164,3 +164,8 @@ def test_our_mha_uses_blocked_convention_like_torch(generator):
 def test_every_row_of_square_causal_mask_allows_its_own_position(alignment):
     mask = causal_mask(5, alignment=alignment)
     assert bool(mask.diagonal().all())
+
+
+def test_padding_mask_of_empty_list_is_an_empty_batch():
+    assert padding_mask([]).shape == (0, 0)
+    assert padding_mask([], max_len=3).shape == (0, 3)

@@ -382,7 +382,25 @@ def test_gqa_cross_attention_and_seq_first(generator):
 def test_pick_device_default(monkeypatch):
     monkeypatch.delenv("MHA_REF_DEVICE", raising=False)
     expected = "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available() and torch.backends.mps.is_available():
+        expected = "mps"
     assert pick_device().type == expected
+
+
+def test_pick_device_picks_mps_when_available_and_no_cuda(monkeypatch):
+    monkeypatch.delenv("MHA_REF_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert pick_device() == torch.device("mps")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device() == torch.device("cuda")  # CUDA first, as before
+
+
+def test_pick_device_mps_requested_but_unavailable(monkeypatch):
+    monkeypatch.setenv("MHA_REF_DEVICE", "mps")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="MPS"):
+        pick_device()
 
 
 def test_pick_device_env_override(monkeypatch):
@@ -421,3 +439,136 @@ def test_multihead_attention_matches_torch_on_cuda():
     ours.use_fused = True
     fused, _ = ours(x, x, x, key_padding_mask=padding, need_weights=False)
     torch.testing.assert_close(fused, expected[0], atol=1e-10, rtol=1e-10)
+
+
+# ----------------------------------------------------------------------------------------------
+# The drop-in inside PyTorch's own code: subclass, encoder layers, quantization, autocast,
+# TorchScript, torch.compile
+# ----------------------------------------------------------------------------------------------
+
+
+def test_is_a_torch_multihead_attention_with_the_same_attributes():
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 2, add_bias_kv=True, kdim=5)
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(8, 2, add_bias_kv=True, kdim=5)
+    assert isinstance(ours, torch.nn.MultiheadAttention)
+    # the constructor skips nn.MultiheadAttention.__init__: it must set everything that sets
+    assert set(vars(theirs)) <= set(vars(ours))
+    assert set(vars(ours)) - set(vars(theirs)) == {"use_fused"}
+    assert type(ours.out_proj) is type(theirs.out_proj)
+    pairs = zip(ours.named_parameters(), theirs.named_parameters(), strict=True)
+    for (name, ours_p), (_, theirs_p) in pairs:
+        assert torch.equal(ours_p, theirs_p), name
+
+
+@pytest.mark.parametrize("num_layers", [None, 2])
+@pytest.mark.parametrize("with_padding", [False, True])
+def test_inside_transformer_encoder_at_inference(num_layers, with_padding):
+    """Hole E4: eval + no_grad used to fail with AttributeError 'merge_masks'."""
+    torch.manual_seed(0)
+    theirs = torch.nn.TransformerEncoderLayer(16, 4, 32, 0.0, batch_first=True)
+    ours = torch.nn.TransformerEncoderLayer(16, 4, 32, 0.0, batch_first=True)
+    ours.load_state_dict(theirs.state_dict())
+    ours.self_attn = MultiHeadAttention.from_torch(ours.self_attn)
+    if num_layers is not None:
+        theirs = torch.nn.TransformerEncoder(theirs, num_layers)
+        ours = torch.nn.TransformerEncoder(ours, num_layers)
+    x = torch.randn(2, 5, 16)
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]) if with_padding else None
+    for mode in ("train", "eval"):
+        getattr(theirs, mode)()
+        getattr(ours, mode)()
+        with torch.no_grad():
+            expected = theirs(x, src_key_padding_mask=padding)
+            actual = ours(x, src_key_padding_mask=padding)
+        if expected.is_nested:
+            expected, actual = expected.to_padded_tensor(0.0), actual.to_padded_tensor(0.0)
+        torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_quantize_dynamic_leaves_out_proj_alone():
+    model = torch.nn.Sequential(MultiHeadAttention(8, 2))
+    quantized = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear})
+    x = torch.randn(3, 2, 8)
+    expected = model[0](x, x, x)[0]
+    torch.testing.assert_close(quantized[0](x, x, x)[0], expected)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_autocast_bfloat16_matches_torch(need_weights, batch_first):
+    """Hole E5: bf16 activations with fp32 weights under CPU autocast used to raise."""
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    ours = MultiHeadAttention.from_torch(theirs)
+    linear = torch.nn.Linear(8, 8)
+    x = torch.randn(3, 4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = linear(x)  # bfloat16
+        expected, expected_weights = theirs(hidden, hidden, hidden, need_weights=need_weights)
+        actual, actual_weights = ours(hidden, hidden, hidden, need_weights=need_weights)
+    assert actual.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(actual, expected, atol=2e-2, rtol=2e-2)
+    if need_weights:
+        assert actual_weights.dtype == expected_weights.dtype
+        torch.testing.assert_close(actual_weights, expected_weights, atol=2e-2, rtol=2e-2)
+
+
+def test_autocast_sdpa_casts_like_torch():
+    x = torch.randn(1, 2, 3, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = F.scaled_dot_product_attention(x, x, x)
+        actual = scaled_dot_product_attention(x, x, x)
+    assert actual.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(actual, expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_torch_jit_script_is_not_supported_but_to_torch_scripts():
+    """Listed difference: TorchScript cannot compile the checked forward; to_torch() can."""
+    ours = MultiHeadAttention(8, 2)
+    with pytest.raises(RuntimeError):
+        torch.jit.script(ours)
+    scripted = torch.jit.script(ours.to_torch())
+    x = torch.randn(3, 2, 8)
+    torch.testing.assert_close(scripted(x, x, x)[0], ours(x, x, x)[0])
+
+
+def _has_c_compiler() -> bool:
+    import shutil
+
+    return any(shutil.which(name) for name in ("cc", "gcc", "clang", "g++"))
+
+
+@pytest.mark.skipif(not _has_c_compiler(), reason="torch.compile on CPU needs a C++ compiler")
+def test_torch_compile_fullgraph_equals_eager():
+    """torch.compile(fullgraph=True) compiles a forward with no graph break (about 20 s)."""
+    torch.manual_seed(0)
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 3, 8)
+    compiled = torch.compile(module, fullgraph=True)
+    actual, weights = compiled(x, x, x)
+    expected, expected_weights = module(x, x, x)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(weights, expected_weights)
+
+
+def test_encoder_layer_fast_path_does_not_call_forward_listed_difference():
+    """In eval under no_grad, nn.TransformerEncoderLayer runs PyTorch's fused kernel with the
+    module's weights: MultiHeadAttention.forward is not called, so fully masked rows give NaN
+    there (PyTorch's result), where forward would give out_proj.bias."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True).eval()
+    layer.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+    calls = []
+    layer.self_attn.forward = lambda *args, **kwargs: calls.append(1)  # a spy that returns None
+    x = torch.randn(1, 3, 8)
+    blocked = torch.ones(3, 3, dtype=torch.bool)  # every key blocked for every query
+    with torch.no_grad():
+        fused = layer(x, src_mask=blocked)
+    assert calls == [] and fused.isnan().all()
+    del layer.self_attn.forward
+    direct, _ = layer.self_attn(x, x, x, attn_mask=blocked, need_weights=False)
+    torch.testing.assert_close(direct, layer.self_attn.out_proj.bias.expand(1, 3, 8))

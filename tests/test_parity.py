@@ -369,18 +369,74 @@ def test_torch_is_causal_without_mask_depends_on_path():
 
 def test_torch_is_causal_quirk_with_extra_keys():
     """torch: is_causal + add_bias_kv + need_weights=False drops attn_mask and applies the
-    causal triangle to the appended bias key too, so its two paths disagree. mha_ref applies
-    attn_mask (padded with an allowed column for bias_k) in both cases, like torch's
-    need_weights=True path."""
+    causal triangle to the appended bias key too, so its two paths disagree. mha_ref follows
+    torch on each path."""
     theirs, ours = _pair(batch_first=True, add_bias_kv=True)
     x = torch.randn(2, 4, 8)
     blocked = torch.ones(4, 4, dtype=torch.bool).triu(diagonal=1)
     with_weights, _ = theirs(x, x, x, attn_mask=blocked, is_causal=True, need_weights=True)
     without, _ = theirs(x, x, x, attn_mask=blocked, is_causal=True, need_weights=False)
     assert (with_weights - without).abs().max() > 1e-3  # torch disagrees with itself
-    for need_weights in (True, False):
+    for need_weights, expected in ((True, with_weights), (False, without)):
         ours_out, _ = ours(x, x, x, attn_mask=blocked, is_causal=True, need_weights=need_weights)
-        torch.testing.assert_close(ours_out, with_weights)
+        torch.testing.assert_close(ours_out, expected)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("with_padding", [True, False])
+def test_is_causal_with_bottom_right_mask_follows_torch(need_weights, with_padding):
+    """KV-cache cross-attention, L=3, S=5, bottom-right mask with is_causal=True (E3).
+
+    torch's regular path replaces the mask by the top-left triangle when need_weights=False
+    and no key_padding_mask is given; otherwise it applies the mask. mha_ref does the same."""
+    theirs, ours = _pair(batch_first=True)
+    query, memory = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    bottom_right = ~causal_mask(3, 5, alignment="bottom_right")  # True = blocked
+    padding = torch.zeros(2, 5, dtype=torch.bool) if with_padding else None
+    kwargs = {"attn_mask": bottom_right, "key_padding_mask": padding, "need_weights": need_weights}
+    expected, _ = theirs(query, memory, memory, is_causal=True, **kwargs)
+    actual, _ = ours(query, memory, memory, is_causal=True, **kwargs)
+    torch.testing.assert_close(actual, expected)
+    masked, _ = theirs(query, memory, memory, need_weights=True, attn_mask=bottom_right)
+    replaced = not need_weights and not with_padding
+    assert ((actual - masked).abs().max() > 0.1) == replaced
+
+
+def test_is_causal_float_mask_gradient_follows_torch():
+    """Where torch drops a float attn_mask for is_causal, neither library gives it a gradient."""
+    theirs, ours = _pair(batch_first=True)
+    x = torch.randn(2, 4, 8)
+    for module in (theirs, ours):
+        mask = torch.zeros(4, 4).masked_fill(~causal_mask(4), float("-inf")).requires_grad_()
+        out, _ = module(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)
+        out.sum().backward()
+        assert mask.grad is None
+    grads = []
+    for module in (theirs, ours):
+        mask = torch.zeros(4, 4).masked_fill(~causal_mask(4), float("-inf")).requires_grad_()
+        out, _ = module(x, x, x, attn_mask=mask, is_causal=True, need_weights=True)
+        out.sum().backward()
+        grads.append(mask.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_fast_path_ignores_is_causal_with_mask_listed_difference():
+    """Listed difference: torch's inference fast path applies attn_mask and ignores is_causal;
+    mha_ref follows torch's regular path (top-left triangle replaces the mask)."""
+    theirs, ours = _pair(batch_first=True)
+    theirs.eval()
+    ours.eval()
+    x = torch.randn(2, 4, 8)
+    not_causal = torch.rand(4, 4, generator=torch.Generator().manual_seed(0)) > 0.6
+    not_causal.fill_diagonal_(False)
+    with torch.no_grad():
+        fast, _ = theirs(x, x, x, attn_mask=not_causal, is_causal=True, need_weights=False)
+        applied, _ = theirs(x, x, x, attn_mask=not_causal, need_weights=False)
+        ours_out, _ = ours(x, x, x, attn_mask=not_causal, is_causal=True, need_weights=False)
+        top_left, _ = ours(x, x, x, attn_mask=~causal_mask(4), need_weights=False)
+    torch.testing.assert_close(fast, applied)  # torch: the mask, is_causal ignored
+    torch.testing.assert_close(ours_out, top_left)  # mha_ref: the causal triangle
+    assert (ours_out - fast).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("num_heads", [2, 4])
@@ -582,3 +638,73 @@ def test_sdpa_scale_types_accepted_like_torch(scale):
     expected = F.scaled_dot_product_attention(query, key, value, scale=scale)
     torch.testing.assert_close(scaled_dot_product_attention(query, key, value, scale=scale),
                                expected)
+
+
+# ----------------------------------------------------------------------------------------------
+# Holes of the drop-in promise (issue 11), each against torch
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dropout", [1.0, True])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dropout_one_like_torch(dropout, need_weights):
+    theirs, ours = _pair(dropout=dropout)
+    x = torch.randn(3, 2, 8)
+    for module in (theirs, ours):
+        module.train()
+    expected, _ = theirs(x, x, x, need_weights=need_weights)
+    actual, _ = ours(x, x, x, need_weights=need_weights)
+    torch.testing.assert_close(actual, expected)  # out_proj.bias everywhere
+    assert ours.dropout is dropout
+
+
+def test_dropout_outside_unit_interval_listed_difference():
+    """torch accepts any dropout, then raises (>1) or silently ignores a negative value."""
+    torch.nn.MultiheadAttention(8, 2, dropout=1.5)
+    theirs = torch.nn.MultiheadAttention(8, 2, dropout=-0.5)
+    x = torch.randn(3, 2, 8)
+    ignored, _ = theirs(x, x, x, need_weights=True)
+    no_dropout, _ = theirs.eval()(x, x, x, need_weights=True)
+    torch.testing.assert_close(ignored, no_dropout)
+    with pytest.raises(RuntimeError):
+        theirs.train()(x, x, x, need_weights=False)
+    for dropout in (1.5, -0.5):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            MultiHeadAttention(8, 2, dropout=dropout)
+
+
+def test_zero_kdim_and_vdim_like_torch():
+    theirs, ours = _pair(kdim=0, vdim=0)
+    query, empty = torch.randn(3, 2, 8), torch.randn(5, 2, 0)
+    torch.testing.assert_close(ours(query, empty, empty)[0], theirs(query, empty, empty)[0])
+
+
+def test_float16_weights_path_listed_difference():
+    """torch's need_weights=True path computes float16 scores in float16 (NaN past 65504);
+    mha_ref computes them in float32, like both libraries' need_weights=False path."""
+    theirs = torch.nn.MultiheadAttention(8, 1, bias=False, dtype=torch.float16)
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.eye(8).repeat(3, 1))
+        theirs.out_proj.weight.copy_(torch.eye(8))
+    ours = MultiHeadAttention.from_torch(theirs)
+    x = torch.full((2, 1, 8), 200.0, dtype=torch.float16)
+    assert theirs(x, x, x, need_weights=True)[0].isnan().all()
+    torch.testing.assert_close(theirs(x, x, x, need_weights=False)[0], x)
+    for need_weights in (True, False):
+        torch.testing.assert_close(ours(x, x, x, need_weights=need_weights)[0], x)
+
+
+def test_empty_inputs_listed_difference():
+    """torch fails on an empty batch with a 3-D attn_mask and need_weights=False (an internal
+    reshape of 0 elements), and its fast path returns no weights for an empty batch."""
+    theirs, ours = _pair(batch_first=True)
+    x = torch.randn(0, 3, 8)
+    mask = torch.zeros(0, 3, 3, dtype=torch.bool)  # (batch * num_heads, L, S) with batch = 0
+    with pytest.raises(RuntimeError, match="cannot reshape tensor of 0 elements"):
+        theirs(x, x, x, attn_mask=mask, need_weights=False)
+    assert ours(x, x, x, attn_mask=mask, need_weights=False)[0].shape == (0, 3, 8)
+    theirs.eval()
+    ours.eval()
+    with torch.no_grad():
+        assert theirs(x, x, x, need_weights=True)[1] is None
+        assert ours(x, x, x, need_weights=True)[1].shape == (0, 3, 3)
