@@ -62,10 +62,13 @@ def scaled_dot_product_attention(
     * inside ``torch.autocast`` the inputs are cast as autocast casts PyTorch's function
       (floating point except ``float64`` to the autocast dtype).
 
-    Two deliberate differences (see ``MultiHeadAttention``'s list): ``attn_mask`` together
+    Three deliberate differences (see ``MultiHeadAttention``'s list): ``attn_mask`` together
     with ``is_causal=True`` is computed for inputs of any rank, where PyTorch's math backend
-    (which it uses e.g. for 3-D inputs) raises ``RuntimeError``; and a non-finite ``scale``
-    raises ``ValueError``, where PyTorch returns NaN (``inf``) or zeros (``nan``).
+    (which it uses e.g. for 3-D inputs) raises ``RuntimeError``; a non-finite ``scale``
+    raises ``ValueError``, where PyTorch returns NaN (``inf``) or zeros (``nan``); and
+    ``scale=0`` with ``is_causal=True`` gives uniform weights over the allowed keys, as
+    PyTorch's math backend does, where PyTorch's default CPU kernel returns NaN (it multiplies
+    the blocked scores, ``-inf``, by the scale ``0``).
 
     **Rows whose keys are all masked.** If every key of a query row is blocked, the softmax
     would divide ``0`` by ``0``. Here that row gets weights ``0`` and therefore output ``0``

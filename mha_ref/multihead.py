@@ -141,7 +141,9 @@ class MultiHeadAttention(nn.MultiheadAttention):
       ``attn_mask`` together with ``is_causal=True`` (both masks) for inputs of any rank, as
       PyTorch's default CPU kernel does for 4-D inputs; PyTorch's math backend, which it uses
       e.g. for 3-D inputs, raises ``RuntimeError`` there. It raises ``ValueError`` for a
-      non-finite ``scale`` (PyTorch returns NaN for ``inf`` and zeros for ``nan``).
+      non-finite ``scale`` (PyTorch returns NaN for ``inf`` and zeros for ``nan``). With
+      ``scale=0`` and ``is_causal=True`` it gives uniform weights over the allowed keys, as
+      PyTorch's math backend does; PyTorch's default CPU kernel returns NaN there.
     * No inference fast path and no NestedTensor support in ``forward``. Inside
       ``nn.TransformerEncoderLayer`` in its own fast path (evaluation mode, no autograd,
       ``batch_first=True``, ``bias=True``...), PyTorch does not call ``self_attn.forward``: its

@@ -371,3 +371,20 @@ def test_sdpa_non_finite_scale_raises_where_torch_returns_garbage(scale, generat
     assert result.isnan().any() or not result.any()
     with pytest.raises(ValueError, match="finite"):
         scaled_dot_product_attention(x, x, x, scale=scale)
+
+
+def test_sdpa_zero_scale_with_is_causal_is_uniform_where_torch_cpu_kernel_gives_nan():
+    """A listed difference: torch's default CPU kernel multiplies the blocked (-inf) scores by
+    scale=0 and returns NaN; its math backend, like mha_ref, gives uniform weights."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, 1, 1, generator=generator, dtype=torch.float64)
+    k = torch.randn(1, 1, 2, 1, generator=generator, dtype=torch.float64)
+    v = torch.randn(1, 1, 2, 1, generator=generator, dtype=torch.float64)
+    ours = scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.0)
+    assert ours.item() == v[0, 0, 0, 0].item()  # query 0 sees key 0 only
+    assert F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.0).isnan().all()
+    with sdpa_kernel(SDPBackend.MATH):
+        math = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.0)
+    torch.testing.assert_close(ours, math)
