@@ -183,7 +183,7 @@ def ablate_heads(
     """Within the block, the given heads write nothing: their context is zeroed before ``W^O``.
 
     Zeroing head ``h``'s slice of the merged context removes exactly that head's term from the
-    layer's output (the output projection's bias stays); see ``mha_ref.tutorial.circuits``.
+    layer's output (the output projection's bias stays); see :mod:`mha_ref.tutorial.circuits`.
 
     Args:
         model: the model.
