@@ -148,7 +148,7 @@ other_head = 1 - prev_head
 cases = [
     ("none (full model)", []),
     (f"layer 1 head {prev_head} (previous-token head)", [(0, prev_head)]),
-    (f"layer 1 head {other_head} (the other layer-1 head)", [(0, other_head)]),
+    (f"layer 1 head {other_head} (the other head of layer 1)", [(0, other_head)]),
     ("layer 2 head 0", [(1, 0)]),
     ("layer 2 head 1", [(1, 1)]),
     ("layer 2 heads 0 and 1", [(1, 0), (1, 1)]),

@@ -3,7 +3,7 @@
 ========================
 
 Transformer 能接续输入里只出现过一次的模式：看到 ``... A B ... A`` 之后，它会预测 ``B``。
-Olsson 等人（2022）在 “In-context Learning and Induction Heads”
+Olsson 等人（2022）在“In-context Learning and Induction Heads”
 （`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_）中把这种能力追溯到分属两层的两个头
 组成的回路：
 

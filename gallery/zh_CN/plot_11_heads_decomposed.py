@@ -4,7 +4,7 @@
 
 多头注意力把各个头的输出拼接起来，再乘以 :math:`W^O`
 （Vaswani 等人 2017，`arXiv:1706.03762 <https://arxiv.org/abs/1706.03762>`_，第 3.2.2 节）。
-Elhage 等人（2021）在 “A Mathematical Framework for Transformer Circuits”
+Elhage 等人（2021）在“A Mathematical Framework for Transformer Circuits”
 （`transformer-circuits.pub/2021/framework <https://transformer-circuits.pub/2021/framework/index.html>`_）
 中换了一种读法：把 :math:`W^O` 按头切成每块 ``head_dim`` 行，输出就变成 **各个头互相独立的项之和**，
 每个头一项：

@@ -3,7 +3,7 @@
 ==============
 
 在 ``embed_dim`` 固定时，头越多，每个头就越窄：``head_dim = embed_dim / num_heads``。
-Bhojanapalli 等人（2020）在 “Low-Rank Bottleneck in Multi-head Attention Models”
+Bhojanapalli 等人（2020）在“Low-Rank Bottleneck in Multi-head Attention Models”
 （`arXiv:2002.07028 <https://arxiv.org/abs/2002.07028>`_，第 3 节）中指出了窄头失去的东西。
 一个头在 ``L`` 个键上的分数是
 
