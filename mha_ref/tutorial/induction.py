@@ -39,6 +39,7 @@ __all__ = [
     "InductionResult",
     "ablate_heads",
     "accuracy_with_ablation",
+    "check_periods",
     "head_scores",
     "induction_score",
     "make_repeated_batch",
@@ -79,19 +80,9 @@ def make_repeated_batch(
         segment occupies positions ``L - period .. L - 1``.
 
     Raises:
-        ValueError: the periods do not fit (``1 <= min_period <= max_period``,
-            ``2 * max_period <= seq_len``, ``max_period < vocab_size``).
+        ValueError: the periods do not fit (:func:`check_periods`).
     """
-    if not 1 <= min_period <= max_period or 2 * max_period > seq_len:
-        raise ValueError(
-            f"need 1 <= min_period <= max_period and 2 * max_period <= seq_len, got "
-            f"min_period={min_period}, max_period={max_period}, seq_len={seq_len}"
-        )
-    if max_period >= vocab_size:
-        raise ValueError(
-            f"max_period={max_period} must be below vocab_size={vocab_size}: the segment's "
-            "tokens are distinct and the filler needs at least one other token"
-        )
+    check_periods(seq_len, vocab_size, min_period, max_period)
     periods = torch.randint(min_period, max_period + 1, (batch_size,), generator=generator)  # (N,)
     order = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=1)  # (N, V)
     positions = torch.arange(seq_len)  # (L,)
@@ -107,6 +98,21 @@ def make_repeated_batch(
     rank = torch.where(in_segment, segment_index, filler_rank)  # (N, L)
     tokens = order.gather(1, rank)  # (N, L)
     return tokens, periods
+
+
+def check_periods(seq_len: int, vocab_size: int, min_period: int, max_period: int) -> None:
+    """Raise ValueError unless ``1 <= min_period <= max_period``, ``2 * max_period <= seq_len``
+    and ``max_period < vocab_size`` (distinct segment tokens, and one left for the filler)."""
+    if not 1 <= min_period <= max_period or 2 * max_period > seq_len:
+        raise ValueError(
+            f"need 1 <= min_period <= max_period and 2 * max_period <= seq_len, got "
+            f"min_period={min_period}, max_period={max_period}, seq_len={seq_len}"
+        )
+    if max_period >= vocab_size:
+        raise ValueError(
+            f"max_period={max_period} must be below vocab_size={vocab_size}: the segment's "
+            "tokens are distinct and the filler needs at least one other token"
+        )
 
 
 def second_copy_mask(periods: torch.Tensor, seq_len: int) -> torch.Tensor:
@@ -398,7 +404,7 @@ def train_induction(
         lr=lr,
         seed=seed,
     )
-    make_repeated_batch(1, seq_len, vocab_size, torch.Generator(), min_period, max_period)
+    check_periods(seq_len, vocab_size, min_period, max_period)
     return cached("train_induction", arguments, lambda: _train_induction(arguments))
 
 
