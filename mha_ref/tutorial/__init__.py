@@ -11,6 +11,13 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
     where each head looks (offset profile, entropy); descriptive only.
 ``head_count``
     the cost of more heads at a fixed ``embed_dim``, and the head-count sweep.
+``induction``
+    induction heads: a two-layer attention-only model, its head scores, ablation (Olsson 2022).
+``circuits``
+    a head's output decomposed into its QK and OV matrices (Elhage 2021).
+``low_rank``
+    the low-rank bottleneck: how well one narrow head fits an attention pattern (Bhojanapalli
+    2020).
 ``cache``
     the on-disk cache that lets the second language reuse the first one's trainings.
 ``plotting`` and ``fonts``

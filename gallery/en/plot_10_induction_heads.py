@@ -1,0 +1,169 @@
+"""
+Induction heads: two heads that only work together
+==================================================
+
+A transformer can continue a pattern it has seen only once in its input: after ``... A B ... A``
+it predicts ``B``. Olsson et al. (2022), "In-context Learning and Induction Heads"
+(`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_), trace this to a circuit of two heads
+in two different layers:
+
+1. a **previous-token head** in layer 1 copies into each position which token came just before
+   it;
+2. an **induction head** in layer 2 looks for the position whose *previous token* is the current
+   token, that is the token right after the earlier occurrence, and copies it as the prediction.
+
+Neither head can do the job alone: the second head finds its key only through what the first one
+wrote. This page trains the smallest model where the circuit can form, while the page is built,
+then checks each claim by measuring the attention weights and by switching heads off.
+"""
+
+# %%
+# The task: a segment that repeats at a varying distance
+# ------------------------------------------------------
+# Each sequence is some filler tokens, then a random segment of distinct tokens, then the same
+# segment again. The segment's length (the *period*) changes from sequence to sequence. That
+# matters: with a fixed period, layer 2 could find the answer by position alone ("look
+# ``period - 1`` tokens back") and no previous-token head would be needed. With a varying period
+# the only way to predict the second copy is by content.
+#
+# The model predicts the next token at each position; it is trained and scored on the positions
+# of the second copy, where the next token is determined by the first copy.
+
+import matplotlib.pyplot as plt
+
+from mha_ref import causal_mask
+from mha_ref.tutorial.induction import (
+    accuracy_with_ablation,
+    head_scores,
+    train_induction,
+)
+from mha_ref.tutorial.plotting import plot_heads, text_table
+from mha_ref.tutorial.training import plot_loss_curves
+
+TOKEN_NAMES = list("ABCDEFGHIJKLMNOPQRSTUVWX")  # one name per token id
+
+result = train_induction(seed=0)
+tokens, periods = result.evaluation_batch()  # (512, seq_len), (512,)
+config = result.config
+print(f"vocabulary: {config['vocab_size']} tokens, sequence length: {config['seq_len']}")
+print(f"period: {config['min_period']} to {config['max_period']} tokens")
+for i in range(3):
+    print(f"period {int(periods[i]):2d}:", " ".join(TOKEN_NAMES[t] for t in tokens[i].tolist()))
+
+# %%
+# The model and its loss curve
+# ----------------------------
+# :class:`~mha_ref.tutorial.induction.AttentionOnlyTransformer` is the simplified transformer of
+# Elhage et al. (2021): token and position embeddings, two causal
+# :class:`mha_ref.MultiHeadAttention` layers that each *add* their output to a residual stream,
+# and a linear unembedding. There is no MLP, so everything the model computes beyond the
+# embeddings is done by its four heads (two per layer).
+#
+# :func:`~mha_ref.tutorial.induction.train_induction` trains it with Adam on one CPU thread,
+# seeded and deterministic, so every build prints the same numbers. What to look for in the loss
+# curve: a long plateau, where the model can only guess, then a sudden drop. Olsson et al. call
+# this drop the *phase change*: it is when the induction circuit forms. The dashed line marks the
+# step where the training batches' accuracy on the second copy first averages 50 % over 20 steps.
+
+model = result.model()
+phase_change = result.phase_change_step()
+print(f"training steps: {config['steps']}, batch size: {config['batch_size']}")
+print(f"loss: first step {result.loss_curve[0]:.3f}, last step {result.loss_curve[-1]:.4f}")
+print(f"phase change (accuracy reaches 0.5): step {phase_change}")
+print(f"second-copy accuracy on new sequences: {accuracy_with_ablation(model, tokens, periods):.3f}")
+
+fig = plot_loss_curves(
+    {"loss": result.loss_curve},
+    title="Training loss on the second copy",
+    xlabel="training step",
+    ylabel="cross-entropy loss (log scale)",
+)
+fig.axes[0].axvline(phase_change, color="grey", linestyle="--", linewidth=1)
+plt.show()
+
+# %%
+# Where the heads look
+# --------------------
+# The heatmaps show all four heads on one new sequence, labelled by its tokens (rows: queries,
+# columns: keys; grey cells are blocked by the causal mask). What to look for:
+#
+# - a **previous-token head** in layer 1 puts its weight on the diagonal just below the main one:
+#   every token looks at the one before it;
+# - an **induction head** in layer 2 is dark until the segment starts repeating, then draws a
+#   *stripe* parallel to the diagonal, ``period - 1`` keys back: each query in the second copy
+#   looks at the token that followed its own earlier occurrence, which is the token it is about
+#   to predict.
+
+# sphinx_gallery_thumbnail_number = 2
+probe = int((periods >= 8).nonzero()[0, 0])  # the first sequence with a long segment
+labels = [TOKEN_NAMES[t] for t in tokens[probe].tolist()]
+with_weights = model(tokens[probe : probe + 1])[1]  # layers x (1, num_heads, seq_len, seq_len)
+weights = [w[0, h].detach() for w in with_weights for h in range(w.shape[1])]
+fig = plot_heads(
+    weights,
+    labels,
+    titles=[f"layer {layer} head {head}" for layer in (1, 2) for head in (0, 1)],
+    suptitle=f"Attention weights on one sequence (period {int(periods[probe])})",
+    ncols=2,
+    colorbar_label="attention weight",
+    xlabel="key (token)",
+    ylabel="query (token)",
+    blocked=~causal_mask(len(labels)),  # (seq_len, seq_len), True = blocked
+    blocked_label="blocked by the causal mask (weight 0)",
+)
+plt.show()
+
+# %%
+# The two scores, over 512 sequences
+# ----------------------------------
+# One sequence can mislead, so we measure each head over the whole evaluation batch:
+#
+# - **previous-token score**: the mean weight a head puts on key ``t - 1``, over all queries;
+# - **induction score**: the mean weight on the token right after the earlier occurrence of the
+#   current token (key ``t - period + 1``), over the queries of the second copy.
+#
+# A head that spread its weight evenly would score about one over the number of keys it can
+# see. Layers are numbered from 1, heads from 0, as in the titles above.
+
+previous, induction = head_scores(model, tokens, periods)  # (layers, heads) each
+rows = [
+    [f"layer {layer + 1} head {head}", f"{previous[layer, head]:.3f}", f"{induction[layer, head]:.3f}"]
+    for layer in range(previous.shape[0])
+    for head in range(previous.shape[1])
+]
+print(text_table(["head", "previous-token score", "induction score"], rows))
+
+# %%
+# Switching heads off
+# -------------------
+# A heatmap shows where a head looks, not whether the model needs it. So we *ablate*: we zero a
+# head's output before the output projection (the other heads and the bias are untouched) and
+# measure the accuracy on the second copy again. If the circuit needs both kinds of head, removing
+# the previous-token head must break it, and so must removing the induction heads, while removing
+# the other layer-1 head must not. Layer 2 has two heads; the table shows each alone and both
+# together, since two heads can do the same job and cover for each other.
+
+prev_head = int(previous[0].argmax())  # layer 1's previous-token head (0-based index)
+other_head = 1 - prev_head
+cases = [
+    ("none (full model)", []),
+    (f"layer 1 head {prev_head} (previous-token head)", [(0, prev_head)]),
+    (f"layer 1 head {other_head} (the other head of layer 1)", [(0, other_head)]),
+    ("layer 2 head 0", [(1, 0)]),
+    ("layer 2 head 1", [(1, 1)]),
+    ("layer 2 heads 0 and 1", [(1, 0), (1, 1)]),
+]
+rows = [[name, f"{accuracy_with_ablation(model, tokens, periods, heads):.3f}"] for name, heads in cases]
+print(text_table(["ablated", "second-copy accuracy"], rows))
+
+# %%
+# What this shows
+# ---------------
+# Read the tables together. The circuit is visible in the weights *and* necessary in the
+# ablations: the model that predicts the second copy loses that ability without its
+# previous-token head, although that head never looks at the answer itself; it only prepares the
+# keys that layer 2 searches. Whether layer 2's heads duplicate each other is also measured
+# above: if each alone keeps most of the accuracy but both together lose it, they are two copies
+# of the induction head. Olsson et al. argue that this circuit is a main source of in-context
+# learning in large language models; in this tiny model it is the *only* way to solve the task,
+# which is why it forms so clearly.

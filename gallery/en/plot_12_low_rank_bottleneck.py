@@ -1,0 +1,114 @@
+"""
+The low-rank bottleneck of narrow heads
+=======================================
+
+At a fixed ``embed_dim``, more heads means narrower heads: ``head_dim = embed_dim / num_heads``.
+Bhojanapalli et al. (2020), "Low-Rank Bottleneck in Multi-head Attention Models"
+(`arXiv:2002.07028 <https://arxiv.org/abs/2002.07028>`_, section 3), point out what a narrow
+head loses. One head's scores on ``L`` keys are
+
+.. math::
+
+    S = \\frac{X W_Q (X W_K)^\\top}{\\sqrt{d_k}}, \\qquad W_Q, W_K \\in \\mathbb{R}^{d_{model} \\times d_k},
+
+a product through ``head_dim`` (:math:`d_k`) columns, so :math:`\\mathrm{rank}(S) \\le d_k`. The
+softmax ignores a constant added to a row, so a head can produce an attention pattern :math:`P`
+only if :math:`\\log P` is, up to one constant per row, a matrix of rank :math:`d_k` or less. Their
+Theorem 1: with :math:`d_k \\ge L` (and inputs of rank :math:`L`) a head can express *every*
+pattern; with :math:`d_k < L` it cannot.
+
+This page measures how much that matters: for fixed inputs and a set of target patterns, it fits
+the best single head of each width and reports how far the head's pattern stays from the target.
+"""
+
+# %%
+# Inputs and target patterns
+# --------------------------
+# The inputs ``X`` are ``L = 32`` fixed random vectors of width ``embed_dim = 64``. The targets are
+# random attention patterns over the 32 keys: each row is the softmax of scaled Gaussian noise,
+# so it puts most of its weight on a few keys, as a focused head would. Every row of every target
+# is a different choice; nothing about them is low-rank by construction.
+#
+# :func:`~mha_ref.tutorial.low_rank.low_rank_sweep` fits one head per target and per ``head_dim``,
+# in two steps: a closed form (the best rank-``head_dim`` approximation of the target's centred
+# log-probabilities, by SVD, turned into ``W_Q`` and ``W_K``), then Adam on the KL divergence
+# itself, starting from it. It runs in float64, seeded, on one thread.
+
+import matplotlib.pyplot as plt
+
+from mha_ref.tutorial.low_rank import low_rank_sweep
+from mha_ref.tutorial.plotting import plot_heads, plot_lines, text_table
+
+sweep = low_rank_sweep(head_dims=(1, 2, 4, 8, 16, 32, 64), seq_len=32, embed_dim=64)
+targets = sweep.targets  # (num_targets, seq_len, seq_len)
+print(f"targets: {tuple(targets.shape)}, embed_dim: {sweep.embed_dim}, L: {sweep.seq_len}")
+print(f"mean largest weight in a row: {targets.amax(dim=-1).mean():.3f}")
+print(f"mean weight on a row's 3 largest keys: {targets.topk(3, dim=-1).values.sum(-1).mean():.3f}")
+
+# %%
+# KL divergence against ``head_dim``
+# ----------------------------------
+# For each width we print the largest rank of a fitted score matrix, and the KL divergence
+# :math:`\\mathrm{KL}(P \\,\\|\\, \\mathrm{softmax}(S))` in nats, averaged over rows and targets (0
+# means the head reproduces the target exactly). The column ``heads`` is how many heads of that
+# width fit in ``embed_dim = 64``. What to look for: the rank never exceeds ``head_dim``; the KL
+# falls as ``head_dim`` grows and reaches zero once ``head_dim >= L``; gradient descent finds
+# better heads than the closed form below that point, but not exact ones.
+
+rows = [
+    [
+        d,
+        sweep.embed_dim // d,
+        sweep.score_rank[i],
+        f"{sweep.kl_closed_form[i]:.3f}",
+        f"{sweep.kl_descent[i]:.3f}",
+    ]
+    for i, d in enumerate(sweep.head_dims)
+]
+print(text_table(["head_dim", "heads", "rank of S", "KL closed form", "KL gradient descent"], rows))
+
+fig = plot_lines(
+    sweep.head_dims,
+    {"closed form (SVD)": sweep.kl_closed_form, "gradient descent": sweep.kl_descent},
+    xlabel="head_dim",
+    ylabel="KL(target || head) in nats",
+    title="How well one head matches a target pattern (L = 32 keys)",
+    logx=True,
+)
+fig.axes[0].axvline(sweep.seq_len, color="grey", linestyle="--", linewidth=1)
+fig.axes[0].annotate("head_dim = L", (sweep.seq_len, max(sweep.kl_closed_form)), fontsize=8)
+plt.show()
+
+# %%
+# What a narrow head gets wrong
+# -----------------------------
+# The first target beside the best heads of three widths. A head that is too narrow keeps the
+# broad outline of the pattern but blurs it: it cannot put its weight on a different set of keys
+# for every query.
+
+# sphinx_gallery_thumbnail_number = 2
+shown = [2, 8, 32]  # head_dim of the fitted heads to draw
+fig = plot_heads(
+    [targets[0]] + [sweep.fitted[d] for d in shown],
+    titles=["target"] + [f"one head, head_dim = {d}" for d in shown],
+    suptitle="Target pattern and the best head of each width",
+    ncols=2,
+    colorbar_label="attention weight",
+    xlabel="key position",
+    ylabel="query position",
+)
+plt.show()
+
+# %%
+# What this means for the number of heads
+# ---------------------------------------
+# Splitting a fixed ``embed_dim`` into more heads makes each head narrower. Once ``head_dim``
+# falls below the sequence length, each head can express fewer attention patterns, however it is
+# trained: the table above measures the cost for these targets. More heads buy more patterns
+# side by side, each less expressive. Bhojanapalli et al. argue that this is one reason why too
+# many heads hurt (compare the ``h = 32`` row of Vaswani et al.'s Table 3 in
+# :ref:`the head-count example <sphx_glr_auto_examples_plot_06_how_many_heads.py>`), and propose
+# to decouple the two: set ``head_dim`` to the sequence length whatever the number of heads, and
+# pay for it in parameters. The targets here are random, so nothing in them helps a narrow head;
+# how much the bottleneck costs on the patterns a trained model actually needs is a different
+# question, which this page does not measure.

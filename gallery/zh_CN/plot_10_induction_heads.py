@@ -1,0 +1,158 @@
+"""
+归纳头：两个必须合作的头
+========================
+
+Transformer 能接续输入里只出现过一次的模式：看到 ``... A B ... A`` 之后，它会预测 ``B``。
+Olsson 等人（2022）在“In-context Learning and Induction Heads”
+（`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_）中把这种能力追溯到分属两层的两个头
+组成的回路：
+
+1. 第 1 层的 **前一词元头** （previous-token head）把“紧挨在前面的是哪个词元”写进每个位置；
+2. 第 2 层的 **归纳头** （induction head）寻找这样一个位置：它的 *前一个词元* 正是当前词元——
+   也就是当前词元上一次出现之后紧跟着的那个词元——然后把它复制出来作为预测。
+
+单靠其中任何一个头都做不到：第二个头只有借助第一个头写下的信息才能找到要看的键。本页在构建时
+当场训练一个足以形成这一回路的最小模型，然后通过测量注意力权重、逐个关掉头来检验每一条说法。
+"""
+
+# %%
+# 任务：一段以不同间隔重复的片段
+# ------------------------------
+# 每个序列先是若干填充词元，然后是一段由互不相同的随机词元组成的片段，接着这段片段再原样出现
+# 一次。片段的长度（下称 *周期*）因序列而异。这一点很关键：如果周期固定，第 2 层只凭位置
+# （“往回看 ``period - 1`` 个词元”）就能找到答案，根本不需要前一词元头；周期变化时，要预测
+# 第二份拷贝，只能靠内容。
+#
+# 模型在每个位置预测下一个词元；训练和评分只看第二份拷贝中的位置，因为那里的下一个词元由第一份
+# 拷贝决定。
+
+import matplotlib.pyplot as plt
+
+from mha_ref import causal_mask
+from mha_ref.tutorial.induction import (
+    accuracy_with_ablation,
+    head_scores,
+    train_induction,
+)
+from mha_ref.tutorial.plotting import plot_heads, text_table
+from mha_ref.tutorial.training import plot_loss_curves
+
+TOKEN_NAMES = list("ABCDEFGHIJKLMNOPQRSTUVWX")  # 每个词元编号对应一个名字
+
+result = train_induction(seed=0)
+tokens, periods = result.evaluation_batch()  # (512, seq_len), (512,)
+config = result.config
+print(f"词表：{config['vocab_size']} 个词元，序列长度：{config['seq_len']}")
+print(f"周期：{config['min_period']} 到 {config['max_period']} 个词元")
+for i in range(3):
+    print(f"周期 {int(periods[i]):2d}：", " ".join(TOKEN_NAMES[t] for t in tokens[i].tolist()))
+
+# %%
+# 模型与损失曲线
+# --------------
+# :class:`~mha_ref.tutorial.induction.AttentionOnlyTransformer` 是 Elhage 等人（2021）使用的
+# 简化 Transformer：词元嵌入和位置嵌入，两层因果 :class:`mha_ref.MultiHeadAttention`，每层把
+# 自己的输出 *加到* 残差流上，最后是一个线性的反嵌入层。模型没有 MLP，所以除嵌入之外的一切计算
+# 都由它的四个头（每层两个）完成。
+#
+# :func:`~mha_ref.tutorial.induction.train_induction` 用 Adam 在单个 CPU 线程上训练它，固定
+# 随机种子、使用确定性算子，因此每次构建打印的数字都相同。损失曲线上要看的是：先是一段很长的
+# 平台期，模型只能瞎猜；然后损失骤降。Olsson 等人把这次骤降称为 *相变* （phase change）：归纳
+# 回路正是在这时形成的。虚线标出训练批次在第二份拷贝上的准确率（按 20 步平均）首次达到 50% 的那一步。
+
+model = result.model()
+phase_change = result.phase_change_step()
+print(f"训练步数：{config['steps']}，批大小：{config['batch_size']}")
+print(f"损失：第一步 {result.loss_curve[0]:.3f}，最后一步 {result.loss_curve[-1]:.4f}")
+print(f"相变（准确率达到 0.5）所在的步数：{phase_change}")
+print(f"新序列上第二份拷贝的准确率：{accuracy_with_ablation(model, tokens, periods):.3f}")
+
+fig = plot_loss_curves(
+    {"损失": result.loss_curve},
+    title="第二份拷贝上的训练损失",
+    xlabel="训练步数",
+    ylabel="交叉熵损失（对数刻度）",
+)
+fig.axes[0].axvline(phase_change, color="grey", linestyle="--", linewidth=1)
+plt.show()
+
+# %%
+# 各个头看向哪里
+# --------------
+# 下面的热力图画出四个头在一条新序列上的注意力权重，坐标用它的词元标注（行是查询，列是键；
+# 灰色格子被因果掩码屏蔽）。要看的是：
+#
+# - 第 1 层的 **前一词元头** 把权重放在主对角线下方紧挨着的那条对角线上：每个词元都看向它前面
+#   的那个词元；
+# - 第 2 层的 **归纳头** 在片段开始重复之前没有明显的模式，之后画出一条与对角线平行、向回
+#   ``period - 1`` 个键的 *条纹*：第二份拷贝里的每个查询都看向它上一次出现时紧跟其后的词元，
+#   而那正是它要预测的词元。
+
+# sphinx_gallery_thumbnail_number = 2
+probe = int((periods >= 8).nonzero()[0, 0])  # 第一条片段较长的序列
+labels = [TOKEN_NAMES[t] for t in tokens[probe].tolist()]
+with_weights = model(tokens[probe : probe + 1])[1]  # 每层一个 (1, num_heads, seq_len, seq_len)
+weights = [w[0, h].detach() for w in with_weights for h in range(w.shape[1])]
+fig = plot_heads(
+    weights,
+    labels,
+    titles=[f"层 {layer} 头 {head}" for layer in (1, 2) for head in (0, 1)],
+    suptitle=f"一条序列上的注意力权重（周期 {int(periods[probe])}）",
+    ncols=2,
+    colorbar_label="注意力权重",
+    xlabel="键（词元）",
+    ylabel="查询（词元）",
+    blocked=~causal_mask(len(labels)),  # (seq_len, seq_len)，True 表示被屏蔽
+    blocked_label="被因果掩码屏蔽（权重为 0）",
+)
+plt.show()
+
+# %%
+# 两个分数：在 512 条序列上测量
+# -----------------------------
+# 一条序列可能误导人，所以我们在整个评估批次上测量每个头：
+#
+# - **前一词元分数**：一个头在键 ``t - 1`` 上的平均注意力权重，对所有查询取平均；
+# - **归纳分数**：在当前词元上一次出现之后紧跟的那个词元（键 ``t - period + 1``）上的平均
+#   注意力权重，只对第二份拷贝中的查询取平均。
+#
+# 一个把权重平均分给所有可见键的头，得分大约是它能看到的键数的倒数。层从 1 开始编号，头从 0
+# 开始编号，与上面图中的标题一致。
+
+previous, induction = head_scores(model, tokens, periods)  # 各为 (layers, heads)
+rows = [
+    [f"层 {layer + 1} 头 {head}", f"{previous[layer, head]:.3f}", f"{induction[layer, head]:.3f}"]
+    for layer in range(previous.shape[0])
+    for head in range(previous.shape[1])
+]
+print(text_table(["头", "前一词元分数", "归纳分数"], rows))
+
+# %%
+# 把头关掉
+# --------
+# 热力图只说明一个头看向哪里，不说明模型是否需要它。所以我们做 *消融*：在输出投影之前把一个头
+# 的输出置零（其他头和偏置保持不变），再测一次第二份拷贝上的准确率。如果回路确实需要两类头，
+# 去掉前一词元头必然让它失效，去掉归纳头也一样；而去掉第 1 层的另一个头则不应有影响。第 2 层
+# 有两个头；表中分别列出单独去掉每一个和同时去掉两个的结果，因为两个头可能做同一件事、互为备份。
+
+prev_head = int(previous[0].argmax())  # 第 1 层的前一词元头（从 0 开始的编号）
+other_head = 1 - prev_head
+cases = [
+    ("无（完整模型）", []),
+    (f"层 1 头 {prev_head}（前一词元头）", [(0, prev_head)]),
+    (f"层 1 头 {other_head}（第 1 层的另一个头）", [(0, other_head)]),
+    ("层 2 头 0", [(1, 0)]),
+    ("层 2 头 1", [(1, 1)]),
+    ("层 2 头 0 和头 1", [(1, 0), (1, 1)]),
+]
+rows = [[name, f"{accuracy_with_ablation(model, tokens, periods, heads):.3f}"] for name, heads in cases]
+print(text_table(["消融的头", "第二份拷贝的准确率"], rows))
+
+# %%
+# 这说明了什么
+# ------------
+# 把两张表放在一起读。这个回路在注意力权重里 *看得见*，在消融里也 *少不了*：没有前一词元头，
+# 模型就失去了预测第二份拷贝的能力，尽管这个头自己从不看向答案，它只是为第 2 层要搜索的键做好
+# 准备。第 2 层的两个头是否互相重复，上表同样测了出来：如果单独去掉任何一个都还保留大部分准确率，
+# 而同时去掉两个就失效，那它们就是同一个归纳头的两份拷贝。Olsson 等人认为，这一回路是大语言模型
+# 上下文学习能力的主要来源之一；在这个小模型里，它是完成任务的 *唯一* 途径，所以形成得格外清楚。

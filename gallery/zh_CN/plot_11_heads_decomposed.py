@@ -1,0 +1,163 @@
+"""
+拆开每个头的输出：头看向哪里，不等于它写下什么
+==============================================
+
+多头注意力把各个头的输出拼接起来，再乘以 :math:`W^O`
+（Vaswani 等人 2017，`arXiv:1706.03762 <https://arxiv.org/abs/1706.03762>`_，第 3.2.2 节）。
+Elhage 等人（2021）在“A Mathematical Framework for Transformer Circuits”
+（`transformer-circuits.pub/2021/framework <https://transformer-circuits.pub/2021/framework/index.html>`_）
+中换了一种读法：把 :math:`W^O` 按头切成每块 ``head_dim`` 行，输出就变成 **各个头互相独立的项之和**，
+每个头一项：
+
+.. math::
+
+    \\mathrm{MultiHead}(X) = \\sum_{h} A^h X W_V^h W_O^h + b^O,
+    \\qquad A^h = \\mathrm{softmax}\\Big(\\frac{X W_Q^h (X W_K^h)^\\top}{\\sqrt{d_k}}\\Big).
+
+于是每个头就是两个 ``embed_dim x embed_dim`` 的矩阵。**QK** 矩阵 :math:`W_Q^h {W_K^h}^\\top`
+决定注意力模式 :math:`A^h`，也就是 *头看向哪里*；**OV** 矩阵 :math:`W_V^h W_O^h` 决定它从所看的
+词元那里 *写下什么*。本页先在一个真实的模块上验证这个求和，测量两个矩阵的秩，再用实验把一个头的
+这两半分开。
+"""
+
+# %%
+# 输出是各个头之和
+# ----------------
+# 我们用固定的随机种子构造一个 :class:`mha_ref.MultiHeadAttention`，``embed_dim=8``、
+# ``num_heads=2`` （因此 ``head_dim=4``），并使用 float64，这样两种算法之间只差舍入误差。
+# :func:`~mha_ref.tutorial.circuits.head_outputs` 根据模块的参数逐步算出每个头的那一项：它的
+# 上下文向量乘以它自己那几行 :math:`W^O`。把这些项加起来再加上输出偏置，必须等于模块的输出。
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref import MultiHeadAttention, causal_mask
+from mha_ref.tutorial.circuits import (
+    copy_qk,
+    copying_score,
+    head_contexts,
+    head_outputs,
+    ov_matrix,
+    plot_matrices,
+    qk_matrix,
+    rank,
+    token_ov_circuit,
+)
+from mha_ref.tutorial.induction import train_induction
+from mha_ref.tutorial.plotting import plot_heads, text_table
+
+torch.manual_seed(0)
+module = MultiHeadAttention(embed_dim=8, num_heads=2, batch_first=True).double().eval()
+x = torch.randn(1, 5, 8, dtype=torch.float64)  # (batch, seq_len, embed_dim)
+blocked = ~causal_mask(5)  # (seq_len, seq_len)，True 表示被屏蔽
+
+with torch.no_grad():
+    output, _ = module(x, x, x, attn_mask=blocked)  # (batch, seq_len, embed_dim)
+    terms = head_outputs(module, x, x, x, blocked)  # (batch, num_heads, seq_len, embed_dim)
+    summed = terms.sum(dim=1) + module.out_proj.bias  # (batch, seq_len, embed_dim)
+print("模块输出：", tuple(output.shape))
+print("每个头一项：", tuple(terms.shape))
+print(f"max |各头之和 + 偏置 - 模块输出|：{(summed - output).abs().max():.1e}")
+
+# %%
+# 每个头的 QK 矩阵和 OV 矩阵，以及它们的秩
+# ----------------------------------------
+# 两个矩阵都是 ``embed_dim x embed_dim``，但都是经过该头 ``head_dim`` 列的乘积，所以秩至多为
+# ``head_dim``。一个头只能沿着 ``embed_dim`` 维空间中的一个 ``head_dim`` 维子空间去看、去写。
+# 下面的秩由 :func:`~mha_ref.tutorial.circuits.rank` 用 float64 计算。
+
+with torch.no_grad():
+    qk = [qk_matrix(module, h) for h in range(2)]  # 每个为 (embed_dim, embed_dim)
+    ov = [ov_matrix(module, h) for h in range(2)]  # 每个为 (embed_dim, embed_dim)
+print(f"embed_dim：{module.embed_dim}，head_dim：{module.head_dim}")
+rows = [[f"头 {h}", tuple(qk[h].shape), rank(qk[h]), rank(ov[h])] for h in range(2)]
+print(text_table(["头", "形状", "QK 的秩", "OV 的秩"], rows))
+
+fig = plot_matrices(
+    qk + ov,
+    ["头 0：QK", "头 1：QK", "头 0：OV", "头 1：OV"],
+    suptitle="每个头的两个矩阵（固定种子的模块）",
+    ncols=2,
+)
+plt.show()
+
+# %%
+# 注意力模式相同，输出不同
+# ------------------------
+# 如果 QK 和 OV 互相独立，那么一个头的注意力模式就无法告诉我们它写下什么。我们直接检验这一点：
+# :func:`~mha_ref.tutorial.circuits.copy_qk` 把头 0 的查询和键参数复制给头 1，而头 1 的值和输出
+# 参数保持不变。这样两个头的 QK 矩阵相同，因而在任何输入上的注意力权重都相同，但 OV 矩阵不同。
+# 要看的是：下面两张热力图是同一幅图，而两个头在输出中的那一项却不是同一组向量。
+
+copy_qk(module, source=0, target=1)
+with torch.no_grad():
+    _, weights = head_contexts(module, x, x, x, blocked)  # (batch, num_heads, seq_len, seq_len)
+    terms = head_outputs(module, x, x, x, blocked)  # (batch, num_heads, seq_len, embed_dim)
+    same_qk = (qk_matrix(module, 0) - qk_matrix(module, 1)).abs().max()
+    ov_gap = (ov_matrix(module, 0) - ov_matrix(module, 1)).abs().max()
+print(f"max |头 0 的 QK - 头 1 的 QK|：{same_qk:.1e}")
+print(f"max |头 0 的注意力权重 - 头 1 的注意力权重|：{(weights[0, 0] - weights[0, 1]).abs().max():.1e}")
+print(f"max |头 0 的 OV - 头 1 的 OV|：{ov_gap:.3f}")
+print(f"max |头 0 的项 - 头 1 的项|：{(terms[0, 0] - terms[0, 1]).abs().max():.3f}")
+
+fig = plot_heads(
+    weights[0],
+    titles=["头 0", "头 1（QK 复制自头 0）"],
+    suptitle="QK 相同，注意力权重也相同",
+    colorbar_label="注意力权重",
+    xlabel="键的位置",
+    ylabel="查询的位置",
+    blocked=blocked,
+    blocked_label="被因果掩码屏蔽（权重为 0）",
+)
+plt.show()
+
+# %%
+# 归纳模型的各个头
+# ----------------
+# 反过来也成立：看向不同位置的头，可以写下同一类东西。我们取
+# :ref:`归纳头示例 <sphx_glr_auto_examples_plot_10_induction_heads.py>` 中训练的两层模型（若那个
+# 示例先运行，就直接从缓存读取），把每个头的 OV 矩阵从词元一直读到 logits：
+# :math:`W_E W_V^h W_O^h W_U^\\top` （:func:`~mha_ref.tutorial.circuits.token_ov_circuit`）。
+# 第 ``i`` 行表示头注意词元 ``i`` 时哪些 logits 会升高。一个 *复制* 型的头会把每一行的最大值放在
+# 对角线上；复制分数就是满足这一点的词元所占的比例。那个示例根据“看向哪里”找出了第 1 层的前一
+# 词元头和第 2 层的归纳头；这里比较它们写下什么。
+
+induction_model = train_induction(seed=0).model().double()
+token_names = list("ABCDEFGHIJKLMNOPQRSTUVWX")  # 每个词元编号对应一个名字
+with torch.no_grad():
+    circuits = {
+        (layer, head): token_ov_circuit(induction_model, layer, head)  # (vocab, vocab)
+        for layer in range(2)
+        for head in range(2)
+    }
+rows = [
+    [
+        f"层 {layer + 1} 头 {head}",
+        rank(qk_matrix(induction_model.layers[layer], head)),
+        rank(ov_matrix(induction_model.layers[layer], head)),
+        f"{copying_score(circuit):.3f}",
+    ]
+    for (layer, head), circuit in circuits.items()
+]
+print(f"head_dim：{induction_model.layers[0].head_dim}")
+print(text_table(["头", "QK 的秩", "OV 的秩", "复制分数"], rows))
+
+fig = plot_matrices(
+    [circuits[(1, 0)], circuits[(1, 1)]],
+    ["层 2 头 0", "层 2 头 1"],
+    suptitle="第 2 层的头写下什么：从词元到 logits",
+    xlabel="输出 logit 对应的词元",
+    ylabel="被注意的词元",
+    tick_labels=token_names,
+)
+plt.show()
+
+# %%
+# 这说明了什么
+# ------------
+# 这个分解是精确的：打印出的差值只在 float64 舍入误差的量级。一个头的 QK 矩阵和 OV 矩阵都是低秩
+# 的，而且彼此独立：复制 QK 让两个头看向同样的词元，它们写下的向量却依然不同；而在训练好的模型
+# 里，职责是“看前一个词元”的头和职责是“看上一份拷贝里紧随其后的词元”的头，可以有相同的 OV 行为。
+# 所以注意力权重的热力图只说明一个头从哪里读，从不说明它往输出里加了什么；要断言一个头贡献了
+# 什么，需要看它的 OV 一侧，或者做消融。

@@ -1,0 +1,106 @@
+"""
+窄头的低秩瓶颈
+==============
+
+在 ``embed_dim`` 固定时，头越多，每个头就越窄：``head_dim = embed_dim / num_heads``。
+Bhojanapalli 等人（2020）在“Low-Rank Bottleneck in Multi-head Attention Models”
+（`arXiv:2002.07028 <https://arxiv.org/abs/2002.07028>`_，第 3 节）中指出了窄头失去的东西。
+一个头在 ``L`` 个键上的分数是
+
+.. math::
+
+    S = \\frac{X W_Q (X W_K)^\\top}{\\sqrt{d_k}}, \\qquad W_Q, W_K \\in \\mathbb{R}^{d_{model} \\times d_k},
+
+它是经过 ``head_dim`` （即 :math:`d_k`）列的乘积，所以 :math:`\\mathrm{rank}(S) \\le d_k`。softmax
+不在乎每一行加上的常数，因此一个头能产生注意力模式 :math:`P`，当且仅当 :math:`\\log P` 在每行
+减去一个常数之后，是秩不超过 :math:`d_k` 的矩阵。他们的定理 1 说：当 :math:`d_k \\ge L` （且输入
+的秩为 :math:`L`）时，一个头能表达 *任何* 模式；当 :math:`d_k < L` 时则不能。
+
+本页测量这一点的影响有多大：对固定的输入和一组目标模式，为每种宽度拟合出最好的单个头，并报告
+这个头的模式离目标还有多远。
+"""
+
+# %%
+# 输入与目标模式
+# --------------
+# 输入 ``X`` 是 ``L = 32`` 个固定的随机向量，宽度 ``embed_dim = 64``。目标是 32 个键上的随机
+# 注意力模式：每一行是缩放后的高斯噪声经过 softmax 的结果，所以大部分权重落在少数几个键上，
+# 就像一个专注的头那样。每个目标的每一行都各不相同；它们在构造上没有任何低秩结构。
+#
+# :func:`~mha_ref.tutorial.low_rank.low_rank_sweep` 为每个目标、每种 ``head_dim`` 拟合一个头，
+# 分两步：先用闭式解（用 SVD 求目标中心化对数概率的最佳秩 ``head_dim`` 近似，再换算成 ``W_Q`` 和
+# ``W_K``），再以它为起点，用 Adam 直接最小化 KL 散度。全部计算使用 float64、固定随机种子、单线程。
+
+import matplotlib.pyplot as plt
+
+from mha_ref.tutorial.low_rank import low_rank_sweep
+from mha_ref.tutorial.plotting import plot_heads, plot_lines, text_table
+
+sweep = low_rank_sweep(head_dims=(1, 2, 4, 8, 16, 32, 64), seq_len=32, embed_dim=64)
+targets = sweep.targets  # (num_targets, seq_len, seq_len)
+print(f"目标：{tuple(targets.shape)}，embed_dim：{sweep.embed_dim}，L：{sweep.seq_len}")
+print(f"每行最大注意力权重的平均值：{targets.amax(dim=-1).mean():.3f}")
+print(f"每行最大的 3 个键上权重之和的平均值：{targets.topk(3, dim=-1).values.sum(-1).mean():.3f}")
+
+# %%
+# KL 散度随 ``head_dim`` 的变化
+# -----------------------------
+# 对每种宽度，我们打印拟合出的分数矩阵的最大秩，以及 KL 散度
+# :math:`\\mathrm{KL}(P \\,\\|\\, \\mathrm{softmax}(S))` （单位为奈特，对所有行和目标取平均；
+# 0 表示这个头精确地复现了目标）。``heads`` 列是 ``embed_dim = 64`` 能容纳多少个这种宽度的头。
+# 要看的是：秩从不超过 ``head_dim``；KL 随 ``head_dim`` 增大而下降，并在 ``head_dim >= L`` 时
+# 降到零；在此之前，梯度下降找到的头比闭式解更好，但也无法做到精确。
+
+rows = [
+    [
+        d,
+        sweep.embed_dim // d,
+        sweep.score_rank[i],
+        f"{sweep.kl_closed_form[i]:.3f}",
+        f"{sweep.kl_descent[i]:.3f}",
+    ]
+    for i, d in enumerate(sweep.head_dims)
+]
+print(text_table(["head_dim", "heads", "S 的秩", "闭式解的 KL", "梯度下降的 KL"], rows))
+
+fig = plot_lines(
+    sweep.head_dims,
+    {"闭式解（SVD）": sweep.kl_closed_form, "梯度下降": sweep.kl_descent},
+    xlabel="head_dim",
+    ylabel="KL(目标 || 头)，单位：奈特",
+    title="单个头与目标模式的差距（L = 32 个键）",
+    logx=True,
+)
+fig.axes[0].axvline(sweep.seq_len, color="grey", linestyle="--", linewidth=1)
+fig.axes[0].annotate("head_dim = L", (sweep.seq_len, max(sweep.kl_closed_form)), fontsize=8)
+plt.show()
+
+# %%
+# 窄头错在哪里
+# ------------
+# 第一个目标，旁边是三种宽度下最好的头。太窄的头保留了模式的大致轮廓，却把它弄模糊了：它无法
+# 为每个查询各自挑出一组不同的键。
+
+# sphinx_gallery_thumbnail_number = 2
+shown = [2, 8, 32]  # 要画出的拟合头的 head_dim
+fig = plot_heads(
+    [targets[0]] + [sweep.fitted[d] for d in shown],
+    titles=["目标"] + [f"单个头，head_dim = {d}" for d in shown],
+    suptitle="目标模式与各宽度下最好的头",
+    ncols=2,
+    colorbar_label="注意力权重",
+    xlabel="键的位置",
+    ylabel="查询的位置",
+)
+plt.show()
+
+# %%
+# 这对头的数量意味着什么
+# ----------------------
+# 把固定的 ``embed_dim`` 分给更多的头，每个头就更窄。一旦 ``head_dim`` 小于序列长度，无论怎样
+# 训练，每个头能表达的注意力模式都会变少：上表测出了在这些目标上的代价。头多了，能并排表达的
+# 模式就多，但每个都更弱。Bhojanapalli 等人认为，这是头太多反而有害的原因之一（可对照
+# :ref:`头数示例 <sphx_glr_auto_examples_plot_06_how_many_heads.py>` 中 Vaswani 等人表 3 的
+# ``h = 32`` 一行），并提出把两者解耦：无论有几个头，都把 ``head_dim`` 设为序列长度，代价是更多的
+# 参数。这里的目标是随机的，其中没有任何结构能帮窄头的忙；在训练好的模型真正需要的模式上，这个
+# 瓶颈代价有多大是另一个问题，本页并不测量。

@@ -1,0 +1,443 @@
+r"""Induction heads in a two-layer attention-only transformer, trained and then ablated.
+
+**Source.** Olsson et al. 2022, "In-context Learning and Induction Heads" (arXiv:2209.11895),
+sections 2 (the two-head circuit: a previous-token head, then an induction head that uses it)
+and 3 (the phase change in the loss); the model is the attention-only transformer of Elhage et
+al. 2021, "A Mathematical Framework for Transformer Circuits" (transformer-circuits.pub).
+
+**The task.** Each sequence is ``filler + segment + segment``: a random ``segment`` of
+``period`` distinct tokens appears twice in a row, after filler tokens drawn from the rest of the
+vocabulary. ``period`` varies from sequence to sequence, so no fixed position holds the answer:
+in the second copy the next token can only be found by content, "find where the current token
+occurred before, and copy the token that followed it". That is what an induction head does, with
+the help of a previous-token head in the layer before it.
+
+**The model.** Token and learned position embeddings, two causal
+:class:`mha_ref.MultiHeadAttention` layers that add to a residual stream, and an unembedding;
+no MLP and no layer norm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha_ref.masks import allowed_to_blocked, causal_mask
+from mha_ref.multihead import MultiHeadAttention
+from mha_ref.tutorial.cache import cached
+from mha_ref.tutorial.training import _reproducible
+
+__all__ = [
+    "AttentionOnlyTransformer",
+    "InductionResult",
+    "ablate_heads",
+    "accuracy_with_ablation",
+    "check_periods",
+    "head_scores",
+    "induction_score",
+    "make_repeated_batch",
+    "previous_token_score",
+    "second_copy_accuracy",
+    "second_copy_mask",
+    "train_induction",
+]
+
+_EVAL_SEED = 3_000_017  # fixed: every run is evaluated on the same sequences
+
+
+# ------------------------------------------------------------------------------------------------
+# the task
+# ------------------------------------------------------------------------------------------------
+
+
+def make_repeated_batch(
+    batch_size: int,
+    seq_len: int,
+    vocab_size: int,
+    generator: torch.Generator,
+    min_period: int,
+    max_period: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequences ``filler + segment + segment`` with a random period per sequence.
+
+    Args:
+        batch_size: number of sequences ``N``.
+        seq_len: tokens per sequence ``L``.
+        vocab_size: token ids ``0 .. vocab_size - 1``.
+        generator: the random stream.
+        min_period, max_period: the segment length ``period`` is drawn uniformly from this range
+            (both included); the segment's tokens are distinct, the filler uses the others.
+
+    Returns:
+        ``tokens`` ``(N, L)`` int64 and ``periods`` ``(N,)`` int64; the second copy of the
+        segment occupies positions ``L - period .. L - 1``.
+
+    Raises:
+        ValueError: the periods do not fit (:func:`check_periods`).
+    """
+    check_periods(seq_len, vocab_size, min_period, max_period)
+    periods = torch.randint(min_period, max_period + 1, (batch_size,), generator=generator)  # (N,)
+    order = torch.rand(batch_size, vocab_size, generator=generator).argsort(dim=1)  # (N, V)
+    positions = torch.arange(seq_len)  # (L,)
+    start = seq_len - 2 * periods  # (N,) first position of the first copy
+    offset = positions[None, :] - start[:, None]  # (N, L) position inside the two copies
+    in_segment = offset >= 0  # (N, L)
+    segment_index = offset.clamp(min=0) % periods[:, None]  # (N, L)
+    # filler: a token drawn from those ranked after the segment's in this sequence's order
+    filler_rank = periods[:, None] + (
+        torch.rand(batch_size, seq_len, generator=generator)
+        * (vocab_size - periods[:, None])
+    ).long()  # (N, L) in period .. V - 1
+    rank = torch.where(in_segment, segment_index, filler_rank)  # (N, L)
+    tokens = order.gather(1, rank)  # (N, L)
+    return tokens, periods
+
+
+def check_periods(seq_len: int, vocab_size: int, min_period: int, max_period: int) -> None:
+    """Raise ValueError unless ``1 <= min_period <= max_period``, ``2 * max_period <= seq_len``
+    and ``max_period < vocab_size`` (distinct segment tokens, and one left for the filler)."""
+    if not 1 <= min_period <= max_period or 2 * max_period > seq_len:
+        raise ValueError(
+            f"need 1 <= min_period <= max_period and 2 * max_period <= seq_len, got "
+            f"min_period={min_period}, max_period={max_period}, seq_len={seq_len}"
+        )
+    if max_period >= vocab_size:
+        raise ValueError(
+            f"max_period={max_period} must be below vocab_size={vocab_size}: the segment's "
+            "tokens are distinct and the filler needs at least one other token"
+        )
+
+
+def second_copy_mask(periods: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """Query positions whose next token is predictable by induction.
+
+    Position ``t`` predicts token ``t + 1``; in the second copy (``t >= L - period``) that token
+    repeats the one after the earlier occurrence of token ``t``, at ``t - period + 1``.
+
+    Args:
+        periods: ``(N,)`` segment lengths from :func:`make_repeated_batch`.
+        seq_len: ``L``.
+
+    Returns:
+        bool ``(N, L)``, ``True`` for ``L - period <= t <= L - 2``.
+    """
+    positions = torch.arange(seq_len)  # (L,)
+    first = seq_len - periods  # (N,)
+    return (positions[None, :] >= first[:, None]) & (positions[None, :] <= seq_len - 2)  # (N, L)
+
+
+# ------------------------------------------------------------------------------------------------
+# the model
+# ------------------------------------------------------------------------------------------------
+
+
+class AttentionOnlyTransformer(nn.Module):
+    """Embeddings, causal attention layers on a residual stream, an unembedding; no MLP.
+
+    ``x = embed(tokens) + pos``, then for each layer ``x = x + attention(x)``, then
+    ``logits = unembed(x)`` (Elhage et al. 2021, section "Model simplifications").
+
+    Args:
+        vocab_size: number of token ids ``V``.
+        seq_len: longest sequence ``L`` (size of the position embedding).
+        embed_dim: residual width ``d_model``.
+        num_heads: heads per layer ``h`` (must divide ``embed_dim``).
+        num_layers: attention layers.
+
+    Shape:
+        - tokens: ``(N, L)`` int64.
+        - logits: ``(N, L, V)``; weights: a list, one ``(N, h, L, L)`` per layer.
+    """
+
+    def __init__(
+        self, vocab_size: int, seq_len: int, embed_dim: int, num_heads: int, num_layers: int = 2
+    ) -> None:
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, embed_dim)
+        self.position_embedding = nn.Embedding(seq_len, embed_dim)
+        self.layers = nn.ModuleList(
+            MultiHeadAttention(embed_dim, num_heads, batch_first=True) for _ in range(num_layers)
+        )
+        self.unembed = nn.Linear(embed_dim, vocab_size)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        seq_len = tokens.shape[1]
+        positions = torch.arange(seq_len, device=tokens.device)  # (L,)
+        x = self.token_embedding(tokens) + self.position_embedding(positions)  # (N, L, E)
+        blocked = allowed_to_blocked(causal_mask(seq_len, device=tokens.device))  # (L, L)
+        all_weights = []
+        for layer in self.layers:
+            out, weights = layer(
+                x, x, x, attn_mask=blocked, need_weights=True, average_attn_weights=False
+            )  # (N, L, E), (N, h, L, L)
+            x = x + out  # (N, L, E) the residual stream
+            all_weights.append(weights)
+        return self.unembed(x), all_weights  # (N, L, V), layers x (N, h, L, L)
+
+
+@contextlib.contextmanager
+def ablate_heads(
+    model: AttentionOnlyTransformer, heads: Sequence[tuple[int, int]]
+) -> Iterator[None]:
+    """Within the block, the given heads write nothing: their context is zeroed before ``W^O``.
+
+    Zeroing head ``h``'s slice of the merged context removes exactly that head's term from the
+    layer's output (the output projection's bias stays); see :mod:`mha_ref.tutorial.circuits`.
+
+    Args:
+        model: the model.
+        heads: ``(layer, head)`` pairs, both 0-based.
+
+    Raises:
+        ValueError: a layer or head index is out of range.
+    """
+    handles = []
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        if not 0 <= layer < len(model.layers) or not 0 <= head < model.layers[layer].num_heads:
+            raise ValueError(f"no head ({layer}, {head}) in a model of {len(model.layers)} layers")
+        by_layer.setdefault(layer, []).append(head)
+    for layer, head_list in by_layer.items():
+        head_dim = model.layers[layer].head_dim
+
+        def zero_heads(_module, args, head_list=head_list, head_dim=head_dim):
+            merged = args[0].clone()  # (N, L, E) the heads' contexts side by side
+            for h in head_list:
+                merged[..., h * head_dim : (h + 1) * head_dim] = 0.0  # (N, L, head_dim)
+            return (merged,)
+
+        handles.append(model.layers[layer].out_proj.register_forward_pre_hook(zero_heads))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+# ------------------------------------------------------------------------------------------------
+# measuring the heads
+# ------------------------------------------------------------------------------------------------
+
+
+def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
+    """Mean attention weight on the previous token (key ``t - 1``), per head.
+
+    Args:
+        weights: ``(N, h, L, L)`` attention weights of one layer.
+
+    Returns:
+        ``(h,)`` float64, averaged over all sequences and query positions ``t >= 1``.
+    """
+    on_previous = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (N, h, L - 1)
+    return on_previous.double().mean(dim=(0, 2))  # (h,)
+
+
+def induction_score(weights: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
+    """Mean weight on the token after the earlier occurrence of the current one, per head.
+
+    In the second copy, query ``t`` holds the token seen at ``t - period``; an induction head
+    attends to the token that came next, at key ``t - period + 1``.
+
+    Args:
+        weights: ``(N, h, L, L)`` attention weights of one layer.
+        periods: ``(N,)`` segment lengths.
+
+    Returns:
+        ``(h,)`` float64, averaged over the second-copy queries of :func:`second_copy_mask`.
+    """
+    batch, num_heads, seq_len, _ = weights.shape
+    queries = second_copy_mask(periods, seq_len)  # (N, L)
+    positions = torch.arange(seq_len)  # (L,)
+    keys = (positions[None, :] - periods[:, None] + 1).clamp(min=0)  # (N, L)
+    index = keys[:, None, :, None].expand(batch, num_heads, seq_len, 1)  # (N, h, L, 1)
+    on_key = weights.gather(-1, index).squeeze(-1)  # (N, h, L)
+    chosen = queries[:, None, :].expand_as(on_key)  # (N, h, L)
+    return (on_key * chosen).double().sum(dim=(0, 2)) / chosen[:, 0].sum()  # (h,)
+
+
+def second_copy_accuracy(
+    logits: torch.Tensor, tokens: torch.Tensor, periods: torch.Tensor
+) -> float:
+    """Fraction of second-copy positions whose next token is the arg-max of the logits.
+
+    Args:
+        logits: ``(N, L, V)``; tokens: ``(N, L)``; periods: ``(N,)``.
+
+    Returns:
+        a float in ``[0, 1]``, rounded to 6 decimals.
+    """
+    queries = second_copy_mask(periods, tokens.shape[1])[:, :-1]  # (N, L - 1)
+    predicted = logits[:, :-1].argmax(dim=-1)  # (N, L - 1)
+    correct = predicted[queries] == tokens[:, 1:][queries]  # (n,)
+    return round(float(correct.double().mean()), 6)
+
+
+def head_scores(
+    model: AttentionOnlyTransformer, tokens: torch.Tensor, periods: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Previous-token and induction scores of every head of ``model`` on a batch.
+
+    Args:
+        model: the model; tokens: ``(N, L)``; periods: ``(N,)``.
+
+    Returns:
+        ``(previous, induction)``, each ``(num_layers, h)`` float64 (row = layer, 0-based).
+    """
+    with torch.no_grad():
+        _, weights = model(tokens)  # layers x (N, h, L, L)
+    previous = torch.stack([previous_token_score(w) for w in weights])  # (layers, h)
+    induction = torch.stack([induction_score(w, periods) for w in weights])  # (layers, h)
+    return previous, induction
+
+
+def accuracy_with_ablation(
+    model: AttentionOnlyTransformer,
+    tokens: torch.Tensor,
+    periods: torch.Tensor,
+    heads: Sequence[tuple[int, int]] = (),
+) -> float:
+    """Second-copy accuracy of ``model`` with the ``(layer, head)`` pairs ablated.
+
+    Args:
+        model: the model; tokens: ``(N, L)``; periods: ``(N,)``.
+        heads: heads to zero (:func:`ablate_heads`); empty = the full model.
+
+    Returns:
+        the accuracy of :func:`second_copy_accuracy`.
+    """
+    with torch.no_grad(), ablate_heads(model, heads):
+        logits, _ = model(tokens)  # (N, L, V)
+    return second_copy_accuracy(logits, tokens, periods)
+
+
+# ------------------------------------------------------------------------------------------------
+# training
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class InductionResult:
+    """One :func:`train_induction` run.
+
+    Attributes:
+        config: the arguments of the run.
+        state_dict: the trained parameters (rebuild the model with :meth:`model`).
+        loss_curve: training loss (second-copy positions) after each step.
+        accuracy_curve: second-copy accuracy of each training batch.
+        seconds: wall time of the training loop (not reproducible; not for printing).
+    """
+
+    config: dict[str, Any]
+    state_dict: dict[str, torch.Tensor] = field(repr=False)
+    loss_curve: list[float]
+    accuracy_curve: list[float]
+    seconds: float
+
+    def model(self) -> AttentionOnlyTransformer:
+        """The trained model, in eval mode."""
+        model = _build(self.config)
+        model.load_state_dict(self.state_dict)
+        return model.eval()
+
+    def phase_change_step(self, threshold: float = 0.5, window: int = 20) -> int | None:
+        """First step (1-based) at which the mean batch accuracy over ``window`` steps ends at
+        or above ``threshold``; ``None`` if it never does."""
+        curve = torch.tensor(self.accuracy_curve, dtype=torch.float64)  # (steps,)
+        if len(curve) < window:
+            return None
+        smooth = curve.unfold(0, window, 1).mean(dim=1)  # (steps - window + 1,)
+        above = (smooth >= threshold).nonzero()  # (k, 1)
+        return int(above[0, 0]) + window if len(above) else None
+
+    def evaluation_batch(self, size: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+        """A fixed batch of new sequences (the same for every seed): ``(size, L)``, ``(size,)``."""
+        c = self.config
+        generator = torch.Generator().manual_seed(_EVAL_SEED)
+        return make_repeated_batch(
+            size, c["seq_len"], c["vocab_size"], generator, c["min_period"], c["max_period"]
+        )
+
+
+def _build(config: dict[str, Any]) -> AttentionOnlyTransformer:
+    return AttentionOnlyTransformer(
+        config["vocab_size"], config["seq_len"], config["embed_dim"], config["num_heads"]
+    )
+
+
+def train_induction(
+    *,
+    vocab_size: int = 24,
+    seq_len: int = 20,
+    min_period: int = 3,
+    max_period: int = 10,
+    embed_dim: int = 32,
+    num_heads: int = 2,
+    steps: int = 600,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> InductionResult:
+    """Train :class:`AttentionOnlyTransformer` (two layers) on :func:`make_repeated_batch` data.
+
+    CPU, one thread, seeded, deterministic (Adam; next-token cross-entropy on the second-copy
+    positions). Cached on disk when ``MHA_REF_CACHE_DIR`` is set.
+
+    Returns:
+        an :class:`InductionResult`.
+    """
+    arguments = dict(
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        min_period=min_period,
+        max_period=max_period,
+        embed_dim=embed_dim,
+        num_heads=num_heads,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+    )
+    check_periods(seq_len, vocab_size, min_period, max_period)
+    return cached("train_induction", arguments, lambda: _train_induction(arguments))
+
+
+def _train_induction(config: dict[str, Any]) -> InductionResult:
+    begin = time.perf_counter()
+    with _reproducible():
+        torch.manual_seed(config["seed"])
+        model = _build(config)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
+        data = torch.Generator().manual_seed(config["seed"])
+        loss_curve, accuracy_curve = [], []
+        for _ in range(config["steps"]):
+            tokens, periods = make_repeated_batch(
+                config["batch_size"],
+                config["seq_len"],
+                config["vocab_size"],
+                data,
+                config["min_period"],
+                config["max_period"],
+            )  # (N, L), (N,)
+            logits, _ = model(tokens)  # (N, L, V)
+            queries = second_copy_mask(periods, config["seq_len"])[:, :-1]  # (N, L - 1)
+            loss = F.cross_entropy(logits[:, :-1][queries], tokens[:, 1:][queries])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss_curve.append(round(loss.item(), 6))
+            accuracy_curve.append(second_copy_accuracy(logits.detach(), tokens, periods))
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return InductionResult(
+        config=dict(config),
+        state_dict=state,
+        loss_curve=loss_curve,
+        accuracy_curve=accuracy_curve,
+        seconds=time.perf_counter() - begin,
+    )
