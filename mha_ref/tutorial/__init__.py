@@ -12,7 +12,9 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
 ``ablation``
     what each head does: zero and mean ablation, gradient importance, confidence, pruning.
 ``head_count``
-    the cost of more heads at a fixed ``embed_dim``, and the head-count sweep.
+    the cost of more heads at a fixed ``embed_dim`` (tiny and realistic widths), the sweep.
+``learning_curves``
+    accuracy against training step per head count: speed to learn vs accuracy at convergence.
 ``cache``
     the on-disk cache that lets the second language reuse the first one's trainings.
 ``plotting`` and ``fonts``
