@@ -293,11 +293,18 @@ def plot_steps_to_threshold(
             reached,
             s=18,
             color="#e07b39",
-            zorder=3,
+            zorder=4,  # above the median's hollow marker, so a seed equal to it stays visible
             label=seeds_label if i == 0 else None,
         )
     medians = [(row["num_heads"], row["median_steps"]) for row in rows if row["median_steps"]]
-    ax.plot(*zip(*medians, strict=True), marker="o", color="#2b6ca3", label=median_label)
+    ax.plot(
+        *zip(*medians, strict=True),
+        marker="o",
+        markersize=10,
+        markerfacecolor="none",
+        color="#2b6ca3",
+        label=median_label,
+    )
     ax.set_xscale("log", base=2)
     ax.set_xticks(hs, labels=[str(h) for h in hs])
     ax.set_ylim(bottom=0)
