@@ -7,7 +7,15 @@ syntax, another follows coreference, and so on. In a large trained model that is
 because nobody knows which relations the data really needs. Here we build a task where we *do*
 know: predicting the target needs exactly two relations, "the previous token" and "the token
 before that". Then we train a tiny model with four heads, right here while this page is built,
-and read off the trained attention weights what each head actually does.
+and ask two questions that sound alike but are not:
+
+* **where does each head look?** Read off its attention weights (the *QK circuit*: queries
+  against keys decide the weights);
+* **what does each head do for the model?** Remove it and measure what the model loses (the
+  *OV circuit*: what the head reads from the values and writes through the output projection).
+
+The second answer cannot be read off the first, and this page shows a case where reading it off
+would be wrong.
 
 Everything below is computed by :mod:`mha_ref.tutorial`; the script only calls it and prints or
 plots what it returns. The prose says what to look for; the printed lines say what this build
@@ -114,9 +122,10 @@ plt.show()
 # key; the dashed line marks a head that spreads evenly over every key it may see.
 #
 # What to look for: does every relation the task needs (offsets ``-1`` and ``-2``) have a focused
-# head? With four heads and two relations, some heads have nothing new to do: if two heads share
-# an offset, one of them is redundant. The summary below is computed from the weights, not
-# assumed.
+# head? With four heads and two relations, some offset may have more than one head. It is
+# tempting to call such a head redundant, a spare copy of the other. The weights cannot tell:
+# they say where a head looks, not what it passes on. The next section measures that instead.
+# The summary below is computed from the weights, not assumed.
 
 fig = plot_head_profiles(
     result,
@@ -139,26 +148,112 @@ print("relations found in the heads:", result.relations_found())
 print("relations no head covers:    ", result.relations_missing())
 
 # %%
-# And with a single head?
-# -----------------------
-# The same model with ``num_heads=1`` (so ``head_dim=16``) has one softmax row per position. To
-# see both related tokens it must split that row between two keys, and the read-out receives a
-# weighted *average* of the two, from which it has to tell them apart. Compare its summary and its
-# accuracy with the four-head model above: whether one head copes, and how well, is what this
-# build measured. :ref:`The next example <sphx_glr_auto_examples_plot_06_how_many_heads.py>`
-# repeats this over several head counts and seeds.
+# What each head does: remove it and measure
+# ------------------------------------------
+# How can we design experiments to measure the importance of an attention head? (This is one of
+# d2l.ai's exercises on multi-head attention.) Intervene on the head and measure the model, on the
+# same fixed evaluation set as before, without retraining:
+#
+# * **zero ablation** (head masking, Michel et al. 2019, arXiv:1905.10650): multiply the head's
+#   slice of the context, its output before the output projection ``out_proj``, by a gate
+#   :math:`\xi_h = 0`. That is the same as deleting the head's columns of :math:`W^O`;
+# * **mean ablation**: replace that slice by its average over the evaluation sequences, so the
+#   read-out still gets an input of the usual size, only one that no longer depends on the
+#   sequence;
+# * **gradient importance** (Michel et al. 2019, eq. 2): the derivative of the loss with respect
+#   to the gate, :math:`I_h = \mathbb{E}_x |\partial \mathcal{L}(x) / \partial \xi_h|` at
+#   :math:`\xi = 1`, a one-pass estimate of what removing the head would cost;
+# * beside them, **confidence** (Voita et al. 2019, arXiv:1905.09418): the mean over queries of
+#   the head's largest attention weight. It is read off the weights like the summary above, so
+#   it says where a head looks, with what certainty, and nothing about what it contributes.
+#
+# What to look for: is there a head whose removal costs (almost) nothing, as "redundant" would
+# predict? Compare each head's accuracy after ablation with the full model's.
+#
+# :func:`~mha_ref.tutorial.ablation.ablation_report` computes all of it with a gated copy of the
+# forward pass (:func:`~mha_ref.tutorial.ablation.gated_forward`), written with the package's own
+# ``split_heads``, ``scaled_dot_product_attention`` and ``merge_heads``; with every gate at 1 it
+# gives exactly the model's output.
 
-single = train(num_heads=1, embed_dim=16, seed=0)
-print(f"accuracy with 1 head:  {single.accuracy:.3f}")
-print(f"accuracy with 4 heads: {result.accuracy:.3f}")
-for head in single.heads:
-    print(head.describe(LANGUAGE))
+from mha_ref.tutorial.ablation import ablation_report, chance_accuracy, plot_pruning_curve
+from mha_ref.tutorial.plotting import text_table
 
-fig = plot_heads(
-    single.probe_weights[0],
-    probe_labels,
-    titles=["the only head"],
-    suptitle="One head, same probe sequence",
-    **probe_heatmap,
+report = ablation_report(result)
+ablation_rows = [
+    (
+        head.head,
+        f"{head.offset:+d}",
+        f"{report.confidence[head.head]:.3f}",
+        f"{report.zero_ablation[head.head]:.3f}",
+        f"{report.mean_ablation[head.head]:.3f}",
+        f"{report.importance[head.head]:.4f}",
+    )
+    for head in result.heads
+]
+print(f"accuracy of the full model: {report.accuracy:.3f}")
+print(
+    text_table(
+        ["head", "offset", "confidence", "zero-ablated acc.", "mean-ablated acc.", "importance"],
+        ablation_rows,
+    )
+)
+
+# %%
+# Two heads on the same offset
+# ----------------------------
+# If two heads look at the same key, does removing both cost more than removing one? Below: every
+# pair of heads that shares an offset, removed together (zero ablation).
+
+for offset in result.relations_found():
+    same = [h.head for h in result.heads if h.focused and h.offset == offset]
+    for i, first in enumerate(same):
+        for second in same[i + 1 :]:
+            alone = [report.zero_ablation[first], report.zero_ablation[second]]
+            print(
+                f"offset {offset:+d}: without head {first}: {alone[0]:.3f}, "
+                f"without head {second}: {alone[1]:.3f}, "
+                f"without both: {report.pairs[(first, second)]:.3f}"
+            )
+
+# %%
+# Pruning, least important first
+# ------------------------------
+# Michel et al. and Voita et al. prune heads in order of importance and watch the quality fall.
+# We do the same with the gradient importance: remove the least important head, then the next,
+# until none is left. With no head the read-out receives no information about the tokens, so it
+# can at best always predict the most frequent target (the dashed line). In large translation
+# models these papers found many heads that can go at little cost. What to look for here: is the
+# curve flat anywhere?
+
+chance = chance_accuracy(result.eval_batch()[1])
+print("heads from least to most important:", report.order)
+print("accuracy with 0, 1, 2, ... heads removed:", [f"{a:.3f}" for a in report.pruning])
+print(f"always predicting the most frequent target: {chance:.3f}")
+fig = plot_pruning_curve(
+    report,
+    chance=chance,
+    title="Accuracy as heads are pruned (gradient importance order)",
+    xlabel="heads removed (least important first)",
+    ylabel="accuracy on the evaluation set",
+    head_label="head {}",
+    chance_label="always the most frequent target",
 )
 plt.show()
+
+# %%
+# Where a head looks is not what it does
+# --------------------------------------
+# The heatmaps and the offset profile describe the **QK circuit** of each head: which key its
+# query picks. Two heads with the same offset pick the same token. What each then passes on is
+# its **OV circuit**: its value projection reads some features of that token, and its columns of
+# :math:`W^O` write them into the output. Heads on the same offset can pass on different features
+# of the same token, and the table above measured what each one's removal costs. Only an
+# intervention measures a contribution; the weights alone never do, and neither does the
+# confidence column, which is computed from the weights.
+#
+# The answer to d2l's exercise, then: **measure importance by intervening**. Mask a head (zero
+# or mean ablation) and measure the drop on held-out data; estimate the same drop for all heads
+# at once from the gradient with respect to the head gates; prune in order of importance and
+# look for where the curve falls. And report the numbers, not a reading of the heatmaps.
+# :ref:`The next example <sphx_glr_auto_examples_plot_06_how_many_heads.py>` asks how the number
+# of heads changes how fast this task is learned and how well.

@@ -5,7 +5,13 @@
 教程里常说，多头注意力的各个头会“分工”：一个头负责句法，另一个头负责指代，等等。在大规模
 训练好的模型里这很难验证，因为没有人知道数据究竟需要哪些关系。这里我们构造一个 *已知* 答案的
 任务：要预测目标，恰好需要两种关系——“前一个词元”和“再往前一个词元”。然后在构建本页的同时，
-当场训练一个有四个头的小模型，再从训练好的注意力权重中读出每个头实际在做什么。
+当场训练一个有四个头的小模型，并提出两个听起来相似、其实不同的问题：
+
+* **每个头看向哪里？** 从它的注意力权重中读出来（*QK 回路*：查询与键的匹配决定注意力权重）；
+* **每个头为模型做了什么？** 把它去掉，测量模型损失了多少（*OV 回路*：这个头从值中读取什么，
+  又经过输出投影写出什么）。
+
+第二个问题的答案不能从第一个问题的答案中读出来；本页就展示了一个这样读会得出错误结论的例子。
 
 下面的一切都由 :mod:`mha_ref.tutorial` 计算；脚本只负责调用它，并打印或绘制它的返回值。
 正文说明该看什么；打印出的结果说明本次构建实际发现了什么。
@@ -106,8 +112,9 @@ plt.show()
 # 分配权重的头。
 #
 # 该看什么：任务需要的每种关系（偏移 ``-1`` 和 ``-2``）是否都有一个聚焦的头？四个头、两种关系，
-# 总有头无事可做：如果两个头的偏移相同，其中一个就是冗余的。下面的摘要是从权重中计算出来的，
-# 而不是事先假定的。
+# 某个偏移上可能不止一个头。人们很容易把这样的头看作多余的“备份”。但注意力权重回答不了这个问题：
+# 它只说明一个头看向哪里，不说明它传递了什么。下一节改为直接测量。下面的摘要是从注意力权重中
+# 计算出来的，而不是事先假定的。
 
 fig = plot_head_profiles(
     result,
@@ -130,25 +137,105 @@ print("各头中找到的关系：  ", result.relations_found())
 print("没有头覆盖的关系：  ", result.relations_missing())
 
 # %%
-# 只有一个头会怎样？
-# ------------------
-# 同样的模型取 ``num_heads=1`` （于是 ``head_dim=16``），每个位置只有一行 softmax。要同时看到
-# 两个相关词元，它必须把这一行的权重分给两个键，而读出层收到的是两者的加权 *平均*，还得从中把
-# 它们区分开。把它的摘要和准确率与上面四个头的模型比较：一个头能否应付、应付得多好，以本次构建
-# 的测量为准。:ref:`下一个示例 <sphx_glr_auto_examples_plot_06_how_many_heads.py>` 会在多种头数
-# 和多个随机种子上重复这个实验。
+# 每个头做了什么：去掉它，再测量
+# ------------------------------
+# 怎样设计实验来衡量一个注意力头的重要性？（这是 d2l.ai 多头注意力一节的习题之一。）答案是对这个
+# 头进行干预，再测量模型；仍然使用前面那组固定的评估序列，不重新训练：
+#
+# * **置零消融** （头掩码，Michel 等 2019，arXiv:1905.10650）：把这个头在上下文中的那一段，
+#   也就是它在输出投影 ``out_proj`` 之前的输出，乘以门控 :math:`\xi_h = 0`。这等价于删去
+#   :math:`W^O` 中属于这个头的那几列；
+# * **均值消融** ：把这一段替换为它在评估序列上的平均值。读出层收到的输入大小照常，只是不再依赖
+#   具体的序列；
+# * **梯度重要性** （Michel 等 2019，式 2）：损失对门控的导数，
+#   :math:`I_h = \mathbb{E}_x |\partial \mathcal{L}(x) / \partial \xi_h|` （在 :math:`\xi = 1` 处），
+#   只需一次反向传播，就能估计去掉每个头的代价；
+# * 与它们并列的 **置信度** （Voita 等 2019，arXiv:1905.09418）：每个查询上该头最大的注意力权重，
+#   对所有查询取平均。它和上面的摘要一样是从注意力权重中读出来的，所以只说明一个头看向哪里、
+#   看得多确定，不说明它贡献了什么。
+#
+# 该看什么：是否有某个头，去掉它几乎没有损失，正如“多余”一说所预言的那样？把每个头消融后的准确率
+# 与完整模型的准确率相比较。
+#
+# :func:`~mha_ref.tutorial.ablation.ablation_report` 用前向传播的一个带门控的副本
+# （:func:`~mha_ref.tutorial.ablation.gated_forward`）计算这一切。这个副本用本包自己的
+# ``split_heads``、``scaled_dot_product_attention`` 和 ``merge_heads`` 写成；所有门控取 1 时，
+# 它的输出与模型本身的输出完全相同。
 
-single = train(num_heads=1, embed_dim=16, seed=0)
-print(f"1 个头的准确率：{single.accuracy:.3f}")
-print(f"4 个头的准确率：{result.accuracy:.3f}")
-for head in single.heads:
-    print(head.describe(LANGUAGE))
+from mha_ref.tutorial.ablation import ablation_report, chance_accuracy, plot_pruning_curve
+from mha_ref.tutorial.plotting import text_table
 
-fig = plot_heads(
-    single.probe_weights[0],
-    probe_labels,
-    titles=["唯一的头"],
-    suptitle="只有一个头，同一个探测序列",
-    **probe_heatmap,
+report = ablation_report(result)
+ablation_rows = [
+    (
+        head.head,
+        f"{head.offset:+d}",
+        f"{report.confidence[head.head]:.3f}",
+        f"{report.zero_ablation[head.head]:.3f}",
+        f"{report.mean_ablation[head.head]:.3f}",
+        f"{report.importance[head.head]:.4f}",
+    )
+    for head in result.heads
+]
+print(f"完整模型的准确率：{report.accuracy:.3f}")
+print(
+    text_table(
+        ["头", "偏移", "置信度", "置零消融后准确率", "均值消融后准确率", "梯度重要性"],
+        ablation_rows,
+    )
+)
+
+# %%
+# 偏移相同的两个头
+# ----------------
+# 如果两个头看向同一个键，同时去掉两者，是否比只去掉一个损失更大？下面列出偏移相同的每一对头，
+# 把它们一起去掉（置零消融）。
+
+for offset in result.relations_found():
+    same = [h.head for h in result.heads if h.focused and h.offset == offset]
+    for i, first in enumerate(same):
+        for second in same[i + 1 :]:
+            alone = [report.zero_ablation[first], report.zero_ablation[second]]
+            print(
+                f"偏移 {offset:+d}：去掉头 {first}：{alone[0]:.3f}，"
+                f"去掉头 {second}：{alone[1]:.3f}，"
+                f"两个都去掉：{report.pairs[(first, second)]:.3f}"
+            )
+
+# %%
+# 剪枝：从最不重要的头开始
+# ------------------------
+# Michel 等人和 Voita 等人按重要性依次剪掉注意力头，观察质量如何下降。这里按梯度重要性做同样的事：
+# 先去掉最不重要的头，再去掉下一个，直到一个不剩。没有头时，读出层得不到任何关于词元的信息，
+# 最多只能总是预测最常见的目标（虚线）。在大型翻译模型中，这两篇论文发现许多头去掉后损失很小。
+# 这里该看什么：曲线有没有平坦的地方？
+
+chance = chance_accuracy(result.eval_batch()[1])
+print("按重要性从低到高排列的头：", report.order)
+print("去掉 0、1、2……个头后的准确率：", [f"{a:.3f}" for a in report.pruning])
+print(f"总是预测最常见目标的准确率：{chance:.3f}")
+fig = plot_pruning_curve(
+    report,
+    chance=chance,
+    title="逐个剪掉注意力头后的准确率（按梯度重要性排序）",
+    xlabel="去掉的头数（从最不重要的开始）",
+    ylabel="评估集上的准确率",
+    head_label="头 {}",
+    chance_label="总是预测最常见的目标",
 )
 plt.show()
+
+# %%
+# 看向哪里不等于做了什么
+# ----------------------
+# 热力图和偏移分布描述的是每个头的 **QK 回路** ：它的查询选中了哪个键。偏移相同的两个头选中的是
+# 同一个词元。选中之后传递什么，由它的 **OV 回路** 决定：值投影读取这个词元的某些特征，
+# :math:`W^O` 中属于它的那几列再把这些特征写进输出。偏移相同的头可以传递同一个词元的不同特征；
+# 去掉其中每一个的代价，上面的表格已经测出。只有干预才能测量一个头的贡献；单看注意力权重永远不行，
+# 置信度那一列也不行，因为它同样是从注意力权重中算出来的。
+#
+# 所以 d2l 那道习题的答案是：**通过干预来衡量重要性**。对一个头做掩码（置零消融或均值消融），
+# 在留出的数据上测量准确率的下降；用损失对各头门控的梯度，一次估计所有头的这种下降；按重要性依次
+# 剪枝，看曲线在哪里下跌。并且报告测得的数字，而不是对热力图的解读。
+# :ref:`下一个示例 <sphx_glr_auto_examples_plot_06_how_many_heads.py>` 研究头数如何影响这个任务
+# 学得多快、学得多好。

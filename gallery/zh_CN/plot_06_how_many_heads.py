@@ -8,9 +8,9 @@
 * 参数量和矩阵乘法的 FLOPs（不变），
 * 作用在注意力分数上的逐元素运算，以及注意力权重 ``(batch, h, seq_len, seq_len)`` 占用的内存
   （随 ``h`` 增长），
-* 在构建本页的设备上一次前向传播的时间，
-* 在 :ref:`上一个示例 <sphx_glr_auto_examples_plot_05_what_heads_learn.py>` 的双关系小任务上、
-  多个随机种子下的准确率，
+* 在构建本页的设备上一次前向传播的时间，分别在小模型的宽度和一个接近实际的宽度下测量，
+* :ref:`上一个示例 <sphx_glr_auto_examples_plot_05_what_heads_learn.py>` 的双关系小任务在多个随机
+  种子下学得多快，以及训练收敛后学得多好，
 
 并把已发表的结果放在旁边：Vaswani 等人 2017 年论文表 3 的 (A) 组。最后看现代模型里的另一种
 头数——*键/值* 头的个数（分组查询注意力和多查询注意力）。
@@ -33,9 +33,14 @@ from mha_ref.tutorial.bench import environment, time_fn
 from mha_ref.tutorial.head_count import (
     attention_flops,
     attention_weight_bytes,
-    head_count_sweep,
-    plot_head_count_sweep,
     plot_relative_costs,
+    width_costs,
+)
+from mha_ref.tutorial.learning_curves import (
+    learning_curves,
+    plot_learning_curves,
+    plot_steps_to_threshold,
+    summarize_curves,
 )
 from mha_ref.tutorial.plotting import text_table
 
@@ -84,6 +89,10 @@ print(
 # 每次读时钟前都会同步设备。``MultiHeadAttention`` 的显式路径会把注意力权重完整算出来，所以
 # 可以预期它的耗时随权重张量增长；下图显示的是本设备的实际情况。耗时取决于机器，每次构建都会
 # 不同，因此它们打印在以 ``[timing]`` 开头的行上，从不抄进正文。先打印运行环境。
+#
+# 请记住这是哪种情形：``embed_dim = 16`` 时矩阵乘法非常小（``h = 8`` 时每个头只处理 2 维的
+# 向量），所以作用在 ``(batch, h, seq_len, seq_len)`` 分数上的逐元素运算占了大部分工作量，而它
+# 随 ``h`` 增长。下一节在一个接近实际的宽度下重做这项测量。
 
 env = environment(device)
 print(f"torch {env['torch']}，设备：{env['device']}，线程数：{env['threads']}")
@@ -106,35 +115,111 @@ fig = plot_relative_costs(
         "注意力权重内存": [c["weight_mib"] for c in costs],
         f"本设备上的耗时：{env['device']}": seconds,
     },
-    title=f"开销：embed_dim={embed_dim}，batch={batch}，seq_len={seq_len}",
+    title=f"小宽度下的开销：embed_dim={embed_dim}，batch={batch}，seq_len={seq_len}",
     xlabel="头数 h",
     ylabel="相对于 h = 1 的倍数",
 )
 plt.show()
 
 # %%
-# 小任务上的准确率
-# ----------------
-# 开销只是问题的一半。:func:`mha_ref.tutorial.head_count.head_count_sweep` 用每种头数、三个随机种子
-# 训练上一个示例中的双关系模型（种子改变初始化和训练数据，评估集不变），宽度都是
-# ``embed_dim = 16``，所以 ``h = 8`` 时每个头的查询和键只剩 2 维。图中画出均值和一个标准差的
-# 误差棒，每个单独的种子画成一个点。
+# 接近实际宽度下的开销
+# --------------------
+# 基础 Transformer 的 ``embed_dim = 512``。在这个宽度下，取 ``seq_len = 256``、一个序列，
+# :func:`mha_ref.tutorial.head_count.width_costs` 为同一个模块的两条路径计时：**融合** 路径
+# （``need_weights=False``：PyTorch 的 ``scaled_dot_product_attention``，不把注意力权重张量交还）
+# 和 **显式** 路径（``need_weights=True``，每个头的注意力权重都完整算出并返回）。参数量和权重内存
+# 的统计方式同上。
+#
+# 图中该看什么：此时投影的开销是 ``4 * 2 * seq_len * 512**2`` 次运算，与 ``h`` 无关，所以在
+# ``h`` 达到某个值之前，耗时应该几乎不变；每条路径在本设备上从哪里开始增长（以及是否增长），
+# 由图给出。耗时同样只打印在 ``[timing]`` 行上。
 
-rows = head_count_sweep(head_counts, embed_dim=embed_dim, seeds=(0, 1, 2))
-accuracy_rows = [
-    (
-        row.num_heads,
-        row.head_dim,
-        "  ".join(f"{a:.3f}" for a in row.accuracies),
-        f"{row.accuracy_mean:.3f}",
-        f"{row.accuracy_std:.3f}",
-    )
-    for row in rows
+wide = width_costs(
+    [1, 2, 4, 8, 16, 32], embed_dim=512, seq_len=256, batch=1, device=device, repeats=7
+)
+wide_rows = [
+    (r["h"], r["head_dim"], r["parameters"], f"{r['weight_bytes'] / 2**20:.2f}") for r in wide
 ]
-print(text_table(["h", "head_dim", "各种子的准确率", "均值", "标准差"], accuracy_rows))
-top_accuracy = max(row.accuracy_mean for row in rows)
-top_heads = [row.num_heads for row in rows if row.accuracy_mean == top_accuracy]
-print(f"本次构建的最高平均准确率：{top_accuracy:.3f}（h = {top_heads}）")
+print(text_table(["h", "head_dim", "参数量", "权重 MiB"], wide_rows))
+for r in wide:
+    fused_ms, explicit_ms = r["fused_s"] * 1e3, r["explicit_s"] * 1e3
+    print(f"[timing] h={r['h']}：融合路径 {fused_ms:.2f} ms，显式路径 {explicit_ms:.2f} ms")
+
+fig = plot_relative_costs(
+    [r["h"] for r in wide],
+    {
+        "参数量": [r["parameters"] for r in wide],
+        "注意力权重内存": [r["weight_bytes"] for r in wide],
+        "耗时，融合路径（need_weights=False）": [r["fused_s"] for r in wide],
+        "耗时，显式路径（need_weights=True）": [r["explicit_s"] for r in wide],
+    },
+    title="接近实际的宽度：embed_dim=512，batch=1，seq_len=256",
+    xlabel="头数 h",
+    ylabel="相对于 h = 1 的倍数",
+)
+plt.show()
+
+# %%
+# 小任务上的学习曲线
+# ------------------
+# 开销只是问题的一半。每种头数把上一个示例的双关系任务学得怎样？在固定步数后比较，会把两个问题
+# 混在一起：某个头数学得有多 *快*，以及它究竟 *能* 表示什么。所以我们把两者分开测量。
+# :func:`mha_ref.tutorial.learning_curves.learning_curves` 用每种头数、三个随机种子训练模型
+# （种子改变初始化和训练数据，评估集不变），宽度都是 ``embed_dim = 16``，所以 ``h = 8`` 时每个头
+# 只剩 2 维。每 25 步在评估集上测一次准确率。一次训练在收敛后停止（连续 4 次评估的准确率都不低于
+# 0.999），最多训练 1500 步。
+#
+# 每次训练给出两个数：**达到 0.99 的步数** ——从这一步起，评估准确率一直不低于 0.99——衡量速度；
+# **最终准确率** 衡量这个头数能达到的水平。
+
+curves = learning_curves(
+    head_counts,
+    embed_dim=embed_dim,
+    seeds=(0, 1, 2),
+    steps=1500,
+    eval_every=25,
+    threshold=0.99,
+    stop_accuracy=0.999,
+    stop_patience=4,
+)
+summary = summarize_curves(curves)
+curve_rows = [
+    (
+        row["num_heads"],
+        row["head_dim"],
+        "  ".join(str(s) for s in row["steps_to_threshold"]),
+        row["median_steps"],
+        "  ".join(f"{a:.3f}" for a in row["final_accuracy"]),
+    )
+    for row in summary
+]
+print(text_table(["h", "head_dim", "达到 0.99 的步数", "中位数", "最终准确率"], curve_rows))
+converged = sum(all(a >= 0.999 for a in c.accuracy[-4:]) for c in curves)
+print(f"满足停止条件的训练：{converged} / {len(curves)}")
+print("训练 200 步后各种子的准确率：")
+for h in head_counts:
+    at_200 = [c.accuracy_at(200) for c in curves if c.num_heads == h]
+    print(f"  h={h}：" + "  ".join(f"{a:.3f}" for a in at_200))
+
+fig = plot_learning_curves(
+    curves,
+    threshold=0.99,
+    title=f"训练过程中的评估准确率（embed_dim={embed_dim}，3 个种子）",
+    xlabel="训练步数",
+    ylabel="评估集上的准确率",
+    heads_label="h = {}",
+    threshold_label="0.99",
+)
+plt.show()
+
+# %%
+# 该读出什么：如果每次训练都满足了停止条件（上面那一行给出本次构建的结果），那么每种头数都能表示
+# 这个任务，表中的差别是 **学习速度** 的差别，而不是能力的差别。在固定步数上取一个快照，例如上面
+# 打印的训练 200 步后的准确率，衡量的也是这种速度；那里的差距并不说明某个头数最终能达到什么。
+#
+# 这个小任务对一个头来说足够简单：``h = 1``、``head_dim = 16`` 时，它仍可以把注意力分给两个键，
+# 并把两个词元都传递下去。如果某个任务中窄的头装不下它必须传递的信息，或者各个关系必须分开读出，
+# 那就可能显示出能力上的差别；按这里的测量，这个任务没有显示出来。
 
 # %%
 # 论文的测量结果
@@ -142,6 +227,11 @@ print(f"本次构建的最高平均准确率：{top_accuracy:.3f}（h = {top_hea
 # Vaswani 等人 2017 年的论文 "Attention Is All You Need"（arXiv:1706.03762）表 3 的 (A) 组在
 # 保持计算量不变（``d_k = d_v = 512 / h``）的前提下改变 ``h``，报告了英德翻译开发集
 # newstest2013 上的 BLEU 和困惑度（PPL）。下面的数字抄自该表；由它们推出的一切都由代码计算。
+#
+# 这是两种不同的测量。论文的各行是 ``d_model = 512`` 的翻译模型训练结束时的 BLEU；小任务的
+# 数字则是 ``d_model = 16`` 的模型在一个人造任务上达到阈值所需的训练步数。小任务既不能证实、也
+# 不能否定论文中各头数的排序；它能说明的是：即使每种头数最终达到同样的准确率，头数也会改变模型
+# 学得多快，所以在固定的训练量之后测到的差距，本身并不等于能力上的差距。
 #
 # 一篇流传很广的中文教程（本站的素材之一）声称，在 WMT 2014 英德翻译上 8 个头比单头高出
 # “超过 2 BLEU”。论文的表格并不支持这个说法：实际差距是下面打印的数值，而且是在开发集上。表格还
@@ -164,16 +254,16 @@ print(f"最高 BLEU：{top_bleu:.1f}（h = {[r['h'] for r in TABLE_3A if r['bleu
 print(f"h=1 比最好的低 {top_bleu - by_heads[1]['bleu']:.1f} BLEU（而不是“超过 2 BLEU”）")
 print(f"h=32 比最好的低 {top_bleu - by_heads[32]['bleu']:.1f} BLEU：头太多也有害")
 
-fig = plot_head_count_sweep(
-    rows,
+fig = plot_steps_to_threshold(
+    summary,
     TABLE_3A,
     heads_label="头数 h",
-    accuracy_label="准确率（均值 ± 标准差）",
+    steps_label="达到并保持 0.99 所需的步数",
     seeds_label="单个种子",
-    accuracy_title=f"小任务，embed_dim={embed_dim}（本次构建）",
+    median_label="各种子的中位数",
+    steps_title=f"小任务，embed_dim={embed_dim}：学习速度",
     bleu_label="BLEU，英德 newstest2013",
-    bleu_title="Vaswani 等人 2017，表 3 (A)",
-    base_heads=8,
+    bleu_title="Vaswani 等人 2017，表 3 (A)：收敛后",
     base_label="基础模型（h = 8）",
 )
 plt.show()

@@ -9,8 +9,12 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
     seeded, deterministic training and its result (accuracy, loss curve, per-head weights).
 ``heads``
     where each head looks (offset profile, entropy); descriptive only.
+``ablation``
+    what each head does: zero and mean ablation, gradient importance, confidence, pruning.
 ``head_count``
-    the cost of more heads at a fixed ``embed_dim``, and the head-count sweep.
+    the cost of more heads at a fixed ``embed_dim`` (tiny and realistic widths), the sweep.
+``learning_curves``
+    accuracy against training step per head count: speed to learn vs accuracy at convergence.
 ``induction``
     induction heads: a two-layer attention-only model, its head scores, ablation (Olsson 2022).
 ``circuits``

@@ -19,9 +19,11 @@ __all__ = [
     "HeadCountRow",
     "attention_flops",
     "attention_weight_bytes",
+    "draw_published",
     "head_count_sweep",
     "plot_head_count_sweep",
     "plot_relative_costs",
+    "width_costs",
 ]
 
 
@@ -264,40 +266,116 @@ def plot_head_count_sweep(
     ax.set_title(accuracy_title, fontsize=11)
     ax.legend(fontsize=8, loc="lower center")
     if published:
-        ax = axes[0, 1]
-        ph = [int(row["h"]) for row in published]
-        ax.plot(ph, [row["bleu"] for row in published], marker="s", color="#3a7d44")
-        for row in published:
-            ax.annotate(
-                f"{row['bleu']:.1f}",
-                (row["h"], row["bleu"]),
-                textcoords="offset points",
-                xytext=(0, 9),
-                ha="center",
-                fontsize=8,
-            )
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ph, labels=[str(h) for h in ph])
-        ax.set_xlabel(heads_label)
-        ax.set_ylabel(bleu_label)
-        ax.set_title(bleu_title, fontsize=11)
-        low, high = min(r["bleu"] for r in published), max(r["bleu"] for r in published)
-        half = max(min_bleu_span, high - low + 0.6) / 2
-        ax.set_ylim((low + high) / 2 - half, (low + high) / 2 + half)
-        base = [row for row in published if base_heads is not None and row["h"] == base_heads]
-        if base:
-            ax.scatter(
-                [base[0]["h"]],
-                [base[0]["bleu"]],
-                s=160,
-                facecolors="none",
-                edgecolors="#c0392b",
-                linewidths=1.5,
-                zorder=3,
-                label=base_label,
-            )
-            ax.legend(fontsize=8, loc="lower center")
+        draw_published(
+            axes[0, 1], published, heads_label, bleu_label, bleu_title, base_heads, base_label,
+            min_bleu_span,
+        )
     return fig
 
 
 
+
+
+def draw_published(
+    ax: Any,
+    published: Sequence[dict[str, float]],
+    heads_label: str,
+    bleu_label: str,
+    bleu_title: str,
+    base_heads: int | None = 8,
+    base_label: str = "base model",
+    min_bleu_span: float = 3.0,
+) -> None:
+    """Draw the published BLEU against ``h`` on the axes ``ax`` (see :func:`plot_head_count_sweep`).
+
+    The BLEU axis spans at least ``min_bleu_span`` BLEU; the row with ``h == base_heads`` is
+    circled and labelled ``base_label``.
+    """
+    ph = [int(row["h"]) for row in published]
+    ax.plot(ph, [row["bleu"] for row in published], marker="s", color="#3a7d44")
+    for row in published:
+        ax.annotate(
+            f"{row['bleu']:.1f}",
+            (row["h"], row["bleu"]),
+            textcoords="offset points",
+            xytext=(0, 9),
+            ha="center",
+            fontsize=8,
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ph, labels=[str(h) for h in ph])
+    ax.set_xlabel(heads_label)
+    ax.set_ylabel(bleu_label)
+    ax.set_title(bleu_title, fontsize=11)
+    low, high = min(r["bleu"] for r in published), max(r["bleu"] for r in published)
+    half = max(min_bleu_span, high - low + 0.6) / 2
+    ax.set_ylim((low + high) / 2 - half, (low + high) / 2 + half)
+    base = [row for row in published if base_heads is not None and row["h"] == base_heads]
+    if base:
+        ax.scatter(
+            [base[0]["h"]],
+            [base[0]["bleu"]],
+            s=160,
+            facecolors="none",
+            edgecolors="#c0392b",
+            linewidths=1.5,
+            zorder=3,
+            label=base_label,
+        )
+        ax.legend(fontsize=8, loc="lower center")
+
+
+def width_costs(
+    head_counts: Sequence[int] = (1, 2, 4, 8, 16, 32),
+    *,
+    embed_dim: int = 512,
+    seq_len: int = 256,
+    batch: int = 2,
+    device: torch.device | str = "cpu",
+    repeats: int = 5,
+) -> list[dict[str, Any]]:
+    """Costs of one self-attention forward pass against ``h`` at a given (realistic) width.
+
+    For each ``h``: the parameters of :class:`mha_ref.MultiHeadAttention`, the bytes of its
+    attention-weight tensor ``(batch, h, seq_len, seq_len)`` in float32, and the median time
+    (:func:`mha_ref.tutorial.bench.time_fn`, 2 warm-up calls) of the **fused** path
+    (``need_weights=False``: PyTorch's ``scaled_dot_product_attention``, no weight tensor kept)
+    and the **explicit** path (``need_weights=True``, per-head weights returned). Inputs are
+    seeded; times depend on the machine and are not reproducible.
+
+    Returns:
+        one dict per ``h`` with keys ``h``, ``head_dim``, ``parameters``, ``weight_bytes``,
+        ``fused_s``, ``explicit_s``.
+
+    Raises:
+        ValueError: if a head count does not divide ``embed_dim``.
+    """
+    from mha_ref.multihead import MultiHeadAttention
+    from mha_ref.tutorial.bench import time_fn
+
+    for h in head_counts:
+        if embed_dim % h:
+            raise ValueError(f"head count {h} must divide embed_dim={embed_dim}")
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, seq_len, embed_dim, generator=generator).to(device)  # (N, L, E)
+    rows = []
+    for h in head_counts:
+        module = MultiHeadAttention(embed_dim, h, batch_first=True).to(device).eval()
+        timing = dict(warmup=2, repeats=repeats, device=device)
+        with torch.no_grad():
+            fused = time_fn(lambda m=module: m(x, x, x, need_weights=False), **timing)
+            explicit = time_fn(
+                lambda m=module: m(x, x, x, need_weights=True, average_attn_weights=False),
+                **timing,
+            )
+        rows.append(
+            {
+                "h": h,
+                "head_dim": embed_dim // h,
+                "parameters": sum(p.numel() for p in module.parameters()),
+                "weight_bytes": attention_weight_bytes(batch, seq_len, h),
+                "fused_s": fused,
+                "explicit_s": explicit,
+            }
+        )
+    return rows

@@ -49,7 +49,9 @@ class HeadSummary:
         runner_up_offset, runner_up_weight: the second largest.
         entropy: mean entropy of the head's attention rows, in nats (0 = one key only).
         focused: ``weight >= FOCUS_THRESHOLD``.
-        redundant_with: a lower-numbered focused head with the same offset, else ``None``.
+
+    Two heads with the same ``offset`` look at the same key; that does not make either one
+    redundant: what each passes on is measured by ablation (:mod:`mha_ref.tutorial.ablation`).
     """
 
     head: int
@@ -59,7 +61,6 @@ class HeadSummary:
     runner_up_weight: float
     entropy: float
     focused: bool
-    redundant_with: int | None = None
 
     def describe(self, language: str = "en") -> str:
         """One line of text, ``"en"`` or ``"zh_CN"``, built from the measured numbers."""
@@ -87,12 +88,6 @@ class HeadSummary:
                 f", then offset {self.runner_up_offset:+d} ({self.runner_up_weight:.2f})"
                 if en
                 else f"，其次是偏移 {self.runner_up_offset:+d}（{self.runner_up_weight:.2f}）"
-            )
-        if self.redundant_with is not None:
-            text += (
-                f"; redundant with head {self.redundant_with} (same offset)"
-                if en
-                else f"；与头 {self.redundant_with} 重复（偏移相同）"
             )
         return text
 
@@ -138,15 +133,11 @@ def summarize_heads(weights: torch.Tensor, min_query: int = 0) -> list[HeadSumma
     profile = offset_profile(weights, min_query)  # (H, L)
     entropy = head_entropy(weights, min_query)  # (H,)
     summaries: list[HeadSummary] = []
-    first_focused_on: dict[int, int] = {}
     for head in range(profile.shape[0]):
         top = torch.topk(profile[head], k=2)
         offset, runner_up = -int(top.indices[0]), -int(top.indices[1])
         weight = round(float(top.values[0]), 4)
         focused = weight >= FOCUS_THRESHOLD
-        redundant_with = first_focused_on.get(offset) if focused else None
-        if focused and redundant_with is None:
-            first_focused_on[offset] = head
         summaries.append(
             HeadSummary(
                 head=head,
@@ -156,7 +147,6 @@ def summarize_heads(weights: torch.Tensor, min_query: int = 0) -> list[HeadSumma
                 runner_up_weight=round(float(top.values[1]), 4),
                 entropy=round(float(entropy[head]), 4),
                 focused=focused,
-                redundant_with=redundant_with,
             )
         )
     return summaries

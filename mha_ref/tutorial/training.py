@@ -67,6 +67,10 @@ class TrainResult:
             head spreading evenly over all allowed keys.
         heads: one :class:`~mha_ref.tutorial.heads.HeadSummary` per head.
         table: the task's lookup table ``(V, V)``.
+        eval_curve: ``(step, accuracy)`` on the evaluation set every ``eval_every`` steps (and
+            after the last step); empty when ``eval_every`` is 0.
+        model_state: the trained model's ``state_dict`` (float32 tensors); :meth:`model`
+            rebuilds the model from it, for interventions such as ablation.
     """
 
     config: dict[str, Any]
@@ -81,6 +85,8 @@ class TrainResult:
     max_entropy: float
     heads: list[HeadSummary]
     table: torch.Tensor = field(repr=False)
+    eval_curve: list[tuple[int, float]] = field(default_factory=list)
+    model_state: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
     def relations_found(self) -> list[int]:
         """Distinct offsets that some focused head attends to, nearest first."""
@@ -90,6 +96,23 @@ class TrainResult:
         """The task's offsets that no focused head attends to."""
         found = set(self.relations_found())
         return [o for o in self.config["offsets"] if o not in found]
+
+    def model(self) -> TinyAttentionModel:
+        """The trained model, rebuilt from ``model_state``, in evaluation mode, on the CPU."""
+        config = self.config
+        model = TinyAttentionModel(
+            config["vocab_size"],
+            config["seq_len"],
+            config["embed_dim"],
+            config["num_heads"],
+            config["mlp_hidden"],
+        )
+        model.load_state_dict(self.model_state)
+        return model.eval()
+
+    def eval_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed evaluation set ``(tokens, targets)``, each ``(eval_size, seq_len)``."""
+        return evaluation_set(self.config, self.table)
 
 
 @contextlib.contextmanager
@@ -124,6 +147,9 @@ def train(
     eval_size: int = 1024,
     probe_size: int = 256,
     probe_keep: int = 4,
+    eval_every: int = 0,
+    stop_accuracy: float | None = None,
+    stop_patience: int = 4,
 ) -> TrainResult:
     """Train :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` on the lookup-table task.
 
@@ -137,6 +163,11 @@ def train(
         eval_size: sequences in the fixed evaluation set (the same for every ``seed``).
         probe_size: sequences whose attention weights are summarised (fixed, the same for every
             ``seed``); ``probe_keep``: how many of them to return with their weights.
+        eval_every: also measure the evaluation accuracy every this many steps (a learning
+            curve, ``TrainResult.eval_curve``); 0 = only at the end.
+        stop_accuracy, stop_patience: stop before ``steps`` once the evaluation accuracy has
+            been at least ``stop_accuracy`` at ``stop_patience`` evaluations in a row (a
+            converged run); ``None`` = always run ``steps``. Needs ``eval_every``.
 
     Returns:
         a :class:`TrainResult`. Cached on disk when ``MHA_REF_CACHE_DIR`` is set.
@@ -156,7 +187,14 @@ def train(
         eval_size=eval_size,
         probe_size=probe_size,
         probe_keep=probe_keep,
+        eval_every=eval_every,
+        stop_accuracy=stop_accuracy,
+        stop_patience=stop_patience,
     )
+    if not isinstance(eval_every, int) or eval_every < 0:
+        raise ValueError(f"eval_every must be an int >= 0 (0 = no curve), got {eval_every!r}")
+    if stop_accuracy is not None and not eval_every:
+        raise ValueError("stop_accuracy needs eval_every > 0 (the accuracy it stops on)")
     check_offsets(arguments["offsets"], seq_len)
     return cached("train", arguments, lambda: _train(**arguments))
 
@@ -176,8 +214,9 @@ def _train(**config: Any) -> TrainResult:
         )
         optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
         data = torch.Generator().manual_seed(config["seed"])
-        loss_curve = []
-        for _ in range(config["steps"]):
+        eval_tokens, eval_targets = evaluation_set(config, table)  # (N_eval, L), (N_eval, L)
+        loss_curve, eval_curve = [], []
+        for step in range(1, config["steps"] + 1):
             tokens, targets = make_batch(
                 config["batch_size"], config["seq_len"], table, data, offsets
             )  # (B, L), (B, L)
@@ -189,17 +228,15 @@ def _train(**config: Any) -> TrainResult:
             loss.backward()
             optimizer.step()
             loss_curve.append(round(loss.item(), 6))
+            every = config["eval_every"]
+            if every and (step % every == 0 or step == config["steps"]):
+                eval_curve.append((step, accuracy_of(model, eval_tokens, eval_targets)))
+                if _converged(eval_curve, config["stop_accuracy"], config["stop_patience"]):
+                    break
 
         model.eval()
         with torch.no_grad():
-            eval_gen = torch.Generator().manual_seed(_EVAL_SEED)
-            tokens, targets = make_batch(
-                config["eval_size"], config["seq_len"], table, eval_gen, offsets
-            )  # (N_eval, L), (N_eval, L)
-            logits, _ = model(tokens)  # (N_eval, L, V)
-            has_target = targets != IGNORE_INDEX  # (N_eval, L)
-            correct = logits.argmax(dim=-1)[has_target] == targets[has_target]  # (n,)
-            accuracy = round(float(correct.double().mean()), 6)
+            accuracy = accuracy_of(model, eval_tokens, eval_targets)
 
             probe_gen = torch.Generator().manual_seed(_PROBE_SEED)
             probe_tokens, _ = make_batch(
@@ -221,7 +258,50 @@ def _train(**config: Any) -> TrainResult:
         max_entropy=uniform_entropy(config["seq_len"], start),
         heads=summarize_heads(weights, start),
         table=table,
+        eval_curve=eval_curve,
+        model_state={k: v.detach().clone() for k, v in model.state_dict().items()},
     )
+
+
+def _converged(
+    eval_curve: list[tuple[int, float]], stop_accuracy: float | None, patience: int
+) -> bool:
+    """Whether the last ``patience`` evaluations all reached ``stop_accuracy``."""
+    if stop_accuracy is None or len(eval_curve) < patience:
+        return False
+    return all(accuracy >= stop_accuracy for _, accuracy in eval_curve[-patience:])
+
+
+def evaluation_set(config: dict[str, Any], table: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The fixed evaluation sequences of a run with ``config``: ``(N_eval, L)`` tokens, targets.
+
+    The same for every training seed (drawn from a fixed generator).
+    """
+    eval_gen = torch.Generator().manual_seed(_EVAL_SEED)
+    return make_batch(
+        config["eval_size"], config["seq_len"], table, eval_gen, config["offsets"]
+    )  # (N_eval, L), (N_eval, L)
+
+
+def accuracy_of(
+    model: TinyAttentionModel, tokens: torch.Tensor, targets: torch.Tensor
+) -> float:
+    """Fraction of correct predictions (positions with a target), rounded to 6 digits.
+
+    Args:
+        model: the model; it is run without gradients and its training mode is left as found.
+        tokens, targets: ``(N, L)`` token ids and targets (``IGNORE_INDEX`` = no target).
+    """
+    with torch.no_grad():
+        logits, _ = model(tokens)  # (N, L, V)
+    return correct_fraction(logits, targets)
+
+
+def correct_fraction(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Accuracy of ``logits`` ``(N, L, V)`` against ``targets`` ``(N, L)``, rounded to 6 digits."""
+    has_target = targets != IGNORE_INDEX  # (N, L)
+    correct = logits.argmax(dim=-1)[has_target] == targets[has_target]  # (n,)
+    return round(float(correct.double().mean()), 6)
 
 
 

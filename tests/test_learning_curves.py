@@ -1,0 +1,114 @@
+"""Learning curves per head count (mha_ref.tutorial.learning_curves) and costs at a given width.
+
+The mechanics on tiny configurations; one finding on the real configuration of example 6: one
+head and eight heads both converge on the two-relation task within the step budget, with a
+curve steady enough that "steps to 0.99" is a fair summary.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_ref.tutorial import cache, head_count, learning_curves, training
+
+SHORT = dict(eval_size=64, probe_size=16)
+
+
+def test_steps_to_reach_needs_the_curve_to_stay():
+    curve = [(10, 0.5), (20, 0.995), (30, 0.98), (40, 0.99), (50, 1.0)]
+    assert learning_curves.steps_to_reach(curve, 0.99) == 40  # 20 fell back, so it does not count
+    assert learning_curves.steps_to_reach(curve, 0.5) == 10
+    assert learning_curves.steps_to_reach(curve[:3], 0.99) is None
+    assert learning_curves.steps_to_reach([], 0.99) is None
+
+
+def _curve(h, seed, reached, final=1.0):
+    return learning_curves.LearningCurve(
+        h, 16 // h, seed, [25, 50, 75], [0.2, 0.9, final], final, reached, [1.0, 0.5]
+    )
+
+
+def test_accuracy_at_and_summary():
+    curve = _curve(1, 0, 75)
+    assert curve.accuracy_at(30) == 0.2 and curve.accuracy_at(50) == 0.9
+    assert curve.accuracy_at(200) == 1.0  # stopped (converged) before step 200
+    with pytest.raises(ValueError, match="step"):
+        curve.accuracy_at(10)
+    rows = learning_curves.summarize_curves(
+        [_curve(1, 0, 75), _curve(1, 1, 50), _curve(1, 2, 75), _curve(2, 0, None, 0.9)]
+    )
+    assert [r["num_heads"] for r in rows] == [1, 2]
+    assert rows[0]["steps_to_threshold"] == [75, 50, 75] and rows[0]["median_steps"] == 75
+    assert rows[1]["median_steps"] is None and rows[1]["final_min"] == 0.9
+
+
+def test_learning_curves_structure_and_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
+    curves = learning_curves.learning_curves(
+        (1, 2), seeds=(0, 1), steps=10, eval_every=4, threshold=0.0, **SHORT
+    )
+    assert [(c.num_heads, c.seed) for c in curves] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    for c in curves:
+        run = training.train(num_heads=c.num_heads, seed=c.seed, steps=10, eval_every=4, **SHORT)
+        assert c.steps == [4, 8, 10] and c.accuracy == [a for _, a in run.eval_curve]
+        assert c.final_accuracy == run.accuracy == c.accuracy[-1]
+        assert c.steps_to_threshold == 4 and c.head_dim == 16 // c.num_heads
+    monkeypatch.setattr(learning_curves, "_learning_curves", lambda **_: pytest.fail("hit"))
+    again = learning_curves.learning_curves(
+        (1, 2), seeds=(0, 1), steps=10, eval_every=4, threshold=0.0, **SHORT
+    )
+    assert again == curves
+    with pytest.raises(ValueError, match="divide"):
+        learning_curves.learning_curves((3,))
+    with pytest.raises(ValueError, match="eval_every"):
+        learning_curves.learning_curves((1,), steps=10, eval_every=20)
+
+
+@pytest.mark.parametrize("num_heads", [1, 8])
+def test_every_head_count_converges_on_the_tiny_task(num_heads):
+    """Measured (example 6, seed 0): h=1 converges at 475 steps, h=8 at 425, of 1500 allowed."""
+    (curve,) = learning_curves.learning_curves(
+        (num_heads,), seeds=(0,), steps=1500, eval_every=25, stop_accuracy=0.999, stop_patience=4
+    )
+    assert curve.final_accuracy >= 0.999
+    assert curve.steps[-1] <= 1000  # stopped by the convergence rule, well before the budget
+    assert curve.steps_to_threshold is not None
+    first_crossing = next(s for s, a in zip(curve.steps, curve.accuracy, strict=True) if a >= 0.99)
+    assert curve.steps_to_threshold - first_crossing <= 50  # no long dip after the first crossing
+    assert curve.accuracy_at(200) < 0.99  # after 200 steps neither has finished learning
+
+
+def test_width_costs_tiny():
+    rows = head_count.width_costs((1, 2, 4), embed_dim=8, seq_len=5, batch=2, repeats=1)
+    assert [r["h"] for r in rows] == [1, 2, 4] and [r["head_dim"] for r in rows] == [8, 4, 2]
+    assert {r["parameters"] for r in rows} == {4 * 8 * 8 + 4 * 8}
+    assert [r["weight_bytes"] for r in rows] == [2 * h * 5 * 5 * 4 for h in (1, 2, 4)]
+    assert all(r["fused_s"] > 0 and r["explicit_s"] > 0 for r in rows)
+    with pytest.raises(ValueError, match="divide"):
+        head_count.width_costs((3,), embed_dim=8)
+
+
+@pytest.fixture
+def _agg():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield
+    plt.close("all")
+
+
+def test_plots_take_chinese_labels(_agg):
+    curves = [_curve(1, 0, 75), _curve(1, 1, 50), _curve(2, 0, 50)]
+    fig = learning_curves.plot_learning_curves(curves, title="训练过程中的评估准确率")
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "h = 1",
+        "h = 2",
+        "threshold 0.99",
+    ]
+    rows = learning_curves.summarize_curves(curves)
+    published = [{"h": 1, "bleu": 24.9}, {"h": 8, "bleu": 25.8}]
+    fig = learning_curves.plot_steps_to_threshold(rows, published, steps_title="学习速度")
+    assert len(fig.axes) == 2 and fig.axes[0].get_title() == "学习速度"
+    assert fig.axes[1].get_ylim()[1] - fig.axes[1].get_ylim()[0] >= 3.0
