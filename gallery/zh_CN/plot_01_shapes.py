@@ -184,8 +184,9 @@ def trace_shapes(num_heads):
 # ``q_heads`` 和注意力权重的形状是什么？输出的形状会变吗？
 #
 # .. dropdown:: 参考答案
+#    :class-container: mha-answer
 #
-#    ``head_dim = embed_dim // num_heads`` 翻了一倍。``q_heads`` 和权重在“头”这一维上减半，
+#    ``head_dim = embed_dim // num_heads`` 从 8 翻倍到 16。``q_heads`` 和权重在“头”这一维上减半，
 #    而每个头自己的 ``(seq_len, seq_len)`` 权重矩阵形状不变。输出形状仍是
 #    ``(batch, seq_len, embed_dim)``：头数只改变内部怎么切分，不改变对外的接口。
 #    下面是构建时打印的形状。
@@ -195,10 +196,11 @@ trace_shapes(4)
 
 # %%
 # **练习 2.** 两个极端：``num_heads = 1`` （只有一个和模型一样宽的头），以及
-# ``num_heads = embed_dim`` （每个头只有一个数宽）。形状会是什么样？``head_dim = 1``
+# ``num_heads = embed_dim`` （每个头只有 1 维）。形状会是什么样？``head_dim = 1``
 # 的头能算出什么？
 #
 # .. dropdown:: 参考答案
+#    :class-container: mha-answer
 #
 #    只有一个头时，``q_heads`` 的“头”维大小为 1，所有特征共用同一个 ``(seq_len, seq_len)``
 #    权重矩阵。当 ``num_heads = embed_dim`` 时，每个头的查询和键都只是一个数，分数就是两数之积：
@@ -208,3 +210,17 @@ trace_shapes(4)
 
 trace_shapes(1)
 trace_shapes(embed_dim)
+
+# %%
+# **练习 3.** ``embed_dim = 64`` 能分成 6 个头吗？先预测构造模块时会发生什么，再展开答案。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    不能：每个头的特征数必须是同一个整数，而 64 不是 6 的倍数。构造函数会拒绝，报错信息里写明了
+#    这两个参数，并列出可以用的头数：
+
+try:
+    MultiHeadAttention(embed_dim, 6, batch_first=True)
+except ValueError as error:
+    print(f"{type(error).__name__}: {error}")

@@ -203,3 +203,37 @@ for name, kwargs in configs.items():
 
 print(text_table(["配置", "输出：mha_ref 对比 torch", "权重：mha_ref 对比 torch",
                   "输出：转回 torch 后"], rows))
+
+# %%
+# 练习
+# ----
+# **练习 1.** ``torch_mha.in_proj_weight`` 的哪几行是头 1 （头从 0 开始编号）的键投影？
+# 先根据 ``embed_dim`` 和 ``head_dim`` 自己算一算。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    键的那一块排在 ``embed_dim`` 行查询之后；在这一块里，头 ``h`` 占从 ``h * head_dim`` 开始的
+#    ``head_dim`` 行。只用这几行算出的键，正是完整键投影中属于头 1 的那一段：
+
+h = 1
+rows = slice(embed_dim + h * head_dim, embed_dim + (h + 1) * head_dim)
+W, b = torch_mha.in_proj_weight.detach(), torch_mha.in_proj_bias.detach()
+k_all = x @ W[embed_dim : 2 * embed_dim].T + b[embed_dim : 2 * embed_dim]  # (batch, seq_len, embed_dim)
+k_head = x @ W[rows].T + b[rows]  # (batch, seq_len, head_dim)
+print(f"头 {h} 的键投影所在的行：{rows.start}:{rows.stop}")
+print("与完整键投影中对应的一段相等：", torch.allclose(k_head, k_all[..., h * head_dim : (h + 1) * head_dim], atol=1e-6))
+
+# %%
+# **练习 2.** 同时设 ``add_bias_kv=True`` 和 ``add_zero_attn=True`` 时，``x`` 的逐头注意力权重是什么形状？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    每个选项都给每个序列多加一个键（和值）：前者是学到的偏置，后者是零向量。所以每个查询能看到
+#    ``seq_len + 2`` 个键：
+
+both_extra = nn.MultiheadAttention(embed_dim, num_heads, add_bias_kv=True, add_zero_attn=True, batch_first=True).to(device).eval()
+with torch.no_grad():
+    _, w_extra = both_extra(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len + 2)
+print("x：", tuple(x.shape), " 逐头注意力权重：", tuple(w_extra.shape))

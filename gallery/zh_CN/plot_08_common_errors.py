@@ -294,3 +294,34 @@ print("整数掩码 .bool() 对比 第 7 节：", max_diff(from_long, fixed))
 print("浮点掩码 .bool() 对比 第 7 节：", max_diff(from_float, fixed))
 print("逐头的 3 维掩码 对比 第 7 节： ", max_diff(from_per_head, fixed))
 print(f"bool 掩码下，被屏蔽的键上的最大权重：{weights_bool.masked_select(blocked).max().item():.2f}")
+
+# %%
+# 练习
+# ----
+# **练习 1.** 有人用 ``x.view(batch, num_heads, seq_len, head_dim)`` 拆分多头，没有报错。结果对吗？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    不对。元素个数相同，``view`` 无从报错，但它按错误的顺序切分每个序列在内存里的数据：一个“头”
+#    拿到的是几个完整的词元，而不是每个词元特征中的一段。形状对，数值不对：
+
+wrong_split = x.view(batch, num_heads, seq_len, head_dim)  # 形状对，内容错
+right_split = split_heads(x, num_heads)  # (batch, num_heads, seq_len, head_dim)
+print("形状相同：", wrong_split.shape == right_split.shape, " 数值相同：", torch.equal(wrong_split, right_split))
+
+# %%
+# **练习 2.** ``nn.MultiheadAttention(embed_dim, num_heads)`` 的 ``batch_first`` 保持默认值，
+# 输入 ``x`` 的形状是 ``(batch, seq_len, embed_dim)``。它把哪个尺寸当作批大小，哪个当作序列长度？
+# 先预测它返回的注意力权重的形状。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    它把 ``x`` 读成 ``(seq_len, batch, embed_dim)``：批大小被当成了序列长度，序列长度被当成了批大小。
+#    返回的权重（在模块看来是 ``(batch, L, S)``）暴露了这一点：
+
+default_layout = nn.MultiheadAttention(embed_dim, num_heads).to(device).eval()  # batch_first 取默认值 False
+with torch.no_grad():
+    _, w_default = default_layout(x, x, x)  # 用我们的名字写是 (seq_len, batch, batch)
+print("x：", tuple(x.shape), "-> 注意力权重：", tuple(w_default.shape))
