@@ -102,8 +102,9 @@ print(f"rows sum to 1: max |row_sum - 1| = {row_error:.1e}, below 1e-6: {row_err
 
 # %%
 # The figure shows the weights of the first sequence, one heatmap per head: row ``i`` says how
-# much query position ``i`` takes from each key position. The eight heads already differ, even
-# with random weights.
+# much query position ``i`` takes from each key position. The weights of the projections are
+# random here, so the differences between heads are noise; whether heads divide the work after
+# training is what example 5 tests.
 
 fig = plot_heads(
     weights[0],

@@ -255,7 +255,7 @@ fig = plot_masks(
     [top_left, bottom_right],
     kv_tokens[-num_new:],
     kv_tokens,
-    titles=['alignment="top_left" (is_causal=True)', 'alignment="bottom_right"'],
+    titles=['alignment="top_left"\n(is_causal=True of the SDPA function)', 'alignment="bottom_right"\n '],
     legend=("may attend", "blocked"),
     xlabel="key",
     ylabel="query",

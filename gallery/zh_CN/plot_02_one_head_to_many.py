@@ -7,7 +7,7 @@
 
 本例在一个六词元的句子上分三步搭起来：一个 ``mha_ref.CausalAttention`` 单头；把多个头堆叠
 起来的 ``mha_ref.MultiHeadAttentionWrapper``；以及一次算完所有头的
-``mha_ref.CausalMultiHeadAttention``。最后验证：只要权重相同，封装类和批量模块算出的数完全一样。
+``mha_ref.CausalMultiHeadAttention``。最后验证：只要参数相同，封装类和批量模块算出的数完全一样。
 """
 
 # %%
@@ -206,8 +206,8 @@ for token, row in zip(tokens, small_out[0], strict=True):
 # 同一个计算，批量完成
 # --------------------
 # 要得到与封装类相同的结果，批量模块的总宽度需要 ``d_out = num_heads * 2``。``wrapper_to_batched``
-# 构造这样一个模块并复制权重：它把各头的投影矩阵上下堆叠，于是第 ``i`` 个头占据批量投影的
-# 第 ``i`` 段；再把输出投影设为单位矩阵（封装类没有输出投影）。现在每种投影只需一次矩阵
+# 构造这样一个模块并复制参数：它把各头的投影矩阵上下堆叠，于是头 ``i`` 占据批量投影中
+# 编号为 ``i`` 的一段（编号从 0 开始）；再把输出投影设为单位矩阵（封装类没有输出投影）。现在每种投影只需一次矩阵
 # 乘法，就同时算出了两个头的投影。
 
 batched = wrapper_to_batched(wrapper)

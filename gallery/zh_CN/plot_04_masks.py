@@ -74,7 +74,7 @@ plt.show()
 # ``mha_ref.MultiHeadAttention`` 接收掩码的方式与 ``torch.nn.MultiheadAttention`` 相同：
 # 形状为 ``(seq_len, seq_len)`` 的 ``attn_mask`` 和形状为 ``(batch, seq_len)`` 的
 # ``key_padding_mask``，两者都以 ``True`` 表示 **屏蔽**，所以我们的掩码要先经过
-# ``allowed_to_blocked`` 转换。下图是第二个句子的第 0 个头：灰色格子就是被掩码屏蔽的格子，
+# ``allowed_to_blocked`` 转换。下图是第二个句子的头 0：灰色格子就是被掩码屏蔽的格子，
 # 它们的权重严格为 0（``plot_heads`` 会检查这一点），每一行之和仍然为 1。
 
 mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
@@ -97,7 +97,7 @@ fig = plot_heads(
     torch.stack([w_none[1, 0], w_causal[1, 0], w_padding[1, 0], w_both[1, 0]]),  # (4, seq_len, seq_len)
     sentences[1],
     titles=["无掩码", "因果", "填充", "因果 & 填充"],
-    suptitle="第二个句子的第 0 个头",
+    suptitle="第二个句子，头 0",
     ncols=2,
     colorbar_label="注意力权重",
     xlabel="键",
@@ -245,7 +245,7 @@ fig = plot_masks(
     [top_left, bottom_right],
     kv_tokens[-num_new:],
     kv_tokens,
-    titles=['alignment="top_left"（即 is_causal=True）', 'alignment="bottom_right"'],
+    titles=['alignment="top_left"\n（即函数 SDPA 的 is_causal=True）', 'alignment="bottom_right"\n '],
     legend=("可以关注", "被屏蔽"),
     xlabel="键",
     ylabel="查询",
@@ -254,7 +254,7 @@ plt.show()
 
 # %%
 # 新词元的正确结果，就是对全部 6 个词元做完整因果注意力时最后 2 行的结果。右下对齐的掩码
-# 能复现它；左上对齐的掩码——因而 PyTorch 的 ``is_causal=True``——不能。
+# 能复现它；左上对齐的掩码则不能；``F.scaled_dot_product_attention`` 的 ``is_causal=True`` 用的正是左上对齐。
 
 with torch.no_grad():
     full = scaled_dot_product_attention(q, k, v, is_causal=True)  # (batch, num_heads, seq_len, head_dim)

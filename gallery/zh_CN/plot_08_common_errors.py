@@ -179,7 +179,7 @@ print("转置输入 对比 batch_first=True：", max_diff(fixed_out.transpose(0,
 # 6. 把平均权重误当作逐头权重
 # ----------------------------
 # 默认返回的权重是 **各头的平均**，形状为 ``(batch, seq_len, seq_len)``。``weights[:, h]``
-# 取到的不是第 ``h`` 个头，而是第 ``h`` 个查询。而且从平均值里也无法还原出各个头：
+# 取到的不是头 ``h``，而是查询 ``h``。而且从平均值里也无法还原出各个头：
 
 print("默认权重：", tuple(right_w.shape), " weights[:, 0]:", tuple(right_w[:, 0].shape))
 with expect_error(RuntimeError):
@@ -224,7 +224,7 @@ with torch.no_grad():
 fig = plot_heads(
     torch.stack([weights_wrong[0, 0], weights_fixed[0, 0]]),  # (2, seq_len, seq_len)
     titles=["错误：True 表示可以关注", "正确：True 表示屏蔽"],
-    suptitle="torch.nn.MultiheadAttention，第 0 个序列的第 0 个头",
+    suptitle="torch.nn.MultiheadAttention，序列 0、头 0",
     colorbar_label="注意力权重",
     xlabel="键位置",
     ylabel="查询位置",
