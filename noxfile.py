@@ -108,6 +108,7 @@ def tests(session: nox.Session) -> None:
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
     """
     install(session, "test", "docs")
+    session.install(*CONSTRAINTS, "setuptools")  # the wheel test builds without build isolation
     # browser and download tests have their own sessions (Chromium; a fresh environment)
     session.run(
         "pytest",

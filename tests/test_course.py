@@ -189,3 +189,24 @@ def test_zh_terminology_rules_see_what_they_forbid():
     assert not ZERO_BASED_ORDINAL.search("第二个句子，头 0")
     assert PARAMETERS_AS_WEIGHTS.search("因此权重可以在两者之间来回迁移")
     assert not PARAMETERS_AS_WEIGHTS.search("复制注意力权重")
+
+
+# -- the wheel the site ships --------------------------------------------------------------------
+@pytest.mark.build
+def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
+    """Two builds of the wheel from this checkout give the same bytes (pip wheel without build
+    isolation: no network), and it holds the package and its tutorial extra's metadata."""
+    import zipfile
+
+    pytest.importorskip("setuptools")
+    from mha_ref_course import make_wheel, wheel_name
+
+    first = make_wheel(tmp_path / "a")
+    second = make_wheel(tmp_path / "b")
+    assert first.name == second.name == wheel_name()
+    assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as wheel:
+        names = wheel.namelist()
+        metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    assert "mha_ref/__init__.py" in names and "mha_ref/tutorial/__init__.py" in names
+    assert b"Provides-Extra: tutorial" in metadata

@@ -87,56 +87,52 @@ def _source_date_epoch() -> str:
         return "315532800"
 
 
-def build_wheel() -> Path:
-    """Build the package's wheel into ``build/wheel/`` unless it is up to date; return it.
+def make_wheel(out_dir: Path) -> Path:
+    """Build the package's wheel into ``out_dir``; return its path.
 
     ``pip wheel --no-deps --no-build-isolation`` on a copy of the package's files (so the
-    checkout gets no ``build/lib`` or ``.egg-info``), with the setuptools the docs environment
-    pins: no network.
+    checkout gets no ``build/lib`` or ``.egg-info``), with the setuptools the environment pins:
+    no network. The files inside are dated by the commit (``SOURCE_DATE_EPOCH``), so two builds
+    of one checkout give the same bytes.
     """
     name = wheel_name()
-    target = WHEEL_DIR / name
-    inputs = _wheel_inputs()
-    stamp = WHEEL_DIR / f"{name}.sha256"
-    current = _inputs_hash(inputs)
-    if target.is_file() and stamp.is_file() and stamp.read_text().strip() == current:
-        return target
     with tempfile.TemporaryDirectory(prefix="mha-ref-wheel-") as tmp:
         src, out = Path(tmp, "src"), Path(tmp, "out")
-        for path in inputs:
+        for path in _wheel_inputs():
             copy = src / path.relative_to(ROOT)
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, copy)
         env = {**os.environ, "SOURCE_DATE_EPOCH": _source_date_epoch(), "PIP_NO_INPUT": "1"}
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "--no-deps",
-                "--no-build-isolation",
-                "--no-index",
-                "-q",
-                "-w",
-                str(out),
-                str(src),
-            ],
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+             "--no-index", "-q", "-w", str(out), str(src)],
             capture_output=True,
             text=True,
             env=env,
             check=False,
-        )
+        )  # fmt: skip
         built = out / name
         if done.returncode != 0 or not built.is_file():
             raise ExtensionError(
                 f"pip wheel failed (exit {done.returncode}), or made no {name}:\n"
                 f"{done.stdout[-2000:]}{done.stderr[-2000:]}"
             )
-        WHEEL_DIR.mkdir(parents=True, exist_ok=True)
-        for old in WHEEL_DIR.glob("*.whl"):
-            old.unlink()
-        shutil.copyfile(built, target)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built, out_dir / name)
+    return out_dir / name
+
+
+def build_wheel() -> Path:
+    """The wheel in ``build/wheel/``, built again only when the package's files changed."""
+    name = wheel_name()
+    target = WHEEL_DIR / name
+    stamp = WHEEL_DIR / f"{name}.sha256"
+    current = _inputs_hash(_wheel_inputs())
+    if target.is_file() and stamp.is_file() and stamp.read_text().strip() == current:
+        return target
+    for old in WHEEL_DIR.glob("*.whl"):
+        old.unlink()
+    make_wheel(WHEEL_DIR)
     stamp.write_text(current + "\n")
     logger.info(f"built {target.relative_to(ROOT)}")
     return target
