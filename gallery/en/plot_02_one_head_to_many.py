@@ -258,6 +258,10 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# The three heads look almost alike. Each is one feature wide (``embed_dim = 3`` cut into three
+# heads), and the six token vectors are close to one another: heads this narrow have little room
+# to differ.
+#
 # ``torch.nn.MultiheadAttention`` treats ``is_causal`` only as a hint: it needs the mask itself
 # in ``attn_mask``, in its own convention, where ``True`` means **blocked**.
 # ``allowed_to_blocked`` flips ``causal_mask`` (``True`` = may attend) into that convention.

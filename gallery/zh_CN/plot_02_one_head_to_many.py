@@ -251,6 +251,9 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# 三个头看起来几乎一样：每个头只有 1 维（``embed_dim = 3`` 分给三个头），六个词元向量又彼此相近，
+# 这么窄的头没有多少余地彼此不同。
+#
 # ``torch.nn.MultiheadAttention`` 只把 ``is_causal`` 当作一个提示：掩码本身必须放进
 # ``attn_mask``，而且要用它自己的约定——``True`` 表示 **屏蔽**。``allowed_to_blocked`` 把
 # ``causal_mask`` （``True`` 表示可以关注）翻转成这种约定。``to_torch`` 把我们的模块
