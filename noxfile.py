@@ -193,7 +193,7 @@ def bench(session: nox.Session) -> None:
 def docs_live(session: nox.Session) -> None:
     """Rebuild one language on every change: ``nox -s docs-live -- zh_CN``."""
     install(session, "docs")
-    session.install(*CONSTRAINTS, "sphinx-autobuild")
+    session.install(*CONSTRAINTS, "sphinx-autobuild", "setuptools")  # setuptools: the wheel
     lang = (session.posargs or ["en"])[0]
     session.run(
         "sphinx-autobuild",
