@@ -210,3 +210,18 @@ def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
         metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
     assert "mha_ref/__init__.py" in names and "mha_ref/tutorial/__init__.py" in names
     assert b"Provides-Extra: tutorial" in metadata
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_api_page_links_every_class_to_its_source(lang):
+    """sphinx.ext.viewcode: each class on the API page has a [source] link to a page of the
+    site that holds that class's code."""
+    page = _page(lang, "api.html")
+    links = set(re.findall(r'href="(_modules/mha_ref/[^"#]+)#([^"]+)"', page))
+    targets = {anchor for _, anchor in links}
+    for name in ("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"):
+        assert name in targets, f"{lang}/api.html: no source link for {name}"
+    for module, _ in links:
+        assert (HTML / lang / module).is_file(), module
+    source = (HTML / lang / "_modules" / "mha_ref" / "causal.html").read_text(encoding="utf-8")
+    assert '<span class="nc">CausalAttention</span>' in source
