@@ -29,10 +29,12 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",  # the API page links every object to its source
     "sphinx_gallery.gen_gallery",
     "sphinx_copybutton",
     "sphinx_design",
     "mha_ref_site",  # docs/_ext: per-language settings, staleness, provenance, search fix
+    "mha_ref_course",  # docs/_ext: the package's wheel shipped with the site, folded answers
 ]
 language = "en"  # always given on the command line: -D language=en or -D language=zh_CN
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -90,9 +92,12 @@ sphinx_gallery_conf = {
     "image_srcset": ["2x"],
     # each figure drawn once at 2x, the 1x image scaled down from it (docs/_ext/mha_ref_site.py)
     "image_scrapers": ("mha_ref_site.matplotlib_scraper",),
-    "download_all_examples": False,
+    # one zip of every script and one of every notebook, on the gallery's index; the build adds
+    # the package's wheel to each (docs/_ext/mha_ref_course.py), so a zip is all a reader needs
+    "download_all_examples": True,
     # set per language by docs/_ext/mha_ref_site.py: checks that mha_ref is installed and says
-    # how to install it (it is not on PyPI, so the notebook must not pip-install that name)
+    # how to install the wheel shipped with the site (it is not on PyPI, so the notebook must not
+    # pip-install that name)
     "first_notebook_cell": None,
     "matplotlib_animations": False,
     "capture_repr": ("_repr_html_", "__repr__"),

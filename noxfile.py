@@ -60,6 +60,9 @@ def docs(session: nox.Session) -> None:
     (``nox -s docs -- -D abort_on_example_error=1``).
     """
     install(session, "docs")
+    # the build makes the package's wheel without build isolation, so without network
+    # (docs/_ext/mha_ref_course.py)
+    session.install(*CONSTRAINTS, "setuptools")
     fresh = "--fresh" in session.posargs or bool(os.environ.get("CI"))
     sphinx_args = [a for a in session.posargs if a != "--fresh"]
     (BUILD / "timings" / "examples.json").unlink(missing_ok=True)  # filled by the examples run
@@ -105,6 +108,7 @@ def tests(session: nox.Session) -> None:
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
     """
     install(session, "test", "docs")
+    session.install(*CONSTRAINTS, "setuptools")  # the wheel test builds without build isolation
     # browser and download tests have their own sessions (Chromium; a fresh environment)
     session.run(
         "pytest",
@@ -133,18 +137,34 @@ def browser(session: nox.Session) -> None:
 
 @nox.session
 def downloads(session: nox.Session) -> None:
-    """Run every downloadable .py and .ipynb of the built site in a fresh environment.
+    """Run every downloadable .py and .ipynb of the built site, as a reader would.
 
-    The package is installed from a built wheel (not editable) with only its declared
-    dependencies and the ``tutorial`` extra the examples import, plus pytest and a notebook
-    client to drive the runs.
+    The built site alone is copied to a temporary folder (nothing of the checkout is used from
+    there on); the package is installed from the wheel that the site ships, with the
+    ``tutorial`` extra the examples import, exactly as the site tells a reader to; then every
+    script and notebook runs from an empty folder. pytest and a notebook client drive the runs.
     """
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
-    session.install(*CONSTRAINTS, ".[tutorial]", "pytest", "nbclient", "nbformat", "ipykernel")
-    # the package as it is now, even when the reused environment holds an older build of it
-    session.install(*CONSTRAINTS, "--force-reinstall", "--no-deps", ".")
-    session.run("pytest", "-m", "downloads", "tests/downloads", *session.posargs)
+    site = Path(session.create_tmp()).resolve() / "site"
+    shutil.rmtree(site, ignore_errors=True)
+    shutil.copytree(HTML, site)
+    wheels = sorted(site.glob("*/_downloads/mha_ref-*.whl"))
+    if len(wheels) != len(LANGUAGES):
+        session.error(f"expected one wheel per language under {site}/*/_downloads/: {wheels}")
+    session.install(*CONSTRAINTS, "pytest", "nbclient", "nbformat", "ipykernel")
+    # the command the site prints, run on the site's own wheel (the constraints pin torch & co.)
+    session.install(*CONSTRAINTS, f"{wheels[0]}[tutorial]")
+    # a reused environment may hold an older mha_ref of the same version: replace it
+    session.install("--force-reinstall", "--no-deps", str(wheels[0]))
+    session.run(
+        "pytest",
+        "-m",
+        "downloads",
+        "tests/downloads",
+        *session.posargs,
+        env={"MHA_REF_SITE": str(site), "MHA_REF_WHEEL": str(wheels[0])},
+    )
 
 
 @nox.session
@@ -173,7 +193,7 @@ def bench(session: nox.Session) -> None:
 def docs_live(session: nox.Session) -> None:
     """Rebuild one language on every change: ``nox -s docs-live -- zh_CN``."""
     install(session, "docs")
-    session.install(*CONSTRAINTS, "sphinx-autobuild")
+    session.install(*CONSTRAINTS, "sphinx-autobuild", "setuptools")  # setuptools: the wheel
     lang = (session.posargs or ["en"])[0]
     session.run(
         "sphinx-autobuild",

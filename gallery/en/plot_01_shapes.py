@@ -102,8 +102,9 @@ print(f"rows sum to 1: max |row_sum - 1| = {row_error:.1e}, below 1e-6: {row_err
 
 # %%
 # The figure shows the weights of the first sequence, one heatmap per head: row ``i`` says how
-# much query position ``i`` takes from each key position. The eight heads already differ, even
-# with random weights.
+# much query position ``i`` takes from each key position. The weights of the projections are
+# random here, so the differences between heads are noise; whether heads divide the work after
+# training is what example 5 tests.
 
 fig = plot_heads(
     weights[0],
@@ -190,8 +191,9 @@ def trace_shapes(num_heads):
 # What are the shapes of ``q_heads`` and of the weights? Does the output shape change?
 #
 # .. dropdown:: Answer
+#    :class-container: mha-answer
 #
-#    ``head_dim = embed_dim // num_heads`` doubles. The head axis of ``q_heads`` and of the
+#    ``head_dim = embed_dim // num_heads`` doubles, from 8 to 16. The head axis of ``q_heads`` and of the
 #    weights halves, while each head's own ``(seq_len, seq_len)`` weight matrix keeps its shape.
 #    The output keeps the shape ``(batch, seq_len, embed_dim)``: the number of heads changes how
 #    the inside is cut, never the interface. The build prints the shapes below.
@@ -201,10 +203,11 @@ trace_shapes(4)
 
 # %%
 # **Exercise 2.** Two extremes: ``num_heads = 1`` (one head as wide as the model) and
-# ``num_heads = embed_dim`` (every head is one number wide). What do the shapes look like,
+# ``num_heads = embed_dim`` (every head is 1 feature wide). What do the shapes look like,
 # and what does a head with ``head_dim = 1`` compute?
 #
 # .. dropdown:: Answer
+#    :class-container: mha-answer
 #
 #    With one head, ``q_heads`` has a head axis of size 1 and a single ``(seq_len, seq_len)``
 #    weight matrix serves every feature. With ``num_heads = embed_dim``, each head's query and
@@ -216,3 +219,19 @@ trace_shapes(4)
 
 trace_shapes(1)
 trace_shapes(embed_dim)
+
+# %%
+# **Exercise 3.** Can ``embed_dim = 64`` be cut into 6 heads? Predict what happens when the
+# module is built, then open the answer.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    No: every head needs the same whole number of features, and 64 is not a multiple of 6.
+#    The constructor refuses, with an error that names both arguments and lists head counts
+#    that would work:
+
+try:
+    MultiHeadAttention(embed_dim, 6, batch_first=True)
+except ValueError as error:
+    print(f"{type(error).__name__}: {error}")

@@ -114,6 +114,33 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# The code of the head
+# --------------------
+# Here is the code that just ran, printed from the installed package itself (so it cannot
+# drift from what runs), its docstring left out (it is on the API page). The first line of
+# ``forward`` checks the input and raises an error that names the argument. Then come the
+# three projections, the scores, the causal mask (``masked_fill`` with ``-inf`` above the
+# diagonal), the scaling by :math:`\sqrt{d_{out}}`, the softmax and the weighted sum of values.
+
+import ast
+import inspect
+import textwrap
+
+
+def source_of(obj):
+    """The source code of a class or function as it runs, without its docstrings."""
+    lines = textwrap.dedent(inspect.getsource(obj)).splitlines()
+    docstrings = set()
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef) and ast.get_docstring(node):
+            first = node.body[0]
+            docstrings.update(range(first.lineno - 1, first.end_lineno))
+    return "\n".join(line for i, line in enumerate(lines) if i not in docstrings)
+
+
+print(source_of(CausalAttention))
+
+# %%
 # Stacking heads: the wrapper
 # ---------------------------
 # ``MultiHeadAttentionWrapper`` keeps a list of ``num_heads`` independent ``CausalAttention``
@@ -148,6 +175,12 @@ textbook_rows = torch.tensor(
 )  # (2, num_heads * d_out)
 torch.testing.assert_close(context_vecs[0, [0, -1]].cpu(), textbook_rows, rtol=0, atol=5e-5)
 print("first and last rows equal the textbook's to 4 decimals")
+
+# %%
+# The wrapper's code is short: a ``nn.ModuleList`` of heads, and ``torch.cat`` along the last
+# axis. There is no output projection here; the modules below add one.
+
+print(source_of(MultiHeadAttentionWrapper))
 
 # %%
 # Two meanings of ``d_out``
@@ -225,6 +258,10 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# The three heads look almost alike. Each is one feature wide (``embed_dim = 3`` cut into three
+# heads), and the six token vectors are close to one another: heads this narrow have little room
+# to differ.
+#
 # ``torch.nn.MultiheadAttention`` treats ``is_causal`` only as a hint: it needs the mask itself
 # in ``attn_mask``, in its own convention, where ``True`` means **blocked**.
 # ``allowed_to_blocked`` flips ``causal_mask`` (``True`` = may attend) into that convention.
@@ -238,3 +275,128 @@ with torch.no_grad():
 
 diff = (torch_out - mha_out).abs().max().item()
 print(f"torch.nn.MultiheadAttention vs mha_ref: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
+
+# %%
+# Multi-head attention from scratch
+# ---------------------------------
+# Now the whole module in one screen, written with plain PyTorch. Four ``nn.Linear``
+# projections (query, key, value, output); ``split_heads`` reshapes a projection into
+# ``(batch, num_heads, seq_len, head_dim)``; one call of
+# ``torch.nn.functional.scaled_dot_product_attention`` computes every head at once; the heads
+# are merged back side by side and go through the output projection.
+
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiHeadAttentionFromScratch(nn.Module):
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"num_heads={num_heads} must divide embed_dim={embed_dim} exactly")
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim)  # W^Q of all heads, side by side
+        self.k_proj = nn.Linear(embed_dim, embed_dim)  # W^K
+        self.v_proj = nn.Linear(embed_dim, embed_dim)  # W^V
+        self.out_proj = nn.Linear(embed_dim, embed_dim)  # W^O
+
+    def split_heads(self, x):  # (batch, seq_len, embed_dim)
+        batch, seq_len, _ = x.shape
+        x = x.view(batch, seq_len, self.num_heads, self.head_dim)  # (batch, seq_len, num_heads, head_dim)
+        return x.transpose(1, 2)  # (batch, num_heads, seq_len, head_dim)
+
+    def forward(self, x, is_causal=False):  # x: (batch, seq_len, embed_dim)
+        batch, seq_len, embed_dim = x.shape
+        q = self.split_heads(self.q_proj(x))  # (batch, num_heads, seq_len, head_dim)
+        k = self.split_heads(self.k_proj(x))  # (batch, num_heads, seq_len, head_dim)
+        v = self.split_heads(self.v_proj(x))  # (batch, num_heads, seq_len, head_dim)
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)  # (batch, num_heads, seq_len, head_dim)
+        merged = heads.transpose(1, 2).reshape(batch, seq_len, embed_dim)  # (batch, seq_len, num_heads * head_dim)
+        return self.out_proj(merged)  # (batch, seq_len, embed_dim)
+
+
+# %%
+# Is it right? ``torch.nn.MultiheadAttention`` keeps the three input projections packed in one
+# matrix ``in_proj_weight`` (query rows, then key rows, then value rows). Copy our weights into
+# it, run both on the same random batch, with and without the causal mask, and compare.
+
+torch.manual_seed(0)
+embed_dim, num_heads, seq_len = 8, 2, 6
+scratch = MultiHeadAttentionFromScratch(embed_dim, num_heads).to(device)
+reference = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True).to(device)
+with torch.no_grad():
+    reference.in_proj_weight.copy_(torch.cat([scratch.q_proj.weight, scratch.k_proj.weight, scratch.v_proj.weight]))  # (3 * embed_dim, embed_dim)
+    reference.in_proj_bias.copy_(torch.cat([scratch.q_proj.bias, scratch.k_proj.bias, scratch.v_proj.bias]))  # (3 * embed_dim,)
+    reference.out_proj.load_state_dict(scratch.out_proj.state_dict())
+
+x = torch.randn(2, seq_len, embed_dim, device=device)  # (batch, seq_len, embed_dim)
+blocked = allowed_to_blocked(causal_mask(seq_len, device=device))  # (seq_len, seq_len), True = blocked
+with torch.no_grad():
+    ours = scratch(x)  # (batch, seq_len, embed_dim)
+    theirs, _ = reference(x, x, x, need_weights=False)  # (batch, seq_len, embed_dim)
+    ours_causal = scratch(x, is_causal=True)  # (batch, seq_len, embed_dim)
+    theirs_causal, _ = reference(x, x, x, attn_mask=blocked, need_weights=False)  # (batch, seq_len, embed_dim)
+
+print("output:", tuple(ours.shape), " head_dim:", scratch.head_dim)
+for label, a, b in [("no mask", ours, theirs), ("causal ", ours_causal, theirs_causal)]:
+    diff = (a - b).abs().max().item()
+    print(f"{label}: from scratch vs torch.nn.MultiheadAttention: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** A ``MultiHeadAttentionWrapper`` with three heads and ``d_out = 2``, and a
+# ``CausalMultiHeadAttention`` with ``d_out = 6`` and three heads: what is the output width of
+# each, and how wide is one head in each?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The wrapper's ``d_out`` is one head's width, so it returns ``num_heads * d_out``
+#    features; the batched module's ``d_out`` is the total, split into ``d_out // num_heads``
+#    per head. Here both come out the same width, with heads of the same size:
+
+torch.manual_seed(123)
+wrapper3 = MultiHeadAttentionWrapper(d_in, 2, context_length, 0.0, num_heads=3).to(device)
+batched3 = CausalMultiHeadAttention(d_in, 6, context_length, 0.0, num_heads=3).to(device)
+with torch.no_grad():
+    print("wrapper, 3 heads of d_out=2:", tuple(wrapper3(batch).shape), " one head:", wrapper3.heads[0].d_out)
+    print("batched, d_out=6, 3 heads:  ", tuple(batched3(batch).shape), " one head:", batched3.head_dim)
+
+# %%
+# **Exercise 2.** In ``forward`` above, what goes wrong if the merge skips the transpose and
+# writes ``heads.reshape(batch, seq_len, embed_dim)``? Does the shape tell you?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The shape is the same, so no error is raised, but the numbers are not. ``heads`` is laid
+#    out ``(batch, num_heads, seq_len, head_dim)``: without the transpose, ``reshape`` reads
+#    it in that order and glues rows of one head, from different tokens, into one token's
+#    vector. Only a comparison of values catches it:
+
+with torch.no_grad():
+    q = scratch.split_heads(scratch.q_proj(x))  # (batch, num_heads, seq_len, head_dim)
+    k = scratch.split_heads(scratch.k_proj(x))  # (batch, num_heads, seq_len, head_dim)
+    v = scratch.split_heads(scratch.v_proj(x))  # (batch, num_heads, seq_len, head_dim)
+    heads = F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
+    wrong = scratch.out_proj(heads.reshape(len(x), seq_len, embed_dim))  # (batch, seq_len, embed_dim), rows mixed up
+print("shape of the wrong output:", tuple(wrong.shape), " same as the right one:", wrong.shape == ours.shape)
+print("equal to the right output:", torch.allclose(wrong, ours, atol=1e-6))
+
+# %%
+# **Exercise 3.** How many parameters does ``MultiHeadAttentionFromScratch(8, num_heads)``
+# have with 1, 2, 4 and 8 heads? Work it out from the four ``nn.Linear`` layers first.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Each of the four projections is an ``embed_dim x embed_dim`` matrix plus a bias of
+#    ``embed_dim``, whatever the number of heads: the heads only cut the same matrices into
+#    slices. So the count is ``4 * (embed_dim**2 + embed_dim)`` every time:
+
+for h in [1, 2, 4, 8]:
+    module = MultiHeadAttentionFromScratch(embed_dim, h)
+    print(f"num_heads={h}: head_dim={module.head_dim}, {sum(p.numel() for p in module.parameters())} parameters")
+print("4 * (embed_dim**2 + embed_dim) =", 4 * (embed_dim**2 + embed_dim))

@@ -170,3 +170,47 @@ plt.show()
 # the effect above is already clear at ``d_k = 64``, the head size of the original Transformer. ``mha_ref.scaled_dot_product_attention``,
 # ``mha_ref.MultiHeadAttention`` and PyTorch all divide by sqrt(head_dim) by default; the
 # ``scale`` argument overrides it.
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** Dividing by :math:`\sqrt{d_k}` assumes that the features of ``q`` and ``k``
+# have variance 1. Suppose both have variance 4 instead (each feature twice as large). With
+# ``d_k = 64``, what is the variance of ``q . k``, and what is it after the division?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Each product of two independent features now has variance 4 x 4 = 16, so the sum of
+#    ``d_k`` of them has variance ``16 * d_k``, and after the division about 16, not 1. The
+#    scale removes the dependence on ``d_k``, not on the size of the inputs. Measured on
+#    ``num_queries`` samples, so only roughly:
+
+d_k = 64
+q4 = 2 * torch.randn(num_queries, d_k, generator=generator, dtype=torch.float64)  # (num_queries, d_k), variance 4
+k4 = 2 * torch.randn(num_queries, d_k, generator=generator, dtype=torch.float64)  # (num_queries, d_k), variance 4
+dots = (q4 * k4).sum(dim=-1)  # (num_queries,)
+print(f"d_k={d_k}, variance 4: var(q.k) = {dots.var().item():.0f}, 16 * d_k = {16 * d_k}")
+print(f"after dividing by sqrt(d_k): {(dots / math.sqrt(d_k)).var().item():.1f}")
+
+# %%
+# **Exercise 2.** ``scaled_dot_product_attention`` takes a ``scale`` argument. Which value gives
+# the default (``scale=None``), and which one gives the unscaled scores of the "no scaling"
+# curves above?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The scores are multiplied by ``scale``: the default is ``1 / sqrt(d_k)``, and ``scale=1.0``
+#    leaves them unscaled (that is how the curves above were drawn). Checked against a softmax
+#    written out by hand:
+
+q1 = torch.randn(1, 4, d_k, generator=generator, dtype=torch.float64)  # (1, num_tokens, d_k)
+k1 = torch.randn(1, 4, d_k, generator=generator, dtype=torch.float64)  # (1, num_tokens, d_k)
+v1 = torch.randn(1, 4, d_k, generator=generator, dtype=torch.float64)  # (1, num_tokens, d_k)
+for scale in (1 / math.sqrt(d_k), 1.0):
+    by_hand = torch.softmax(q1 @ k1.transpose(-2, -1) * scale, dim=-1) @ v1  # (1, num_tokens, d_k)
+    default = scaled_dot_product_attention(q1, k1, v1)  # (1, num_tokens, d_k)
+    given = scaled_dot_product_attention(q1, k1, v1, scale=scale)  # (1, num_tokens, d_k)
+    print(f"scale={scale:.3f}: equals the hand-written softmax: {torch.allclose(given, by_hand)}, "
+          f"equals the default: {torch.allclose(given, default)}")

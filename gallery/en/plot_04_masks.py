@@ -255,7 +255,7 @@ fig = plot_masks(
     [top_left, bottom_right],
     kv_tokens[-num_new:],
     kv_tokens,
-    titles=['alignment="top_left" (is_causal=True)', 'alignment="bottom_right"'],
+    titles=['alignment="top_left"\n(is_causal=True of the SDPA function)', 'alignment="bottom_right"\n '],
     legend=("may attend", "blocked"),
     xlabel="key",
     ylabel="query",
@@ -277,3 +277,53 @@ with torch.no_grad():
 print("bottom_right vs last rows of full causal attention:", max_diff(out_bottom_right, full[:, :, -num_new:]))
 print("top_left     vs last rows of full causal attention:", max_diff(out_top_left, full[:, :, -num_new:]))
 print("F.scaled_dot_product_attention(is_causal=True) vs top_left:", max_diff(out_is_causal, out_top_left))
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** The second sentence has 3 real tokens out of 6. Under the causal mask *and*
+# the padding mask, how many keys may each of its 6 queries attend to?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Query ``i`` may see keys ``0 .. i`` (causal), and only the real ones among them (padding):
+#    ``min(i + 1, 3)``. The padded queries still see the 3 real keys; their outputs are
+#    simply ignored later. Counted from the mask:
+
+print("second sentence, keys each query may attend to:", allowed_both[1].sum(dim=-1).tolist())
+
+# %%
+# **Exercise 2.** What happens if the padding mask goes to ``mha`` with the wrong polarity, as
+# ``key_padding_mask=is_real`` (``True`` for the real tokens)? Does anything raise?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Nothing raises. ``nn.MultiheadAttention``'s convention is ``True`` = blocked, so now the real
+#    tokens are blocked and every query of the second sentence attends only to padding:
+
+with torch.no_grad():
+    _, w_wrong = mha(x, x, x, key_padding_mask=is_real, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+real_keys = is_real[1]  # (seq_len,)
+print(f"second sentence, total weight on real keys:    {w_wrong[1][..., real_keys].sum(-1).max().item():.3f}")
+print(f"second sentence, total weight on padding keys: {w_wrong[1][..., ~real_keys].sum(-1).min().item():.3f}")
+
+# %%
+# **Exercise 3.** ``torch.ones(L, L, dtype=torch.bool).tril()`` and
+# ``torch.ones(L, L, dtype=torch.bool).triu(1)``: which one is a causal mask for
+# ``F.scaled_dot_product_attention``, and which for ``nn.MultiheadAttention``?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    ``tril()`` is ``True`` on and below the diagonal: the keys each query *may* see, the
+#    convention of ``F.scaled_dot_product_attention`` (and ``mha_ref.causal_mask``).
+#    ``triu(1)`` is ``True`` above the diagonal: the keys that are *blocked*, the convention of
+#    ``nn.MultiheadAttention``. Each is the other's negation:
+
+tril = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()  # (seq_len, seq_len)
+triu1 = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)  # (seq_len, seq_len)
+print("tril() equals causal_mask:                 ", torch.equal(tril, allowed_causal))
+print("triu(1) equals allowed_to_blocked(causal): ", torch.equal(triu1, blocked_causal))
+print("triu(1) equals ~tril():                    ", torch.equal(triu1, ~tril))

@@ -209,3 +209,39 @@ for name, kwargs in configs.items():
 
 print(text_table(["configuration", "output: ours vs torch", "weights: ours vs torch",
                   "output: back to torch"], rows))
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** Which rows of ``torch_mha.in_proj_weight`` hold the key projection of head 1
+# (heads are numbered from 0)? Work it out from ``embed_dim`` and ``head_dim`` first.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The key block starts after the ``embed_dim`` query rows, and inside it head ``h`` owns
+#    ``head_dim`` rows from ``h * head_dim``. Computing head 1's keys from those rows alone gives
+#    head 1's slice of the full key projection:
+
+h = 1
+rows = slice(embed_dim + h * head_dim, embed_dim + (h + 1) * head_dim)
+W, b = torch_mha.in_proj_weight.detach(), torch_mha.in_proj_bias.detach()
+k_all = x @ W[embed_dim : 2 * embed_dim].T + b[embed_dim : 2 * embed_dim]  # (batch, seq_len, embed_dim)
+k_head = x @ W[rows].T + b[rows]  # (batch, seq_len, head_dim)
+print(f"head {h}'s key rows: {rows.start}:{rows.stop}")
+print("equal to its slice of the key projection:", torch.allclose(k_head, k_all[..., h * head_dim : (h + 1) * head_dim], atol=1e-6))
+
+# %%
+# **Exercise 2.** With ``add_bias_kv=True`` *and* ``add_zero_attn=True``, what shape do the
+# per-head weights of ``x`` have?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Each option adds one key (and value) to every sequence: the learned bias, then the zero
+#    vector. So every query sees ``seq_len + 2`` keys:
+
+both_extra = nn.MultiheadAttention(embed_dim, num_heads, add_bias_kv=True, add_zero_attn=True, batch_first=True).to(device).eval()
+with torch.no_grad():
+    _, w_extra = both_extra(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len + 2)
+print("x:", tuple(x.shape), " per-head weights:", tuple(w_extra.shape))

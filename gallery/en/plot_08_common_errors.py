@@ -304,3 +304,37 @@ print("integer mask .bool() vs section 7:", max_diff(from_long, fixed))
 print("float mask .bool() vs section 7:  ", max_diff(from_float, fixed))
 print("per-head 3-D mask vs section 7:   ", max_diff(from_per_head, fixed))
 print(f"largest weight on a blocked key, bool mask: {weights_bool.masked_select(blocked).max().item():.2f}")
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** Someone splits the heads with ``x.view(batch, num_heads, seq_len, head_dim)``.
+# No error is raised. Is the result right?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    No. The element count matches, so ``view`` cannot complain, but it cuts the flat memory of
+#    each sequence in the wrong order: a "head" gets whole tokens instead of one slice of every
+#    token's features. The shape is right and the values are not:
+
+wrong_split = x.view(batch, num_heads, seq_len, head_dim)  # right shape, wrong contents
+right_split = split_heads(x, num_heads)  # (batch, num_heads, seq_len, head_dim)
+print("same shape:", wrong_split.shape == right_split.shape, " same values:", torch.equal(wrong_split, right_split))
+
+# %%
+# **Exercise 2.** ``nn.MultiheadAttention(embed_dim, num_heads)``, with ``batch_first`` left at its
+# default, gets ``x`` of shape ``(batch, seq_len, embed_dim)``. Which size does it take for the
+# batch, and which for the sequence length? Predict the shape of the weights it returns.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    It reads ``x`` as ``(seq_len, batch, embed_dim)``: the batch size is taken as the sequence
+#    length and the sequence length as the batch size. The weights, ``(batch, L, S)`` as the
+#    module sees them, give it away:
+
+default_layout = nn.MultiheadAttention(embed_dim, num_heads).to(device).eval()  # batch_first=False
+with torch.no_grad():
+    _, w_default = default_layout(x, x, x)  # (seq_len, batch, batch) in our names
+print("x:", tuple(x.shape), "-> weights:", tuple(w_default.shape))

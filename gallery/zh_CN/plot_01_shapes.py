@@ -18,7 +18,7 @@
 # 准备
 # ----
 # 一批 2 个序列，每个序列 5 个词元，每个词元 64 个特征，共 8 个头。随机输入充当词元嵌入。
-# 有 GPU 时计算在 GPU 上进行；打印的每个数都经过取整，不会因设备不同而变化。
+# 有 GPU 时计算在 GPU 上进行；打印的每个数都经过舍入，不会因设备不同而变化。
 
 import math
 
@@ -41,9 +41,9 @@ x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, em
 print("x:", tuple(x.shape))
 
 # %%
-# 权重
-# ----
-# 我们直接借用一个 :class:`mha_ref.MultiHeadAttention` 的权重，这样最后就能把手写的步骤和模块
+# 投影矩阵（参数）
+# ----------------
+# 我们直接借用一个 :class:`mha_ref.MultiHeadAttention` 的参数，这样最后就能把手写的步骤和模块
 # 对比。和 ``torch.nn.MultiheadAttention`` 一样，它把三个输入投影打包存放在一个矩阵
 # ``in_proj_weight`` 中，形状为 ``(3 * embed_dim, embed_dim)``：依次是 Q、K、V 的行。
 # ``chunk(3)`` 把它们拆开。
@@ -99,7 +99,7 @@ print(f"每行之和为 1：max |row_sum - 1| = {row_error:.1e}，小于 1e-6：
 
 # %%
 # 下图是第一个序列的注意力权重，每个头一张热力图：第 ``i`` 行表示查询位置 ``i``
-# 从各个键位置分别取了多少。即使权重是随机初始化的，八个头的模式也已经各不相同。
+# 从各个键位置分别取了多少。现在的参数是随机初始化的，各头之间的差别只是随机噪声；训练之后各头是否分工，见示例 5。
 
 fig = plot_heads(
     weights[0],
@@ -129,9 +129,9 @@ print("merge_heads(head_out) 与 transpose + reshape 相同：", torch.equal(mer
 print("out:     ", tuple(out.shape), "与 x 形状相同：", out.shape == x.shape)
 
 # %%
-# 四种算法，同一组数
+# 四种实现，结果相同
 # ------------------
-# 接下来用三种方式重做同一个计算：我们的模块；载入同一组权重的 PyTorch 模块（两者
+# 接下来用三种方式重做同一个计算：我们的模块；载入同一组参数的 PyTorch 模块（两者
 # ``state_dict`` 的键名相同）；以及作用在我们拆分好的头上的 PyTorch 融合函数。float32
 # 运算的顺序不同，最后几位就会有差别，所以我们打印最大绝对误差，以及它是否小于 1e-5。
 
@@ -184,8 +184,9 @@ def trace_shapes(num_heads):
 # ``q_heads`` 和注意力权重的形状是什么？输出的形状会变吗？
 #
 # .. dropdown:: 参考答案
+#    :class-container: mha-answer
 #
-#    ``head_dim = embed_dim // num_heads`` 翻了一倍。``q_heads`` 和权重在“头”这一维上减半，
+#    ``head_dim = embed_dim // num_heads`` 从 8 翻倍到 16。``q_heads`` 和权重在“头”这一维上减半，
 #    而每个头自己的 ``(seq_len, seq_len)`` 权重矩阵形状不变。输出形状仍是
 #    ``(batch, seq_len, embed_dim)``：头数只改变内部怎么切分，不改变对外的接口。
 #    下面是构建时打印的形状。
@@ -195,10 +196,11 @@ trace_shapes(4)
 
 # %%
 # **练习 2.** 两个极端：``num_heads = 1`` （只有一个和模型一样宽的头），以及
-# ``num_heads = embed_dim`` （每个头只有一个数宽）。形状会是什么样？``head_dim = 1``
+# ``num_heads = embed_dim`` （每个头只有 1 维）。形状会是什么样？``head_dim = 1``
 # 的头能算出什么？
 #
 # .. dropdown:: 参考答案
+#    :class-container: mha-answer
 #
 #    只有一个头时，``q_heads`` 的“头”维大小为 1，所有特征共用同一个 ``(seq_len, seq_len)``
 #    权重矩阵。当 ``num_heads = embed_dim`` 时，每个头的查询和键都只是一个数，分数就是两数之积：
@@ -208,3 +210,17 @@ trace_shapes(4)
 
 trace_shapes(1)
 trace_shapes(embed_dim)
+
+# %%
+# **练习 3.** ``embed_dim = 64`` 能分成 6 个头吗？先预测构造模块时会发生什么，再展开答案。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    不能：每个头的特征数必须是同一个整数，而 64 不是 6 的倍数。构造函数会拒绝，报错信息里写明了
+#    这两个参数，并列出可以用的头数：
+
+try:
+    MultiHeadAttention(embed_dim, 6, batch_first=True)
+except ValueError as error:
+    print(f"{type(error).__name__}: {error}")

@@ -7,7 +7,7 @@
 
 本例在一个六词元的句子上分三步搭起来：一个 ``mha_ref.CausalAttention`` 单头；把多个头堆叠
 起来的 ``mha_ref.MultiHeadAttentionWrapper``；以及一次算完所有头的
-``mha_ref.CausalMultiHeadAttention``。最后验证：只要权重相同，封装类和批量模块算出的数完全一样。
+``mha_ref.CausalMultiHeadAttention``。最后验证：只要参数相同，封装类和批量模块算出的数完全一样。
 """
 
 # %%
@@ -113,14 +113,40 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# 这个头的代码
+# ------------
+# 下面是刚才运行的代码，直接从安装好的包里打印出来（所以它不会和实际运行的代码脱节），省略了文档字符串
+# （文档字符串在 API 页面上）。``forward`` 的第一行检查输入，出错时报出的信息会指明是哪个参数。接下来依次是
+# 三个投影、打分、因果掩码（用 ``masked_fill`` 把对角线以上填成 ``-inf``）、除以 :math:`\sqrt{d_{out}}`、
+# softmax，以及对值的加权求和。
+
+import ast
+import inspect
+import textwrap
+
+
+def source_of(obj):
+    """类或函数实际运行的源代码，去掉其中的文档字符串。"""
+    lines = textwrap.dedent(inspect.getsource(obj)).splitlines()
+    docstrings = set()
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef) and ast.get_docstring(node):
+            first = node.body[0]
+            docstrings.update(range(first.lineno - 1, first.end_lineno))
+    return "\n".join(line for i, line in enumerate(lines) if i not in docstrings)
+
+
+print(source_of(CausalAttention))
+
+# %%
 # 堆叠多个头：封装类
 # ------------------
 # ``MultiHeadAttentionWrapper`` 保存一个由 ``num_heads`` 个相互独立的 ``CausalAttention``
 # 组成的列表，并把它们的输出沿最后一维拼接起来。``d_out=2``、两个头时，每个词元的输出有
 # ``num_heads * d_out`` 个特征。批次里的两个序列是同一句话，所以它们的输出也相同。
 #
-# 和教材一样，随机种子紧挨着模块的构造语句设置，因此随机初始化的权重——进而下面的这些数——
-# 都与教材相同。
+# 和教材一样，随机种子紧挨着模块的构造语句设置，因此随机初始化的参数与教材相同，
+# 下面这些数也就和教材一致。
 
 torch.manual_seed(123)
 wrapper = MultiHeadAttentionWrapper(d_in, d_out, context_length, 0.0, num_heads=2).to(device)
@@ -147,9 +173,15 @@ torch.testing.assert_close(context_vecs[0, [0, -1]].cpu(), textbook_rows, rtol=0
 print("第一行和最后一行与教材一致（精确到 4 位小数）")
 
 # %%
+# 封装类的代码很短：一个由各个头组成的 ``nn.ModuleList``，再用 ``torch.cat`` 沿最后一维拼接。
+# 这里没有输出投影；后面的模块才加上它。
+
+print(source_of(MultiHeadAttentionWrapper))
+
+# %%
 # ``d_out`` 的两种含义
 # --------------------
-# 同一个名字表示两种不同的宽度，这是一个常见的困惑来源：
+# 同一个名字在两处表示不同的宽度，初学者很容易在这里弄混：
 #
 # * 在 ``CausalAttention`` 和 ``MultiHeadAttentionWrapper`` 中，``d_out`` 是 **单个头** 的宽度；
 #   封装类返回 ``num_heads * d_out`` 个特征；
@@ -173,17 +205,17 @@ for token, row in zip(tokens, small_out[0], strict=True):
 # %%
 # 同一个计算，批量完成
 # --------------------
-# 要算出封装类算的东西，批量模块的总宽度需要 ``d_out = num_heads * 2``。``wrapper_to_batched``
-# 构造这样一个模块并复制权重：它把各头的投影矩阵上下堆叠，于是第 ``i`` 个头占据批量投影的
-# 第 ``i`` 段；再把输出投影设为单位矩阵（封装类没有输出投影）。现在每种投影只需一次矩阵
-# 乘法，就同时服务了两个头。
+# 要得到与封装类相同的结果，批量模块的总宽度需要 ``d_out = num_heads * 2``。``wrapper_to_batched``
+# 构造这样一个模块并复制参数：它把各头的投影矩阵上下堆叠，于是头 ``i`` 占据批量投影中
+# 编号为 ``i`` 的一段（编号从 0 开始）；再把输出投影设为单位矩阵（封装类没有输出投影）。现在每种投影只需一次矩阵
+# 乘法，就同时算出了两个头的投影。
 
 batched = wrapper_to_batched(wrapper)
 
 with torch.no_grad():
     batched_out = batched(batch)  # (batch, num_tokens, num_heads * d_out)
 
-print("封装类第 0 个头的 W_query.weight：", tuple(wrapper.heads[0].W_query.weight.shape))
+print("封装类头 0 的 W_query.weight：    ", tuple(wrapper.heads[0].W_query.weight.shape))
 print("批量模块的 W_query.weight：       ", tuple(batched.W_query.weight.shape))
 print(f"批量模块：d_out={batched.d_out}，num_heads={batched.num_heads}，head_dim={batched.head_dim}")
 print("批量模块的输出：", tuple(batched_out.shape))
@@ -219,6 +251,9 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# 三个头看起来几乎一样：每个头只有 1 维（``embed_dim = 3`` 分给三个头），六个词元向量又彼此相近，
+# 这么窄的头没有多少余地彼此不同。
+#
 # ``torch.nn.MultiheadAttention`` 只把 ``is_causal`` 当作一个提示：掩码本身必须放进
 # ``attn_mask``，而且要用它自己的约定——``True`` 表示 **屏蔽**。``allowed_to_blocked`` 把
 # ``causal_mask`` （``True`` 表示可以关注）翻转成这种约定。``to_torch`` 把我们的模块
@@ -232,3 +267,123 @@ with torch.no_grad():
 
 diff = (torch_out - mha_out).abs().max().item()
 print(f"torch.nn.MultiheadAttention 对比 mha_ref：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
+
+# %%
+# 从零写一个多头注意力模块
+# ------------------------
+# 现在只用 PyTorch 本身，把整个模块写在一屏之内：四个 ``nn.Linear`` 投影（查询、键、值和输出）；
+# ``split_heads`` 把投影结果变形为 ``(batch, num_heads, seq_len, head_dim)``；调用一次
+# ``torch.nn.functional.scaled_dot_product_attention`` 同时算出所有头；再把各头的输出并排合并，
+# 经过输出投影。
+
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiHeadAttentionFromScratch(nn.Module):
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"num_heads={num_heads} 必须整除 embed_dim={embed_dim}，不能有余数")
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim)  # 所有头的 W^Q 并排放在一起
+        self.k_proj = nn.Linear(embed_dim, embed_dim)  # W^K
+        self.v_proj = nn.Linear(embed_dim, embed_dim)  # W^V
+        self.out_proj = nn.Linear(embed_dim, embed_dim)  # W^O
+
+    def split_heads(self, x):  # (batch, seq_len, embed_dim)
+        batch, seq_len, _ = x.shape
+        x = x.view(batch, seq_len, self.num_heads, self.head_dim)  # (batch, seq_len, num_heads, head_dim)
+        return x.transpose(1, 2)  # (batch, num_heads, seq_len, head_dim)
+
+    def forward(self, x, is_causal=False):  # x 的形状：(batch, seq_len, embed_dim)
+        batch, seq_len, embed_dim = x.shape
+        q = self.split_heads(self.q_proj(x))  # (batch, num_heads, seq_len, head_dim)
+        k = self.split_heads(self.k_proj(x))  # (batch, num_heads, seq_len, head_dim)
+        v = self.split_heads(self.v_proj(x))  # (batch, num_heads, seq_len, head_dim)
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)  # (batch, num_heads, seq_len, head_dim)
+        merged = heads.transpose(1, 2).reshape(batch, seq_len, embed_dim)  # (batch, seq_len, num_heads * head_dim)
+        return self.out_proj(merged)  # (batch, seq_len, embed_dim)
+
+
+# %%
+# 它算得对吗？``torch.nn.MultiheadAttention`` 把三个输入投影打包存放在一个矩阵 ``in_proj_weight``
+# 里（先是查询的各行，然后是键的，最后是值的）。把我们的参数复制进去，在同一个随机批次上分别运行两者，
+# 不加掩码和加因果掩码各比较一次。
+
+torch.manual_seed(0)
+embed_dim, num_heads, seq_len = 8, 2, 6
+scratch = MultiHeadAttentionFromScratch(embed_dim, num_heads).to(device)
+reference = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True).to(device)
+with torch.no_grad():
+    reference.in_proj_weight.copy_(torch.cat([scratch.q_proj.weight, scratch.k_proj.weight, scratch.v_proj.weight]))  # (3 * embed_dim, embed_dim)
+    reference.in_proj_bias.copy_(torch.cat([scratch.q_proj.bias, scratch.k_proj.bias, scratch.v_proj.bias]))  # (3 * embed_dim,)
+    reference.out_proj.load_state_dict(scratch.out_proj.state_dict())
+
+x = torch.randn(2, seq_len, embed_dim, device=device)  # (batch, seq_len, embed_dim)
+blocked = allowed_to_blocked(causal_mask(seq_len, device=device))  # (seq_len, seq_len)，True 表示屏蔽
+with torch.no_grad():
+    ours = scratch(x)  # (batch, seq_len, embed_dim)
+    theirs, _ = reference(x, x, x, need_weights=False)  # (batch, seq_len, embed_dim)
+    ours_causal = scratch(x, is_causal=True)  # (batch, seq_len, embed_dim)
+    theirs_causal, _ = reference(x, x, x, attn_mask=blocked, need_weights=False)  # (batch, seq_len, embed_dim)
+
+print("输出：", tuple(ours.shape), " head_dim：", scratch.head_dim)
+for label, a, b in [("不加掩码", ours, theirs), ("因果掩码", ours_causal, theirs_causal)]:
+    diff = (a - b).abs().max().item()
+    print(f"{label}：从零实现 对比 torch.nn.MultiheadAttention：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
+
+# %%
+# 练习
+# ----
+# **练习 1.** 一个 ``MultiHeadAttentionWrapper`` 有三个头、``d_out = 2``；一个
+# ``CausalMultiHeadAttention`` 的 ``d_out = 6``、也有三个头。两者的输出各有多宽？各自的一个头有多宽？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    封装类的 ``d_out`` 是单个头的宽度，所以它输出 ``num_heads * d_out`` 个特征；批量模块的
+#    ``d_out`` 是总宽度，每个头分到 ``d_out // num_heads``。这里两者的输出一样宽，头的宽度也一样：
+
+torch.manual_seed(123)
+wrapper3 = MultiHeadAttentionWrapper(d_in, 2, context_length, 0.0, num_heads=3).to(device)
+batched3 = CausalMultiHeadAttention(d_in, 6, context_length, 0.0, num_heads=3).to(device)
+with torch.no_grad():
+    print("封装类，3 个头，d_out=2：", tuple(wrapper3(batch).shape), " 一个头：", wrapper3.heads[0].d_out)
+    print("批量模块，d_out=6，3 个头：", tuple(batched3(batch).shape), " 一个头：", batched3.head_dim)
+
+# %%
+# **练习 2.** 在上面的 ``forward`` 里，如果合并各头时漏掉了转置，直接写
+# ``heads.reshape(batch, seq_len, embed_dim)``，会出什么问题？从形状上看得出来吗？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    形状不变，所以不会报错，但数值错了。``heads`` 的布局是 ``(batch, num_heads, seq_len, head_dim)``：
+#    不转置的话，``reshape`` 按这个顺序读取，会把同一个头里不同词元的行拼成一个词元的向量。
+#    只有比较数值才能发现：
+
+with torch.no_grad():
+    q = scratch.split_heads(scratch.q_proj(x))  # (batch, num_heads, seq_len, head_dim)
+    k = scratch.split_heads(scratch.k_proj(x))  # (batch, num_heads, seq_len, head_dim)
+    v = scratch.split_heads(scratch.v_proj(x))  # (batch, num_heads, seq_len, head_dim)
+    heads = F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
+    wrong = scratch.out_proj(heads.reshape(len(x), seq_len, embed_dim))  # (batch, seq_len, embed_dim)，各行被打乱
+print("错误输出的形状：", tuple(wrong.shape), " 与正确输出的形状相同：", wrong.shape == ours.shape)
+print("与正确输出相等：", torch.allclose(wrong, ours, atol=1e-6))
+
+# %%
+# **练习 3.** ``MultiHeadAttentionFromScratch(8, num_heads)`` 在 1、2、4、8 个头时各有多少个参数？
+# 先根据四个 ``nn.Linear`` 层自己算一算。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    无论有几个头，四个投影都各是一个 ``embed_dim x embed_dim`` 的矩阵加一个长度为 ``embed_dim``
+#    的偏置：头只是把同样的矩阵切成几段。所以参数个数总是 ``4 * (embed_dim**2 + embed_dim)``：
+
+for h in [1, 2, 4, 8]:
+    module = MultiHeadAttentionFromScratch(embed_dim, h)
+    print(f"num_heads={h}：head_dim={module.head_dim}，参数 {sum(p.numel() for p in module.parameters())} 个")
+print("4 * (embed_dim**2 + embed_dim) =", 4 * (embed_dim**2 + embed_dim))

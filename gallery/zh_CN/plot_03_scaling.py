@@ -4,7 +4,7 @@
 
 注意力分数是查询和键的点积 ``q . k``，两者各有 ``d_k`` 个特征。缩放点积注意力在 softmax
 之前先把分数除以 sqrt(d_k)。本例测量不做这一步除法时，随着 ``d_k`` 增大会发生什么：分数越来越
-分散，softmax 几乎把全部权重压到一个键上，它的梯度也趋近于零，分数就学不动了。做了除法之后，
+分散，softmax 几乎把全部注意力权重压到一个键上，softmax 的梯度趋近于零，产生这些分数的投影矩阵就学不动了。做了除法之后，
 这三项指标对任何 ``d_k`` 都保持不变。
 """
 
@@ -26,7 +26,7 @@
 # * 最大的权重（权重均匀时为 ``1 / seq_len``，一个键独占全部权重时为 1）；
 # * 权重的熵（均匀时为 ``log(seq_len)``，一个键独占时为 0）；
 # * softmax 梯度的大小：``p = softmax(s)`` 对分数 ``s`` 的雅可比矩阵是
-#   ``diag(p) - p p^T``，我们取它的 Frobenius 范数。当某个权重趋近 1 时，它趋近 0。
+#   ``diag(p) - p p^T``，我们取它的 Frobenius 范数。当某个权重趋近 1 时，这个范数趋近 0。
 
 import math
 
@@ -163,3 +163,43 @@ plt.show()
 # （原始 Transformer 的头宽）时已经很明显。``mha_ref.scaled_dot_product_attention``、
 # ``mha_ref.MultiHeadAttention`` 和 PyTorch 默认都除以 sqrt(head_dim)；``scale`` 参数可以
 # 覆盖这个默认值。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 除以 :math:`\sqrt{d_k}` 的前提是 ``q`` 和 ``k`` 的各个特征方差为 1。假如两者的方差都是 4
+# （每个特征放大到两倍），``d_k = 64`` 时 ``q . k`` 的方差是多少？除以之后又是多少？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    两个独立特征的乘积现在方差为 4 x 4 = 16，``d_k`` 个这样的乘积相加，方差为 ``16 * d_k``，
+#    除以之后约为 16，而不是 1。缩放消除的是对 ``d_k`` 的依赖，而不是对输入大小的依赖。下面是在
+#    ``num_queries`` 个样本上的测量结果，所以只是近似相等：
+
+d_k = 64
+q4 = 2 * torch.randn(num_queries, d_k, generator=generator, dtype=torch.float64)  # (num_queries, d_k)，方差为 4
+k4 = 2 * torch.randn(num_queries, d_k, generator=generator, dtype=torch.float64)  # (num_queries, d_k)，方差为 4
+dots = (q4 * k4).sum(dim=-1)  # (num_queries,)
+print(f"d_k={d_k}，方差为 4：var(q.k) = {dots.var().item():.0f}，16 * d_k = {16 * d_k}")
+print(f"除以 sqrt(d_k) 之后：{(dots / math.sqrt(d_k)).var().item():.1f}")
+
+# %%
+# **练习 2.** ``scaled_dot_product_attention`` 有一个 ``scale`` 参数。取什么值等于默认值
+# （``scale=None``）？取什么值得到上面“不缩放”曲线所用的原始分数？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    分数乘以 ``scale``：默认值是 ``1 / sqrt(d_k)``，``scale=1.0`` 则不做缩放（上面的曲线就是这样画的）。
+#    与手写的 softmax 对照检查：
+
+q1 = torch.randn(1, 4, d_k, generator=generator, dtype=torch.float64)  # (1, num_tokens, d_k)
+k1 = torch.randn(1, 4, d_k, generator=generator, dtype=torch.float64)  # (1, num_tokens, d_k)
+v1 = torch.randn(1, 4, d_k, generator=generator, dtype=torch.float64)  # (1, num_tokens, d_k)
+for scale in (1 / math.sqrt(d_k), 1.0):
+    by_hand = torch.softmax(q1 @ k1.transpose(-2, -1) * scale, dim=-1) @ v1  # (1, num_tokens, d_k)
+    default = scaled_dot_product_attention(q1, k1, v1)  # (1, num_tokens, d_k)
+    given = scaled_dot_product_attention(q1, k1, v1, scale=scale)  # (1, num_tokens, d_k)
+    print(f"scale={scale:.3f}：与手写的 softmax 相等：{torch.allclose(given, by_hand)}，"
+          f"与默认值相等：{torch.allclose(given, default)}")

@@ -74,7 +74,7 @@ plt.show()
 # ``mha_ref.MultiHeadAttention`` 接收掩码的方式与 ``torch.nn.MultiheadAttention`` 相同：
 # 形状为 ``(seq_len, seq_len)`` 的 ``attn_mask`` 和形状为 ``(batch, seq_len)`` 的
 # ``key_padding_mask``，两者都以 ``True`` 表示 **屏蔽**，所以我们的掩码要先经过
-# ``allowed_to_blocked`` 转换。下图是第二个句子的第 0 个头：灰色格子就是被掩码屏蔽的格子，
+# ``allowed_to_blocked`` 转换。下图是第二个句子的头 0：灰色格子就是被掩码屏蔽的格子，
 # 它们的权重严格为 0（``plot_heads`` 会检查这一点），每一行之和仍然为 1。
 
 mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
@@ -97,7 +97,7 @@ fig = plot_heads(
     torch.stack([w_none[1, 0], w_causal[1, 0], w_padding[1, 0], w_both[1, 0]]),  # (4, seq_len, seq_len)
     sentences[1],
     titles=["无掩码", "因果", "填充", "因果 & 填充"],
-    suptitle="第二个句子的第 0 个头",
+    suptitle="第二个句子，头 0",
     ncols=2,
     colorbar_label="注意力权重",
     xlabel="键",
@@ -245,7 +245,7 @@ fig = plot_masks(
     [top_left, bottom_right],
     kv_tokens[-num_new:],
     kv_tokens,
-    titles=['alignment="top_left"（即 is_causal=True）', 'alignment="bottom_right"'],
+    titles=['alignment="top_left"\n（即函数 SDPA 的 is_causal=True）', 'alignment="bottom_right"\n '],
     legend=("可以关注", "被屏蔽"),
     xlabel="键",
     ylabel="查询",
@@ -254,7 +254,7 @@ plt.show()
 
 # %%
 # 新词元的正确结果，就是对全部 6 个词元做完整因果注意力时最后 2 行的结果。右下对齐的掩码
-# 能复现它；左上对齐的掩码——因而 PyTorch 的 ``is_causal=True``——不能。
+# 能复现它；左上对齐的掩码则不能；``F.scaled_dot_product_attention`` 的 ``is_causal=True`` 用的正是左上对齐。
 
 with torch.no_grad():
     full = scaled_dot_product_attention(q, k, v, is_causal=True)  # (batch, num_heads, seq_len, head_dim)
@@ -266,3 +266,51 @@ with torch.no_grad():
 print("bottom_right 对比 完整因果注意力的最后几行：", max_diff(out_bottom_right, full[:, :, -num_new:]))
 print("top_left     对比 完整因果注意力的最后几行：", max_diff(out_top_left, full[:, :, -num_new:]))
 print("F.scaled_dot_product_attention(is_causal=True) 对比 top_left：", max_diff(out_is_causal, out_top_left))
+
+# %%
+# 练习
+# ----
+# **练习 1.** 第二个句子的 6 个词元里只有 3 个是真实词元。同时使用因果掩码和填充掩码时，它的 6 个查询
+# 各能关注几个键？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    查询 ``i`` 能看到键 ``0 .. i`` （因果），其中又只有真实词元可以看（填充）：所以是 ``min(i + 1, 3)``。
+#    填充位置上的查询仍然能看到那 3 个真实的键，只是它们的输出以后会被忽略。从掩码里数出来：
+
+print("第二个句子，每个查询可以关注的键数：", allowed_both[1].sum(dim=-1).tolist())
+
+# %%
+# **练习 2.** 如果把填充掩码的极性弄反，写成 ``key_padding_mask=is_real`` （真实词元处为 ``True``）
+# 传给 ``mha``，会发生什么？会报错吗？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    不会报错。``nn.MultiheadAttention`` 的约定是 ``True`` 表示屏蔽，于是真实词元反而被屏蔽，
+#    第二个句子的每个查询都只关注填充位置：
+
+with torch.no_grad():
+    _, w_wrong = mha(x, x, x, key_padding_mask=is_real, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+real_keys = is_real[1]  # (seq_len,)
+print(f"第二个句子，真实键上的注意力权重之和：{w_wrong[1][..., real_keys].sum(-1).max().item():.3f}")
+print(f"第二个句子，填充键上的注意力权重之和：{w_wrong[1][..., ~real_keys].sum(-1).min().item():.3f}")
+
+# %%
+# **练习 3.** ``torch.ones(L, L, dtype=torch.bool).tril()`` 和
+# ``torch.ones(L, L, dtype=torch.bool).triu(1)``：哪一个是 ``F.scaled_dot_product_attention``
+# 的因果掩码，哪一个是 ``nn.MultiheadAttention`` 的？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    ``tril()`` 在对角线及其下方为 ``True``：表示每个查询 **可以** 看的键，这是
+#    ``F.scaled_dot_product_attention`` （以及 ``mha_ref.causal_mask``）的约定。``triu(1)`` 在对角线上方为
+#    ``True``：表示 **被屏蔽** 的键，这是 ``nn.MultiheadAttention`` 的约定。两者互为取反：
+
+tril = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()  # (seq_len, seq_len)
+triu1 = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)  # (seq_len, seq_len)
+print("tril() 等于 causal_mask：                 ", torch.equal(tril, allowed_causal))
+print("triu(1) 等于 allowed_to_blocked(causal)： ", torch.equal(triu1, blocked_causal))
+print("triu(1) 等于 ~tril()：                    ", torch.equal(triu1, ~tril))

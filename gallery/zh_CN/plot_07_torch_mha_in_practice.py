@@ -3,10 +3,10 @@
 ====================================
 
 PyTorch 的多头注意力模块把前面几个示例中的步骤藏在了几个参数后面。本例逐一讲解其中最容易
-让人意外的几个：默认的 ``(seq, batch, feature)`` 布局、它返回的权重、三个投影如何打包进
+让人意外的几个：默认的 ``(seq, batch, feature)`` 布局、它返回的注意力权重、三个投影如何打包进
 一个矩阵、宽度不同的键和值，以及两个会增加键的选项（``add_bias_kv``、``add_zero_attn``）。
 每一步都打印形状，并用 ``mha_ref.MultiHeadAttention`` 验证所说的内容——它与 PyTorch 模块
-接口相同、``state_dict`` 也相同，因此权重可以在两者之间来回迁移。
+接口相同、``state_dict`` 也相同，因此参数可以在两者之间来回迁移。
 """
 
 # %%
@@ -47,7 +47,7 @@ def max_diff(a, b):
 # ---------------
 # 默认情况下（``batch_first=False``），模块期望的输入是 ``(seq_len, batch, embed_dim)``，这是
 # 早期 RNN 代码的布局。设 ``batch_first=True`` 后，它接收 ``(batch, seq_len, embed_dim)``。
-# 权重完全相同，变的只是输入输出的布局。
+# 参数完全相同，变的只是输入输出的布局。
 
 seq_first = nn.MultiheadAttention(embed_dim, num_heads).to(device).eval()  # 即 batch_first=False
 seq_first.load_state_dict(torch_mha.state_dict())
@@ -64,8 +64,8 @@ print("转置之后数值相同：", max_diff(out_sf.transpose(0, 1), out_bf))
 # %%
 # ``need_weights`` 与 ``average_attn_weights``
 # --------------------------------------------
-# 模块返回 ``(attn_output, attn_weights)``。``need_weights=False`` 时不返回权重（为 ``None``），
-# PyTorch 因而可以使用融合算子。默认返回的权重是 **各头的平均**，形状为
+# 模块返回 ``(attn_output, attn_weights)``。``need_weights=False`` 时不返回注意力权重（为 ``None``），
+# PyTorch 因而可以使用融合算子。默认返回的注意力权重是 **各头的平均**，形状为
 # ``(batch, seq_len, seq_len)``；``average_attn_weights=False`` 则为每个头各保留一个矩阵：
 # ``(batch, num_heads, seq_len, seq_len)``。
 
@@ -80,7 +80,7 @@ print("average_attn_weights=False:  ", tuple(per_head.shape))
 print("各头的均值 == 平均权重：", max_diff(per_head.mean(dim=1), averaged))
 
 # %%
-# 下图把第一个序列各头的权重和它们的平均并排放在一起。取平均会把各头混在一起：只有某一个头
+# 下图把第一个序列各头的注意力权重和它们的平均并排放在一起。取平均会把各头混在一起：只有某一个头
 # 才有的模式，在平均之后就被冲淡了。权重随机、输入尺度为 1 时，每一行都接近均匀，没什么可
 # 冲淡的；所以画这张图时把输入乘以 4（每个分数因此乘以这个倍数的平方），各头就变得尖锐，而且
 # 彼此不同。
@@ -131,7 +131,7 @@ print("手算权重 对比 模块权重：", max_diff(weights, per_head))
 # --------------------------------------
 # 在交叉注意力中，键和值可能来自另一个宽度不同的模型。``kdim`` 和 ``vdim`` 设定它们的宽度；
 # 打包的矩阵装不下三种不同的形状，于是 ``in_proj_weight`` 为 ``None``，改用三个独立的矩阵。
-# 输出的形状与查询相同，权重的形状为 ``(batch, query_len, key_len)``。
+# 输出的形状与查询相同，注意力权重的形状为 ``(batch, query_len, key_len)``。
 
 kdim, vdim, key_len = 5, 3, 7
 cross = nn.MultiheadAttention(embed_dim, num_heads, kdim=kdim, vdim=vdim, batch_first=True).to(device).eval()
@@ -145,13 +145,13 @@ print("in_proj_weight:", cross.in_proj_weight)
 print("q_proj_weight:", tuple(cross.q_proj_weight.shape))
 print("k_proj_weight:", tuple(cross.k_proj_weight.shape))
 print("v_proj_weight:", tuple(cross.v_proj_weight.shape))
-print("输出：", tuple(out_cross.shape), " 权重：", tuple(w_cross.shape))
+print("输出：", tuple(out_cross.shape), " 注意力权重：", tuple(w_cross.shape))
 
 # %%
 # ``add_bias_kv`` 与 ``add_zero_attn``：额外的键
 # ----------------------------------------------
 # ``add_bias_kv=True`` 在每个序列末尾追加一个可学习的键和值（``bias_k``、``bias_v``）；
-# ``add_zero_attn=True`` 追加一个全零的键和值（在切分多头之后）。每个选项都会让权重多出一列：
+# ``add_zero_attn=True`` 追加一个全零的键和值（在切分多头之后）。每个选项都会让注意力权重多出一列：
 # 查询可以把一部分权重放在“不特指任何词元”的位置上。全零的键得到的分数是 0，所以它总能分到
 # 一些权重。
 
@@ -174,8 +174,8 @@ print(text_table(["add_bias_kv", "add_zero_attn", "权重形状", "额外的键�
 # 从 PyTorch 到 ``mha_ref``，再回到 PyTorch
 # -----------------------------------------
 # ``mha_ref.MultiHeadAttention`` 的构造参数和 ``state_dict`` 键名都与 PyTorch 相同，所以
-# ``load_state_dict`` 可以双向迁移权重。``from_torch`` 和 ``to_torch`` 一步完成同样的事，
-# 连配置一起复制。下表针对上面的几种配置，比较 PyTorch 与 ``mha_ref`` 的输出和逐头权重，
+# ``load_state_dict`` 可以双向迁移参数。``from_torch`` 和 ``to_torch`` 一步完成同样的事，
+# 连配置一起复制。下表针对上面的几种配置，比较 PyTorch 与 ``mha_ref`` 的输出和逐头注意力权重，
 # 以及转换回 PyTorch 之后的模块的输出。
 
 configs = {
@@ -203,3 +203,37 @@ for name, kwargs in configs.items():
 
 print(text_table(["配置", "输出：mha_ref 对比 torch", "权重：mha_ref 对比 torch",
                   "输出：转回 torch 后"], rows))
+
+# %%
+# 练习
+# ----
+# **练习 1.** ``torch_mha.in_proj_weight`` 的哪几行是头 1 （头从 0 开始编号）的键投影？
+# 先根据 ``embed_dim`` 和 ``head_dim`` 自己算一算。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    键的那一块排在 ``embed_dim`` 行查询之后；在这一块里，头 ``h`` 占从 ``h * head_dim`` 开始的
+#    ``head_dim`` 行。只用这几行算出的键，正是完整键投影中属于头 1 的那一段：
+
+h = 1
+rows = slice(embed_dim + h * head_dim, embed_dim + (h + 1) * head_dim)
+W, b = torch_mha.in_proj_weight.detach(), torch_mha.in_proj_bias.detach()
+k_all = x @ W[embed_dim : 2 * embed_dim].T + b[embed_dim : 2 * embed_dim]  # (batch, seq_len, embed_dim)
+k_head = x @ W[rows].T + b[rows]  # (batch, seq_len, head_dim)
+print(f"头 {h} 的键投影所在的行：{rows.start}:{rows.stop}")
+print("与完整键投影中对应的一段相等：", torch.allclose(k_head, k_all[..., h * head_dim : (h + 1) * head_dim], atol=1e-6))
+
+# %%
+# **练习 2.** 同时设 ``add_bias_kv=True`` 和 ``add_zero_attn=True`` 时，``x`` 的逐头注意力权重是什么形状？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    每个选项都给每个序列多加一个键（和值）：前者是学到的偏置，后者是零向量。所以每个查询能看到
+#    ``seq_len + 2`` 个键：
+
+both_extra = nn.MultiheadAttention(embed_dim, num_heads, add_bias_kv=True, add_zero_attn=True, batch_first=True).to(device).eval()
+with torch.no_grad():
+    _, w_extra = both_extra(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len + 2)
+print("x：", tuple(x.shape), " 逐头注意力权重：", tuple(w_extra.shape))

@@ -179,7 +179,7 @@ print("转置输入 对比 batch_first=True：", max_diff(fixed_out.transpose(0,
 # 6. 把平均权重误当作逐头权重
 # ----------------------------
 # 默认返回的权重是 **各头的平均**，形状为 ``(batch, seq_len, seq_len)``。``weights[:, h]``
-# 取到的不是第 ``h`` 个头，而是第 ``h`` 个查询。而且从平均值里也无法还原出各个头：
+# 取到的不是头 ``h``，而是查询 ``h``。而且从平均值里也无法还原出各个头：
 
 print("默认权重：", tuple(right_w.shape), " weights[:, 0]:", tuple(right_w[:, 0].shape))
 with expect_error(RuntimeError):
@@ -224,7 +224,7 @@ with torch.no_grad():
 fig = plot_heads(
     torch.stack([weights_wrong[0, 0], weights_fixed[0, 0]]),  # (2, seq_len, seq_len)
     titles=["错误：True 表示可以关注", "正确：True 表示屏蔽"],
-    suptitle="torch.nn.MultiheadAttention，第 0 个序列的第 0 个头",
+    suptitle="torch.nn.MultiheadAttention，序列 0、头 0",
     colorbar_label="注意力权重",
     xlabel="键位置",
     ylabel="查询位置",
@@ -294,3 +294,34 @@ print("整数掩码 .bool() 对比 第 7 节：", max_diff(from_long, fixed))
 print("浮点掩码 .bool() 对比 第 7 节：", max_diff(from_float, fixed))
 print("逐头的 3 维掩码 对比 第 7 节： ", max_diff(from_per_head, fixed))
 print(f"bool 掩码下，被屏蔽的键上的最大权重：{weights_bool.masked_select(blocked).max().item():.2f}")
+
+# %%
+# 练习
+# ----
+# **练习 1.** 有人用 ``x.view(batch, num_heads, seq_len, head_dim)`` 拆分多头，没有报错。结果对吗？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    不对。元素个数相同，``view`` 无从报错，但它按错误的顺序切分每个序列在内存里的数据：一个“头”
+#    拿到的是几个完整的词元，而不是每个词元特征中的一段。形状对，数值不对：
+
+wrong_split = x.view(batch, num_heads, seq_len, head_dim)  # 形状对，内容错
+right_split = split_heads(x, num_heads)  # (batch, num_heads, seq_len, head_dim)
+print("形状相同：", wrong_split.shape == right_split.shape, " 数值相同：", torch.equal(wrong_split, right_split))
+
+# %%
+# **练习 2.** ``nn.MultiheadAttention(embed_dim, num_heads)`` 的 ``batch_first`` 保持默认值，
+# 输入 ``x`` 的形状是 ``(batch, seq_len, embed_dim)``。它把哪个尺寸当作批大小，哪个当作序列长度？
+# 先预测它返回的注意力权重的形状。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    它把 ``x`` 读成 ``(seq_len, batch, embed_dim)``：批大小被当成了序列长度，序列长度被当成了批大小。
+#    返回的权重（在模块看来是 ``(batch, L, S)``）暴露了这一点：
+
+default_layout = nn.MultiheadAttention(embed_dim, num_heads).to(device).eval()  # batch_first 取默认值 False
+with torch.no_grad():
+    _, w_default = default_layout(x, x, x)  # 用我们的名字写是 (seq_len, batch, batch)
+print("x：", tuple(x.shape), "-> 注意力权重：", tuple(w_default.shape))

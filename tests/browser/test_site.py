@@ -132,6 +132,47 @@ def test_tables_and_page_links_fit_a_phone_screen(watched, site_url, lang):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+# every table on the page: how far it reaches past the right edge of the screen, and how much of
+# it is hidden in a box that scrolls sideways (the table itself or a container around it)
+TABLE_FIT = """() => {
+  const screen = document.documentElement.clientWidth;
+  return Array.from(document.querySelectorAll('article table'), table => {
+    let hidden = 0;
+    for (let box = table; box && box !== document.body; box = box.parentElement) {
+      const overflow = getComputedStyle(box).overflowX;
+      if (overflow === 'auto' || overflow === 'scroll' || overflow === 'hidden') {
+        hidden = Math.max(hidden, box.scrollWidth - box.clientWidth);
+      }
+    }
+    return {past_edge: table.getBoundingClientRect().right - screen, hidden: hidden};
+  });
+}"""
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_table_is_cut_off_on_a_phone(watched, site_url, lang):
+    """At 390 px no table on any page reaches past the screen or hides columns in a sideways
+    scroll: tables of three or more columns stack their cells (table-stack.js), narrower ones
+    break long names inside their cells."""
+    watch = watched()
+    page = watch.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    cut, tables_seen, stacked = [], 0, 0
+    for rel in site_pages(lang):
+        page.goto(f"{site_url}/{lang}/{rel}", wait_until="load")
+        tables = page.evaluate(TABLE_FIT)
+        tables_seen += len(tables)
+        stacked += page.locator("article table.mha-stack").count()
+        cut += [
+            f"{lang}/{rel}: table {i}: {t}"
+            for i, t in enumerate(tables)
+            if t["past_edge"] > 1 or t["hidden"] > 1
+        ]
+    assert tables_seen >= 10 and stacked >= 5, (tables_seen, stacked)  # the test saw real tables
+    assert not cut, "\n".join(cut)
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 SECTION_IDS = (
     "() => Array.from(document.querySelectorAll('article.bd-article section[id]'), s => s.id)"
 )

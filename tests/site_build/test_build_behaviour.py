@@ -65,6 +65,12 @@ INDEX = """# Mini site
 ```{toctree}
 auto_examples/index
 ```
+
+(running-the-examples)=
+## Running the examples
+
+```{mha-wheel-install}
+```
 """
 
 
@@ -73,6 +79,9 @@ def _make_site(tmp_path: Path) -> Path:
     no_cache = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "mha_ref", site / "mha_ref", ignore=no_cache)
     shutil.copy(ROOT / "conf.py", site / "conf.py")
+    # the build ships the package's wheel (docs/_ext/mha_ref_course.py): its metadata too
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, site / name)
     shutil.copytree(ROOT / "requirements", site / "requirements")
     for part in ("_ext", "_static", "_templates", "_locale"):
         shutil.copytree(ROOT / "docs" / part, site / "docs" / part)

@@ -1,0 +1,227 @@
+"""The course around the examples: reading order, the architecture figure, the cheat sheet, and
+exercises whose answers stay folded until asked for.
+
+The tests of the built pages are skipped, with the reason, when ``nox -s docs`` has not run
+(``MHA_REF_REQUIRE_BUILT_SITE=1`` turns that into a failure, as in CI).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "build" / "html"
+LANGUAGES = ("en", "zh_CN")
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+#: examples with exercises, and how many each must have at least
+EXERCISES = {
+    "plot_01_shapes": 3,
+    "plot_02_one_head_to_many": 3,
+    "plot_03_scaling": 2,
+    "plot_04_masks": 3,
+    "plot_07_torch_mha_in_practice": 2,
+    "plot_08_common_errors": 2,
+}
+
+
+def _built() -> None:
+    if not all((HTML / lang / "index.html").is_file() for lang in LANGUAGES):
+        message = "build/html is missing: run `nox -s docs` first"
+        if os.environ.get("MHA_REF_REQUIRE_BUILT_SITE"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _page(lang: str, name: str) -> str:
+    _built()
+    return (HTML / lang / name).read_text(encoding="utf-8")
+
+
+# -- folding: the answer's code cell goes inside the dropdown ------------------------------------
+_RST = """\
+.. GENERATED FROM PYTHON SOURCE LINES 1-9
+
+**Exercise.** A question?
+
+.. dropdown:: Answer
+   :class-container: mha-answer
+
+   Why.
+
+.. GENERATED FROM PYTHON SOURCE LINES 10-12
+
+.. code-block:: Python
+
+    print(1)
+
+.. rst-class:: sphx-glr-script-out
+
+ .. code-block:: none
+
+    1
+
+
+.. GENERATED FROM PYTHON SOURCE LINES 13-15
+
+Next cell.
+
+.. _sphx_glr_download_x.py:
+"""
+
+
+def test_fold_answers_moves_the_next_code_cell_and_its_output_into_the_dropdown():
+    from mha_ref_course import fold_answers
+
+    folded = fold_answers(_RST)
+    body = folded.split(".. dropdown:: Answer", 1)[1].split("Next cell.")[0]
+    assert "\n   .. code-block:: Python\n" in body and "\n       print(1)\n" in body
+    assert "\n   .. rst-class:: sphx-glr-script-out\n" in body and "\n       1\n" in body
+    assert "\nNext cell." in folded  # the cell after the answer stays outside
+
+
+def test_fold_answers_leaves_other_dropdowns_alone():
+    from mha_ref_course import fold_answers
+
+    plain = _RST.replace("   :class-container: mha-answer\n", "")
+    assert fold_answers(plain) == plain
+
+
+# -- the built pages -------------------------------------------------------------------------
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("name", sorted(EXERCISES))
+def test_exercise_answers_are_folded_with_their_output(lang, name):
+    """Every answer is a closed dropdown holding the code that answers it and that code's
+    output; no captured output sits between the question and the next heading outside a fold."""
+    page = _page(lang, f"auto_examples/{name}.html")
+    answers = [
+        d for d in re.findall(r"<details[^>]*>.*?</details>", page, re.S) if "mha-answer" in d
+    ]
+    assert len(answers) >= EXERCISES[name], f"{lang}/{name}: {len(answers)} folded answers"
+    for answer in answers:
+        assert " open" not in answer.split(">", 1)[0], f"{lang}/{name}: an answer is open"
+        assert "highlight-Python" in answer and "sphx-glr-script-out" in answer, answer[:300]
+    # the exercises section: between its heading and the download footer, every output is folded
+    exercises = re.split(r'<section id="(?:exercises|id\d+)">\s*<h2>(?:Exercises|练习)', page)
+    assert len(exercises) == 2, f"{lang}/{name}: no single exercises section"
+    outside = re.sub(r"<details[^>]*>.*?</details>", "", exercises[1], flags=re.S)
+    outside = outside.split("sphx-glr-footer")[0]
+    assert "sphx-glr-script-out" not in outside, f"{lang}/{name}: output outside a fold"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_reading_order_starts_with_concepts_and_ends_with_the_cheat_sheet(lang):
+    """previous/next: index -> concepts -> examples in order -> cheat sheet -> reference pages."""
+
+    def next_of(name: str) -> str:
+        page = _page(lang, name)
+        link = re.search(r'<a class="right-next"\s+href="([^"]+)"', page)
+        assert link, f"{lang}/{name}: no next link"
+        return os.path.normpath(Path(name).parent / link.group(1))
+
+    chain, name = ["index.html"], "index.html"
+    for _ in range(14):
+        name = next_of(name)
+        chain.append(name)
+        if name == "cheatsheet.html":
+            break
+    examples = sorted(p.name for p in (HTML / lang / "auto_examples").glob("plot_*.html"))
+    expected = ["index.html", "concepts.html", "auto_examples/index.html"]
+    expected += [f"auto_examples/{e}" for e in examples] + ["cheatsheet.html"]
+    assert chain == expected
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_concepts_page_shows_the_architecture_figure(lang):
+    page = _page(lang, "concepts.html")
+    image = re.search(r'<img[^>]*src="(_images/mha-architecture[^"]*\.png)"[^>]*>', page)
+    assert image, f"{lang}/concepts.html: no architecture figure"
+    assert "(batch, L, d_model)" in image.group(0), "the alt text gives the shapes"
+    assert (HTML / lang / image.group(1)).stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_cheat_sheet_is_symbolic(lang):
+    """No number typed on the cheat sheet except the ones that are part of code and formulas."""
+    page = _page(lang, "cheatsheet.html")
+    main = page.split('<article class="bd-article">', 1)[1].split("</article>", 1)[0]
+    text = re.sub(r"<code[^>]*>.*?</code>", "", main, flags=re.S)
+    text = re.sub(r'<span class="math[^"]*">.*?</span>', "", text, flags=re.S)
+    text = re.sub(r'<div class="math[^"]*">.*?</div>', "", text, flags=re.S)
+    text = re.sub(r"<[^>]+>", "", text)
+    numbers = set(re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text))
+    assert numbers <= {"0", "1", "4"}, numbers  # "0 keeps", "sums to 1", 4 d_model² ...
+
+
+# -- Chinese terminology (zh review S1-S3) ----------------------------------------------------
+ZH_FILES = sorted((ROOT / "docs" / "zh_CN").glob("*.md")) + sorted(
+    (ROOT / "gallery" / "zh_CN").glob("plot_*.py")
+)
+#: a Chinese ordinal with a 0-based number reads one too low: "第 0 个头" is the first head, and
+#: "第 2 个头" means the second head to a reader, head 1 to the code. Write labels: "头 2".
+ZERO_BASED_ORDINAL = re.compile(r"第\s*`{0,2}\d+`{0,2}\s*个\s*(头|序列|句子|查询|键|词元)")
+#: sources named, not alluded to (the seeds are listed in references.md, label references-seeds)
+UNNAMED_SOURCES = ("原始教程", "流传很广")
+#: "权重" alone is the attention weights; learned matrices are 参数 or 投影矩阵
+PARAMETERS_AS_WEIGHTS = re.compile(r"(复制|迁移|搬运|载入|加载)(同一组)?权重|权重(可以)?在两者之间")
+#: files another branch is rewriting: the rule holds for them once that branch lands
+NOT_YET = {"plot_06_how_many_heads.py": "流传很广"}
+
+
+@pytest.mark.parametrize("path", ZH_FILES, ids=[p.name for p in ZH_FILES])
+def test_zh_terminology(path):
+    text = path.read_text(encoding="utf-8")
+    problems = [m.group(0) for m in ZERO_BASED_ORDINAL.finditer(text)]
+    problems += [m.group(0) for m in PARAMETERS_AS_WEIGHTS.finditer(text)]
+    problems += [word for word in UNNAMED_SOURCES if word in text]
+    if path.name in NOT_YET and problems == [NOT_YET[path.name]]:
+        pytest.xfail(f"{path.name} still says {NOT_YET[path.name]!r} (rewritten on another branch)")
+    assert not problems, f"zh_CN/{path.name}: {problems}"
+
+
+def test_zh_terminology_rules_see_what_they_forbid():
+    assert ZERO_BASED_ORDINAL.search("第 0 个头") and ZERO_BASED_ORDINAL.search("第 ``2`` 个序列")
+    assert not ZERO_BASED_ORDINAL.search("第二个句子，头 0")
+    assert PARAMETERS_AS_WEIGHTS.search("因此权重可以在两者之间来回迁移")
+    assert not PARAMETERS_AS_WEIGHTS.search("复制注意力权重")
+
+
+# -- the wheel the site ships --------------------------------------------------------------------
+@pytest.mark.build
+def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
+    """Two builds of the wheel from this checkout give the same bytes (pip wheel without build
+    isolation: no network), and it holds the package and its tutorial extra's metadata."""
+    import zipfile
+
+    pytest.importorskip("setuptools")
+    from mha_ref_course import make_wheel, wheel_name
+
+    first = make_wheel(tmp_path / "a")
+    second = make_wheel(tmp_path / "b")
+    assert first.name == second.name == wheel_name()
+    assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as wheel:
+        names = wheel.namelist()
+        metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    assert "mha_ref/__init__.py" in names and "mha_ref/tutorial/__init__.py" in names
+    assert b"Provides-Extra: tutorial" in metadata
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_api_page_links_every_class_to_its_source(lang):
+    """sphinx.ext.viewcode: each class on the API page has a [source] link to a page of the
+    site that holds that class's code."""
+    page = _page(lang, "api.html")
+    links = set(re.findall(r'href="(_modules/mha_ref/[^"#]+)#([^"]+)"', page))
+    targets = {anchor for _, anchor in links}
+    for name in ("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"):
+        assert name in targets, f"{lang}/api.html: no source link for {name}"
+    for module, _ in links:
+        assert (HTML / lang / module).is_file(), module
+    source = (HTML / lang / "_modules" / "mha_ref" / "causal.html").read_text(encoding="utf-8")
+    assert '<span class="nc">CausalAttention</span>' in source
