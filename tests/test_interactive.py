@@ -123,3 +123,19 @@ def test_the_largest_gallery_size_of_figure_stays_small():
         interactive.view_data(plot_heads(w, [f"tok{i}" for i in range(16)], blocked=~mask))
     )
     assert len(text.encode()) < 40_000
+
+
+def test_mask_pictures_carry_their_masks():
+    from mha_ref.tutorial.plotting import plot_mask, plot_masks
+
+    allowed = causal_mask(4)
+    data = _round_trip(plot_masks([allowed, ~allowed], TOKENS[:4], titles=["causal", None]))
+    assert data["kind"] == "mask" and data["names"] == ["causal", ""]
+    assert np.array_equal(np.array(data["weights"]), np.stack([allowed, ~allowed]).astype(float))
+    assert data["blocked"][0] == ["0111", "0011", "0001", "0000"]
+    assert (data["allowed_label"], data["blocked_label"]) == ("may attend", "blocked")
+    single = _round_trip(plot_mask(allowed, legend=("可以关注", "被屏蔽")))
+    assert single["names"] is None and single["allowed_label"] == "可以关注"
+    # masks of different shapes in one figure: the picture only
+    wide = causal_mask(2, 4, alignment="bottom_right")
+    assert interactive.view_data(plot_masks([allowed, wide])) is None

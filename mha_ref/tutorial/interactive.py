@@ -26,7 +26,14 @@ from matplotlib.figure import Figure
 
 from mha_ref.tutorial.fonts import has_cjk
 
-__all__ = ["attach_view_data", "view_data", "view_json", "view_html", "STATIC_DIR"]
+__all__ = [
+    "attach_view_data",
+    "attach_mask_view_data",
+    "view_data",
+    "view_json",
+    "view_html",
+    "STATIC_DIR",
+]
 
 #: the folder holding the view's JavaScript and CSS (the docs add it to their static files)
 STATIC_DIR = Path(__file__).with_name("static")
@@ -87,6 +94,7 @@ def attach_view_data(
     num_heads, query_len, key_len = weights.shape
     data = {
         "version": FORMAT_VERSION,
+        "kind": "weights",
         "lang": "zh_CN" if has_cjk([query_labels, key_labels, names, title]) else "en",
         "title": title,
         "queries": [str(q) for q in query_labels],
@@ -118,6 +126,53 @@ def attach_view_data(
         raise ValueError("attach_view_data: one label per row and per column")
     setattr(fig, _ATTRIBUTE, data)
     return data
+
+
+def attach_mask_view_data(
+    fig: Figure,
+    masks: Sequence[np.ndarray],
+    query_labels: Sequence[str],
+    key_labels: Sequence[str],
+    *,
+    names: Sequence[str | None] | None,
+    title: str | None,
+    legend: tuple[str, str],
+    allowed_colour: str,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+) -> dict | None:
+    """Attach to ``fig`` the bool masks it draws (True = may attend), for :func:`view_html`.
+
+    The view reads each cell out as ``legend[0]`` (may attend) or ``legend[1]`` (blocked).
+    Masks of different shapes in one figure get no view (returns ``None``).
+    """
+    if len({m.shape for m in masks}) != 1:
+        return None
+    allowed = np.stack([np.asarray(m, dtype=bool) for m in masks])
+    if names is not None and all(n is None for n in names):
+        names = None
+    data = attach_view_data(
+        fig,
+        allowed.astype(np.float64),
+        query_labels,
+        key_labels,
+        names=None if names is None else [n or "" for n in names],
+        blocked=~allowed,
+        title=title,
+        vmax=1.0,
+        cmap=lambda x: _hex_to_rgb(allowed_colour),
+        xlabel=xlabel,
+        ylabel=ylabel,
+        blocked_label=legend[1],
+    )
+    data["kind"] = "mask"
+    data["allowed_label"] = legend[0]
+    data["colours"] = data["colours"][:2]
+    return data
+
+
+def _hex_to_rgb(colour: str) -> tuple[float, float, float]:
+    return tuple(int(colour[k : k + 2], 16) / 255 for k in (1, 3, 5))
 
 
 def view_data(fig: Figure) -> dict | None:

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from mha_ref.tutorial.fonts import has_cjk, use_cjk_font_for
-from mha_ref.tutorial.interactive import attach_view_data, view_html
+from mha_ref.tutorial.interactive import attach_mask_view_data, attach_view_data, view_html
 
 __all__ = [
     "plot_heads",
@@ -422,6 +422,19 @@ def plot_mask(
     _draw_mask(ax, m, query_labels, key_labels, title, xlabel, ylabel, xticks)
     if show_legend:
         _mask_legend(fig, legend, _ALLOWED_COLOUR, _BLOCKED_COLOUR)
+        attach_mask_view_data(
+            fig,
+            [m],
+            query_labels,
+            key_labels,
+            names=[title],
+            title=None,
+            legend=legend,
+            allowed_colour=_ALLOWED_COLOUR,
+            xlabel=xlabel,
+            ylabel=ylabel,
+        )
+        _show_view_in_notebook(fig)
     return fig
 
 
@@ -509,8 +522,10 @@ def plot_masks(
         layout="constrained",
     )
     axes = fig.subplots(1, len(masks), squeeze=False)[0]
+    checked = []
     for i, (ax, m, t) in enumerate(zip(axes, masks, titles, strict=True)):
         m = _check_mask(m, query_labels, key_labels, "plot_masks")
+        checked.append(m)
         query_labels_i, key_labels_i = _default_labels(query_labels, key_labels, *m.shape)
         # the key label under every mask (the legend sits below them), the query label once
         ylabel_i = ylabel if i == 0 else None
@@ -518,6 +533,18 @@ def plot_masks(
     _mask_legend(fig, legend, _ALLOWED_COLOUR, _BLOCKED_COLOUR)
     if suptitle:
         fig.suptitle(suptitle)
+    if attach_mask_view_data(
+        fig,
+        checked,
+        *_default_labels(query_labels, key_labels, *checked[0].shape),
+        names=titles,
+        title=suptitle,
+        legend=legend,
+        allowed_colour=_ALLOWED_COLOUR,
+        xlabel=xlabel,
+        ylabel=ylabel,
+    ):
+        _show_view_in_notebook(fig)
     return fig
 
 

@@ -20,6 +20,9 @@
       heads: "Heads",
       all: "All heads",
       head: "head",
+      masks: "Masks",
+      allMasks: "All masks",
+      mask: "mask",
       layer: "Layer",
       query: "query",
       key: "key",
@@ -43,6 +46,9 @@
       heads: "注意力头",
       all: "全部头",
       head: "头",
+      masks: "掩码",
+      allMasks: "全部掩码",
+      mask: "掩码",
       layer: "层",
       query: "查询",
       key: "键",
@@ -107,7 +113,8 @@
 
   View.prototype.name = function (h) {
     var d = this.data;
-    return d.names ? d.names[h] : this.w.head + " " + h;
+    if (d.names && d.names[h]) return d.names[h];
+    return (d.kind === "mask" ? this.w.mask : this.w.head) + " " + h;
   };
 
   View.prototype.headsOfLayer = function () {
@@ -128,7 +135,8 @@
     var d = this.data;
     var w = this.w;
     var v = d.weights[h][i][j];
-    var value = this.isBlocked(h, i, j) ? w.blocked : v === null ? w.nan : String(v);
+    var value = this.isBlocked(h, i, j) ? d.blocked_label || w.blocked
+      : v === null ? w.nan : d.kind === "mask" ? d.allowed_label : String(v);
     return this.name(h) + w.sep + w.query + " “" + d.queries[i] + "”" + w.sep + w.key +
       " “" + d.keys[j] + "”" + w.colon + value;
   };
@@ -158,7 +166,8 @@
       label.appendChild(this.layerSelect);
       bar.appendChild(label);
     }
-    this.headBar = el("div", { class: "mha-attn-heads", role: "toolbar", "aria-label": w.heads });
+    this.headBar = el("div", { class: "mha-attn-heads", role: "toolbar",
+      "aria-label": d.kind === "mask" ? w.masks : w.heads });
     this.headBar.addEventListener("keydown", function (event) { self.onHeadKey(event); });
     bar.appendChild(this.headBar);
     this.tableButton = el("button", { type: "button", class: "mha-attn-toggle",
@@ -193,6 +202,15 @@
   View.prototype.scale = function () {
     var d = this.data;
     var box = el("div", { class: "mha-attn-scale", "aria-hidden": "true" });
+    if (d.kind === "mask") {
+      var swatch = el("span", { class: "mha-attn-swatch" });
+      swatch.style.backgroundColor = d.colours[1];
+      box.appendChild(swatch);
+      box.appendChild(el("span", {}, d.allowed_label));
+      box.appendChild(el("span", { class: "mha-attn-swatch mha-attn-blocked" }));
+      box.appendChild(el("span", {}, d.blocked_label));
+      return box;
+    }
     box.appendChild(el("span", {}, "0"));
     var bar = el("span", { class: "mha-attn-scale-bar" });
     bar.style.background = "linear-gradient(to right," + d.colours.join(",") + ")";
@@ -216,7 +234,7 @@
     var choices = heads.length > 1 ? [-1].concat(heads) : heads;
     choices.forEach(function (h) {
       var button = el("button", { type: "button", "data-head": h },
-        h < 0 ? w.all : self.name(h));
+        h < 0 ? (self.data.kind === "mask" ? w.allMasks : w.all) : self.name(h));
       button.addEventListener("click", function () { self.choose(h); });
       bar.appendChild(button);
     });
@@ -360,11 +378,12 @@
       return !self.isBlocked(h, i, j) && d.weights[h][i][j] !== null;
     });
     order.sort(function (a, b) { return d.weights[h][i][b] - d.weights[h][i][a]; });
-    var top = order.slice(0, 3).map(function (j) {
-      return "“" + d.keys[j] + "” " + d.weights[h][i][j];
+    var top = order.slice(0, d.kind === "mask" ? order.length : 3).map(function (j) {
+      return "“" + d.keys[j] + "”" + (d.kind === "mask" ? "" : " " + d.weights[h][i][j]);
     });
     this.readout.textContent = this.name(h) + w.sep + w.pinned + " " + w.query + " “" +
-      d.queries[i] + "”" + w.colon + w.rowTotal + w.colon + top.join(w.sep);
+      d.queries[i] + "”" + w.colon + (d.kind === "mask" ? d.allowed_label : w.rowTotal) +
+      w.colon + top.join(w.sep);
   };
 
   View.prototype.onGridKey = function (event) {
@@ -429,9 +448,11 @@
         row.appendChild(el("th", { scope: "row" }, q));
         d.keys.forEach(function (k, j) {
           var v = d.weights[h][i][j];
-          var text = self.isBlocked(h, i, j) ? "—" : v === null ? "NaN" : String(v);
-          row.appendChild(el("td", self.isBlocked(h, i, j) ? { title: w.blocked,
-            "aria-label": w.blocked } : {}, text));
+          var text = self.isBlocked(h, i, j) ? "—" : v === null ? "NaN"
+            : d.kind === "mask" ? "✓" : String(v);
+          var said = self.isBlocked(h, i, j) ? d.blocked_label || w.blocked
+            : d.kind === "mask" ? d.allowed_label : null;
+          row.appendChild(el("td", said ? { title: said, "aria-label": said } : {}, text));
         });
         body.appendChild(row);
       });
