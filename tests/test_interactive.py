@@ -139,3 +139,22 @@ def test_mask_pictures_carry_their_masks():
     # masks of different shapes in one figure: the picture only
     wide = causal_mask(2, 4, alignment="bottom_right")
     assert interactive.view_data(plot_masks([allowed, wide])) is None
+
+
+def test_a_notebook_shows_the_view_under_the_figure():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    code = (
+        "import torch\n"
+        "from mha_ref.tutorial.plotting import plot_heads\n"
+        "w = torch.tensor([[[0.25, 0.75], [1.0, 0.0]]])\n"
+        "fig = plot_heads(w, ['你', '好'])"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert len(html) == 1 and 'class="mha-attn"' in html[0]
+    assert "function View(" in html[0] and "[[[0.25,0.75],[1.0,0.0]]]" in html[0]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the picture as well
