@@ -66,18 +66,24 @@ def test_no_axe_violation_on_any_page(watched, site_url, axe, lang, scheme):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_no_axe_violation_in_the_views_opened_up(watched, site_url, axe, lang):
-    watch = watched()
+def test_no_axe_violation_in_the_views_opened_up(watched, site_url, axe, lang, scheme):
+    """Every state of the views: table open, a row pinned, all heads, the token view."""
+    watch = watched(scheme)
     page = watch.page
-    page.goto(f"{site_url}/{lang}/auto_examples/plot_04_masks.html", wait_until="load")
-    page.wait_for_selector(".mha-attn [role='grid']")
-    views = page.locator(".mha-attn")
-    for k in range(views.count()):
-        views.nth(k).locator(".mha-attn-toggle").click()
-        views.nth(k).locator(".mha-attn-query button").first.click()  # a pinned row
-        buttons = views.nth(k).locator(".mha-attn-heads button")
-        if buttons.count() > 1:
-            buttons.first.click()  # all heads as small multiples
-    problems = _violations(axe, page, f"{lang}/plot_04_masks.html, views opened")
+    problems = []
+    for example in ("plot_01_shapes", "plot_04_masks"):
+        page.goto(f"{site_url}/{lang}/auto_examples/{example}.html", wait_until="load")
+        page.wait_for_selector(".mha-attn [role='grid']")
+        views = page.locator(".mha-attn")
+        for k in range(views.count()):
+            view = views.nth(k)
+            view.locator(".mha-attn-toggle").click()  # the table
+            view.locator(".mha-attn-query button").first.click()  # a pinned row
+            if k == 0 and view.locator(".mha-attn-lines-toggle").count():
+                view.locator(".mha-attn-lines-toggle").click()  # the token view
+            elif view.locator(".mha-attn-heads button").count() > 1:
+                view.locator(".mha-attn-heads button").first.click()  # all heads
+        problems += _violations(axe, page, f"{lang}/{example}.html ({scheme}), views opened")
     assert not problems, "\n".join(problems)

@@ -236,3 +236,23 @@ def test_view_screenshots(watched, site_url, lang, scheme, width):
     view.locator(".mha-attn-heads button").first.click()  # all heads
     view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-{scheme}-{width}-all.png"))
     assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_token_view_draws_a_line_per_weight(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    data = view_data(page)
+    view = page.locator(".mha-attn").first
+    view.locator(".mha-attn-lines-toggle").click()
+    lines = view.locator("svg.mha-attn-lines line")
+    weights = data["weights"][0]
+    assert lines.count() == sum(1 for row in weights for v in row if v and v > 0)
+    opacity = float(view.locator("line[data-cell='0,1,2']").get_attribute("stroke-opacity"))
+    assert opacity == pytest.approx(weights[1][2] / data["vmax"], abs=5e-4)
+    view.locator(".mha-attn-line-query").nth(1).click()  # pins query 1: its lines alone
+    assert view.locator("line.mha-attn-pin").count() == len(data["keys"])
+    assert view.locator("line.mha-attn-faded").count() == lines.count() - len(data["keys"])
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-lines.png"))
+    assert not watch.errors, watch.errors

@@ -27,6 +27,9 @@
       query: "query",
       key: "key",
       showTable: "Show as table",
+      lines: "Token view",
+      linesLabel: "token view: a line from each query token (left) to each key token (right), " +
+        "as opaque as its weight; click a query token to see its lines alone",
       hideTable: "Hide table",
       blocked: "blocked by the mask",
       nan: "no weight (NaN: nothing left to attend to)",
@@ -53,6 +56,9 @@
       query: "查询",
       key: "键",
       showTable: "以表格显示",
+      lines: "词元连线",
+      linesLabel: "词元连线：从每个查询词元（左）到每个键词元（右）画一条线，权重越大线越深；" +
+        "点击查询词元只看它的连线",
       hideTable: "隐藏表格",
       blocked: "被掩码屏蔽",
       nan: "无权重（NaN：没有可关注的键）",
@@ -170,6 +176,17 @@
       "aria-label": d.kind === "mask" ? w.masks : w.heads });
     this.headBar.addEventListener("keydown", function (event) { self.onHeadKey(event); });
     bar.appendChild(this.headBar);
+    this.lines = false;
+    if (d.kind !== "mask") {
+      this.linesButton = el("button", { type: "button", class: "mha-attn-lines-toggle",
+        "aria-pressed": "false" }, w.lines);
+      this.linesButton.addEventListener("click", function () {
+        self.lines = !self.lines;
+        self.linesButton.setAttribute("aria-pressed", self.lines ? "true" : "false");
+        self.render();
+      });
+      bar.appendChild(this.linesButton);
+    }
     this.tableButton = el("button", { type: "button", class: "mha-attn-toggle",
       "aria-expanded": "false" }, w.showTable);
     this.tableButton.addEventListener("click", function () { self.toggleTable(); });
@@ -283,6 +300,8 @@
       var self = this;
       this.headsOfLayer().forEach(function (h) { box.appendChild(self.multiple(h)); });
       this.scroll.appendChild(box);
+    } else if (this.lines) {
+      this.scroll.appendChild(this.tokenView(this.head));
     } else {
       this.scroll.appendChild(this.grid(this.head));
     }
@@ -332,6 +351,56 @@
       grid.appendChild(row);
     });
     return grid;
+  };
+
+  /* one head as bertviz draws it: queries left, keys right, a line per weight */
+  View.prototype.tokenView = function (h) {
+    var self = this;
+    var d = this.data;
+    var NS = "http://www.w3.org/2000/svg";
+    var rowHeight = 22;
+    var width = 300;
+    var left = 120;
+    var right = 180;
+    var rows = Math.max(d.queries.length, d.keys.length);
+    var svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("class", "mha-attn-lines");
+    svg.setAttribute("width", width);
+    svg.setAttribute("height", rows * rowHeight + 6);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", this.name(h) + this.w.sep + this.w.linesLabel);
+    function text(x, i, anchor, label) {
+      var node = document.createElementNS(NS, "text");
+      node.setAttribute("x", x);
+      node.setAttribute("y", (i + 0.5) * rowHeight + 3);
+      node.setAttribute("text-anchor", anchor);
+      node.setAttribute("dominant-baseline", "middle");
+      node.textContent = label;
+      svg.appendChild(node);
+      return node;
+    }
+    d.queries.forEach(function (q, i) {
+      d.keys.forEach(function (k, j) {
+        var v = d.weights[h][i][j];
+        if (v === null || self.isBlocked(h, i, j) || v <= 0) return;
+        var line = document.createElementNS(NS, "line");
+        line.setAttribute("x1", left + 4);
+        line.setAttribute("y1", (i + 0.5) * rowHeight + 3);
+        line.setAttribute("x2", right - 4);
+        line.setAttribute("y2", (j + 0.5) * rowHeight + 3);
+        line.setAttribute("stroke-opacity", Math.min(1, v / d.vmax).toFixed(3));
+        line.setAttribute("data-cell", h + "," + i + "," + j);
+        if (self.pinned !== null) {
+          line.setAttribute("class", self.pinned === i ? "mha-attn-pin" : "mha-attn-faded");
+        }
+        svg.appendChild(line);
+      });
+      var label = text(left, i, "end", q);
+      label.setAttribute("class", "mha-attn-line-query" + (self.pinned === i ? " mha-attn-on" : ""));
+      label.addEventListener("click", function () { self.pin(i); });
+    });
+    d.keys.forEach(function (k, j) { text(right, j, "start", k); });
+    return svg;
   };
 
   /* all heads: small multiples; each is a button that shows its head alone */
