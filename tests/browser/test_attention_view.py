@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import SCREENSHOTS, SITE
+from conftest import ROOT, SCREENSHOTS, SITE
 
 pytestmark = pytest.mark.browser
 
@@ -256,3 +256,45 @@ def test_token_view_draws_a_line_per_weight(watched, site_url, lang):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-lines.png"))
     assert not watch.errors, watch.errors
+
+
+def test_layers_and_heads_on_a_page_of_its_own(browser):
+    """The script alone, on a page of its own, with two layers of two heads (no example has
+    layers yet): the layer picker shows that layer's heads, and the readout their weights."""
+    static = ROOT / "mha_ref" / "tutorial" / "static"
+    data = {
+        "version": 1, "kind": "weights", "lang": "en", "title": "two layers",
+        "queries": ["a", "b"], "keys": ["a", "b"], "names": ["L0H0", "L0H1", "L1H0", "L1H1"],
+        "layers": ["layer 0", "layer 0", "layer 1", "layer 1"],
+        "weights": [[[1.0, 0.0], [0.5, 0.5]], [[1.0, 0.0], [0.25, 0.75]],
+                    [[1.0, 0.0], [0.125, 0.875]], [[1.0, 0.0], [0.375, 0.625]]],
+        "blocked": [["01", "00"]] * 4, "vmax": 1.0, "colours": ["#000000", "#ffffff"],
+        "colorbar_label": None, "xlabel": None, "ylabel": None, "blocked_label": "masked",
+    }
+    html = (
+        "<!doctype html><html lang='en'><head><title>t</title><style>"
+        + (static / "attention-view.css").read_text(encoding="utf-8")
+        + "</style></head><body><main><div class='mha-attn' data-mha-attn='1'>"
+        + "<script type='application/json'>" + json.dumps(data) + "</script></div><script>"
+        + (static / "attention-view.js").read_text(encoding="utf-8")
+        + "</script></main></body></html>"
+    )
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.set_content(html)
+    heads = page.locator(".mha-attn-heads button")
+    assert heads.all_text_contents() == ["All heads", "L0H0", "L0H1"]
+    page.select_option(".mha-attn-layer select", "layer 1")
+    assert heads.all_text_contents() == ["All heads", "L1H0", "L1H1"]
+    page.locator("[data-cell='2,1,1']").hover()
+    assert page.locator(".mha-attn-readout").text_content() == "L1H0, query “b”, key “b”: 0.875"
+    page.locator("[data-cell='2,0,1']").hover()
+    assert page.locator(".mha-attn-readout").text_content().endswith(": masked")
+    page.locator("[role='gridcell'][tabindex='0']").focus()
+    page.keyboard.press("PageDown")  # the next head of this layer
+    assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "3,0,0"
+    page.keyboard.press("PageDown")  # and round to the first
+    assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "2,0,0"
+    page.close()
+    assert not errors, errors

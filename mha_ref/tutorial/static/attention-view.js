@@ -43,6 +43,7 @@
       rowTotal: "largest weights",
       sep: ", ",
       colon: ": ",
+      space: " ",
     },
     zh_CN: {
       view: "注意力权重（交互）",
@@ -71,6 +72,7 @@
       rowTotal: "最大的权重",
       sep: "，",
       colon: "：",
+      space: "",
     },
   };
 
@@ -450,8 +452,8 @@
     var top = order.slice(0, d.kind === "mask" ? order.length : 3).map(function (j) {
       return "“" + d.keys[j] + "”" + (d.kind === "mask" ? "" : " " + d.weights[h][i][j]);
     });
-    this.readout.textContent = this.name(h) + w.sep + w.pinned + " " + w.query + " “" +
-      d.queries[i] + "”" + w.colon + (d.kind === "mask" ? d.allowed_label : w.rowTotal) +
+    this.readout.textContent = this.name(h) + w.sep + w.pinned + w.space + w.query + w.space +
+      "“" + d.queries[i] + "”" + w.colon + (d.kind === "mask" ? d.allowed_label : w.rowTotal) +
       w.colon + top.join(w.sep);
   };
 
