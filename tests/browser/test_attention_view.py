@@ -226,7 +226,10 @@ def test_dark_mode_and_the_page_language(watched, site_url, lang):
 def test_view_screenshots(watched, site_url, lang, scheme, width):
     """Screenshots to look at (build/screenshots/attention-*.png)."""
     watch = open_page(watched, site_url, lang, MASKS, scheme=scheme, width=width)
-    view = watch.page.locator(".mha-attn").first
+    page = watch.page
+    count = page.locator(".mha-attn").count()
+    index = next(k for k in range(count) if view_data(page, k)["kind"] == "weights")
+    view = page.locator(".mha-attn").nth(index)
     view.locator(".mha-attn-heads button").last.click()  # causal & padding: blocked cells
     view.scroll_into_view_if_needed()
     view.locator(".mha-attn-query button").nth(3).click()  # a pinned row
