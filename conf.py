@@ -105,9 +105,11 @@ sphinx_gallery_conf = {
 
 # -- HTML -----------------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
-html_static_path = [str(ROOT / "docs" / "_static")]
-html_css_files = ["mha-ref.css"]
+# the interactive attention views' script and style live with the code that writes their data
+html_static_path = [str(ROOT / "docs" / "_static"), str(ROOT / "mha_ref" / "tutorial" / "static")]
+html_css_files = ["mha-ref.css", "attention-view.css"]
 html_js_files = [
+    "attention-view.js",
     "zh-search-fix.js",
     "lang-switch-anchor.js",
     "figure-links.js",

@@ -4,7 +4,7 @@
     nox -s docs      # both languages -> build/html/{en,zh_CN}/, plus build/html/index.html
     nox -s tests     # pytest: the package, the gallery's bilingual parity, the built site
     nox -s lint      # ruff
-    nox -s browser   # headless Chromium against the built site (after docs)
+    nox -s browser   # headless Chromium and an axe-core audit over the built site (after docs)
     nox -s downloads # every downloadable .py and .ipynb in a fresh environment (after docs)
     nox -s bench     # speed ratios against PyTorch, and the built site's size
 
@@ -128,7 +128,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def browser(session: nox.Session) -> None:
-    """Drive Debian's Chromium (no browser download) over the built site with Playwright."""
+    """Drive Debian's Chromium (no browser download) over the built site with Playwright.
+
+    Includes the axe-core accessibility audit of every page (WCAG 2.0/2.1 A and AA, light and
+    dark) and the interactive attention views; screenshots go to build/screenshots.
+    """
     install(session, "test", "browser")
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")

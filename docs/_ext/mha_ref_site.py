@@ -10,7 +10,8 @@
 - ``reset_example_state``: run by sphinx-gallery before every example (seeds, threads, fonts).
 - ``matplotlib_scraper``: draws each figure once, at twice the page's resolution, and derives the
   1x image from it, where sphinx-gallery's own scraper lays out and draws every figure twice for
-  each of the two sizes.
+  each of the two sizes. A figure that carries the weights it drew (``plot_heads`` attaches
+  them) also gets its interactive view, written beside the image from those same numbers.
 """
 
 from __future__ import annotations
@@ -503,7 +504,8 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
         # the titles become the image's alt text, which sphinx-gallery writes into the HTML
         # without escaping: a double quote (a title such as alignment="top_left") would end it
         alt = _matplotlib_fig_titles(fig).replace('"', "'")
-        image_rsts.append(figure_rst([image_1x], gallery_conf["src_dir"], alt, srcset))
+        rst = figure_rst([image_1x], gallery_conf["src_dir"], alt, srcset)
+        image_rsts.append(rst + _interactive_view_rst(fig, Path(gallery_conf["src_dir"]).name))
     plt.close("all")
     if len(image_rsts) <= 1:
         return "".join(image_rsts)
@@ -514,6 +516,20 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
     return HLIST_HEADER + "".join(
         HLIST_IMAGE_MATPLOTLIB + textwrap.indent(rst, " " * 6) for rst in multi
     )
+
+
+def _interactive_view_rst(fig, lang: str) -> str:
+    """A raw-HTML block with the interactive view of ``fig``, or ``""`` when it has none.
+
+    The view's data is what the plotting function drew (``mha_ref.tutorial.interactive``);
+    its script and style sheet are loaded once for the whole site (``conf.py``).
+    """
+    from mha_ref.tutorial.interactive import view_html
+
+    html = view_html(fig, lang)
+    if html is None:
+        return ""
+    return f"\n.. raw:: html\n\n   {html}\n\n"
 
 
 def _draw_once(fig, dpi: float):

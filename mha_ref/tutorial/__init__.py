@@ -26,6 +26,9 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
     the on-disk cache that lets the second language reuse the first one's trainings.
 ``plotting`` and ``fonts``
     attention-weight heatmaps, mask pictures, line plots; Chinese labels with a bundled font.
+``interactive``
+    the exact weights a heatmap drew, attached to its figure, and the interactive view of
+    them that the docs show beside each picture (and a notebook under it).
 ``bench`` and ``bench_suite``
     honest timing and memory helpers, and the comparison behind ``nox -s bench``.
 """

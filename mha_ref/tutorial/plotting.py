@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from mha_ref.tutorial.fonts import has_cjk, use_cjk_font_for
+from mha_ref.tutorial.interactive import attach_mask_view_data, attach_view_data, view_html
 
 __all__ = [
     "plot_heads",
@@ -35,7 +36,7 @@ def _to_numpy(x: object) -> np.ndarray:
     """Tensor or array-like -> float or bool NumPy array on the CPU."""
     if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
         x = x.detach().cpu()
-        if x.dtype.is_floating_point:
+        if x.dtype.is_floating_point and x.element_size() < 4:  # float16, bfloat16: no loss
             x = x.float()
         x = x.numpy()
     return np.asarray(x)
@@ -122,6 +123,7 @@ def plot_heads(
     ylabel: str | None = None,
     blocked: object | None = None,
     blocked_label: str = "blocked by the mask",
+    layers: Sequence[str] | None = None,
 ) -> Figure:
     """Draw one heatmap per head in a grid, with token labels and one shared colour bar.
 
@@ -151,9 +153,15 @@ def plot_heads(
             Those cells are drawn grey without a number, so a blocked cell cannot be mistaken
             for one the softmax made small, and a legend entry says what grey means.
         blocked_label: the legend's text for the grey cells (pass it in the page's language).
+        layers: one layer name per heatmap, when they come from several layers: the
+            interactive view then offers a choice of layer, then of head.
 
     Returns:
-        The figure, with ``num_heads`` heatmap axes followed by the colour-bar axes.
+        The figure, with ``num_heads`` heatmap axes followed by the colour-bar axes. It carries
+        the exact weights it draws, with the labels and blocked cells
+        (``mha_ref.tutorial.interactive.view_data``), from which the docs write an
+        interactive view beside the picture; in a Jupyter notebook that view is displayed
+        under the figure.
 
     Raises:
         TypeError: ``blocked`` is not boolean (the message says how to convert it).
@@ -161,9 +169,10 @@ def plot_heads(
             ``blocked`` is not of its shape; or a cell marked blocked holds a non-zero weight
             (the mask did not act as ``blocked`` says: grey would hide it).
     """
-    w = _to_numpy(weights).astype(np.float64)
-    if w.ndim == 2:
-        w = w[None]
+    computed = _to_numpy(weights)  # in the precision the weights were computed in
+    if computed.ndim == 2:
+        computed = computed[None]
+    w = computed.astype(np.float64)
     if w.ndim != 3:
         raise ValueError(
             "plot_heads: weights must be (num_heads, query_len, key_len) or (query_len, key_len), "
@@ -177,8 +186,11 @@ def plot_heads(
             f"for weights of shape {tuple(w.shape)}; pass one label per row and per column"
         )
     is_blocked = _check_blocked(blocked, w)  # (num_heads, query_len, key_len), bool
+    default_titles = titles is None
     if titles is None:
         titles = [f"head {h}" for h in range(num_heads)]
+    if layers is not None and len(layers) != num_heads:
+        raise ValueError(f"plot_heads: got {len(layers)} layer names for {num_heads} heatmaps")
     if len(titles) != num_heads:
         raise ValueError(f"plot_heads: got {len(titles)} titles for {num_heads} heatmaps")
     use_cjk_font_for(query_labels, key_labels, titles, suptitle, colorbar_label, xlabel, ylabel)
@@ -263,7 +275,45 @@ def plot_heads(
         fig.supylabel(ylabel, fontsize=10)
     if suptitle:
         fig.suptitle(suptitle)
+    attach_view_data(
+        fig,
+        computed,
+        query_labels,
+        key_labels,
+        names=None if default_titles else titles,
+        layers=layers,
+        blocked=is_blocked if blocked is not None else None,
+        title=suptitle,
+        vmax=vmax,
+        cmap=colours,
+        colorbar_label=colorbar_label,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        blocked_label=blocked_label if blocked is not None else None,
+    )
+    _show_view_in_notebook(fig)
     return fig
+
+
+def _show_view_in_notebook(fig: Figure) -> None:
+    """In a Jupyter kernel, display the interactive view of ``fig`` (it follows the picture,
+    which the notebook's matplotlib backend shows at the end of the cell). Elsewhere (a script,
+    the docs build) do nothing: there the picture is shown, and the docs add the view."""
+    import sys
+
+    if not SHOW_VIEW_IN_NOTEBOOK or "ipykernel" not in sys.modules:
+        return
+    from IPython import get_ipython
+    from IPython.display import HTML, display
+
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return
+    display(HTML(view_html(fig, standalone=True)))
+
+
+#: set to False to keep ``plot_heads`` from displaying its interactive view in a notebook
+SHOW_VIEW_IN_NOTEBOOK = True
 
 
 def _check_blocked(blocked: object, w: np.ndarray) -> np.ndarray:
@@ -372,6 +422,19 @@ def plot_mask(
     _draw_mask(ax, m, query_labels, key_labels, title, xlabel, ylabel, xticks)
     if show_legend:
         _mask_legend(fig, legend, _ALLOWED_COLOUR, _BLOCKED_COLOUR)
+        attach_mask_view_data(
+            fig,
+            [m],
+            query_labels,
+            key_labels,
+            names=[title],
+            title=None,
+            legend=legend,
+            allowed_colour=_ALLOWED_COLOUR,
+            xlabel=xlabel,
+            ylabel=ylabel,
+        )
+        _show_view_in_notebook(fig)
     return fig
 
 
@@ -459,8 +522,10 @@ def plot_masks(
         layout="constrained",
     )
     axes = fig.subplots(1, len(masks), squeeze=False)[0]
+    checked = []
     for i, (ax, m, t) in enumerate(zip(axes, masks, titles, strict=True)):
         m = _check_mask(m, query_labels, key_labels, "plot_masks")
+        checked.append(m)
         query_labels_i, key_labels_i = _default_labels(query_labels, key_labels, *m.shape)
         # the key label under every mask (the legend sits below them), the query label once
         ylabel_i = ylabel if i == 0 else None
@@ -468,6 +533,18 @@ def plot_masks(
     _mask_legend(fig, legend, _ALLOWED_COLOUR, _BLOCKED_COLOUR)
     if suptitle:
         fig.suptitle(suptitle)
+    if attach_mask_view_data(
+        fig,
+        checked,
+        *_default_labels(query_labels, key_labels, *checked[0].shape),
+        names=titles,
+        title=suptitle,
+        legend=legend,
+        allowed_colour=_ALLOWED_COLOUR,
+        xlabel=xlabel,
+        ylabel=ylabel,
+    ):
+        _show_view_in_notebook(fig)
     return fig
 
 

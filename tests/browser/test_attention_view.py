@@ -1,0 +1,303 @@
+"""The interactive attention views on the built site, in headless Chromium (``nox -s browser``).
+
+Each view is built by ``attention-view.js`` from the weights ``plot_heads`` drew; these tests read
+the embedded data and check that what the reader sees and hears is those numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import ROOT, SCREENSHOTS, SITE
+
+pytestmark = pytest.mark.browser
+
+LANGUAGES = ("en", "zh_CN")
+#: example 01 draws 8 heads of random weights; example 04 draws weights with blocked cells
+SHAPES = "auto_examples/plot_01_shapes.html"
+MASKS = "auto_examples/plot_04_masks.html"
+WORDS = {
+    "en": {"all": "All heads", "query": "query", "blocked": "blocked", "table": "Show as table"},
+    "zh_CN": {"all": "全部头", "query": "查询", "blocked": "屏蔽", "table": "以表格显示"},
+}
+
+
+def pages_with_views(lang: str) -> list[str]:
+    root = SITE / lang
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.glob("auto_examples/*.html")
+        if 'data-mha-attn="1"' in p.read_text(encoding="utf-8")
+    )
+
+
+def view_data(page, index: int = 0) -> dict:
+    text = page.locator(".mha-attn script[type='application/json']").nth(index).text_content()
+    return json.loads(text)
+
+
+def readout_number(text: str) -> float:
+    """The weight at the end of a readout line ("…: 0.31724066")."""
+    match = re.search(r"[:：]\s*(-?[\d.]+(?:e-?\d+)?)$", text)
+    assert match, f"no number at the end of {text!r}"
+    return float(match.group(1))
+
+
+def open_page(watched, site_url, lang, rel, scheme="light", width=1280):
+    watch = watched(scheme)
+    watch.page.set_viewport_size({"width": width, "height": 900})
+    watch.page.goto(f"{site_url}/{lang}/{rel}", wait_until="load")
+    watch.page.wait_for_selector(".mha-attn[data-mha-attn='2'] [role='grid']")
+    return watch
+
+
+def test_the_example_pages_that_draw_weights_have_views():
+    for lang in LANGUAGES:
+        pages = pages_with_views(lang)
+        assert SHAPES in pages and MASKS in pages, f"{lang}: views on {pages}"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_hovering_and_focusing_a_cell_reads_its_weight_and_tokens(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    data = view_data(page)
+    view = page.locator(".mha-attn").first
+    readout = view.locator(".mha-attn-readout")
+    rows, cols = len(data["queries"]), len(data["keys"])
+    for i, j in [(0, 0), (rows - 1, cols - 1), (1, cols // 2)]:
+        view.locator(f"[data-cell='0,{i},{j}']").hover()
+        text = readout.text_content()
+        assert f"“{data['queries'][i]}”" in text and f"“{data['keys'][j]}”" in text, text
+        assert readout_number(text) == data["weights"][0][i][j], text
+    # the keyboard: focus the grid's cell, then arrows move the focus and the readout
+    cell = view.locator("[role='gridcell'][tabindex='0']")
+    cell.focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowDown")
+    focused = page.evaluate("document.activeElement.getAttribute('data-cell')")
+    assert focused == "0,1,1"
+    text = readout.text_content()
+    assert readout_number(text) == data["weights"][0][1][1]
+    label = page.evaluate("document.activeElement.getAttribute('aria-label')")
+    assert label == text and WORDS[lang]["query"] in label
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_switching_heads_and_the_keyboard_reaches_every_head(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    data = view_data(page)
+    view = page.locator(".mha-attn").first
+    num_heads = len(data["weights"])
+    assert num_heads == 8
+    colour_before = view.locator("[data-cell='0,0,0']").evaluate(
+        "c => getComputedStyle(c).backgroundColor"
+    )
+    view.locator(".mha-attn-heads button", has_text=data["names"][3]).click()
+    assert view.locator("[data-cell='3,0,0']").count() == 1
+    assert view.locator("[data-cell='0,0,0']").count() == 0
+    colour_after = view.locator("[data-cell='3,0,0']").evaluate(
+        "c => getComputedStyle(c).backgroundColor"
+    )
+    assert (colour_before != colour_after) == (
+        data["weights"][0][0][0] != data["weights"][3][0][0]
+    )
+    # Tab into the head picker, then the arrow keys visit every head and the "all" view
+    view.locator(".mha-attn-heads button[aria-pressed='true']").focus()
+    seen = set()
+    for _ in range(num_heads + 1):
+        page.keyboard.press("ArrowRight")
+        seen.add(page.evaluate("document.activeElement.textContent"))
+        pressed = view.locator(".mha-attn-heads button[aria-pressed='true']").text_content()
+        assert pressed == page.evaluate("document.activeElement.textContent")
+    assert seen == set(data["names"]) | {WORDS[lang]["all"]}
+    # Page Down in the grid goes to the next head, keeping the cell
+    view.locator(".mha-attn-heads button", has_text=data["names"][0]).click()
+    view.locator("[role='gridcell'][tabindex='0']").focus()
+    page.keyboard.press("PageDown")
+    assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "1,0,0"
+    # all heads at once: one small multiple per head, each opens its head
+    view.locator(".mha-attn-heads button", has_text=WORDS[lang]["all"]).click()
+    assert view.locator(".mha-attn-multiple").count() == num_heads
+    view.locator(".mha-attn-multiple-title").nth(5).click()
+    assert view.locator("[data-cell='5,0,0']").count() == 1
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_pinning_a_query_and_the_table(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    data = view_data(page)
+    view = page.locator(".mha-attn").first
+    view.locator(".mha-attn-query button").nth(2).click()
+    assert view.locator(".mha-attn-query.mha-attn-pin").count() == 1
+    row = data["weights"][0][2]
+    best = max(range(len(row)), key=row.__getitem__)
+    assert f"“{data['keys'][best]}” {row[best]}" in view.locator(".mha-attn-readout").inner_text()
+    view.locator(".mha-attn-toggle").click()
+    table = view.locator("table.mha-attn-numbers")
+    assert table.count() == 1
+    cells = table.locator("tbody tr").nth(2).locator("td").all_text_contents()
+    assert [float(c) for c in cells] == row
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_blocked_cells_are_shown_blocked_not_zero(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, MASKS)
+    page = watch.page
+    index = next(
+        k
+        for k in range(page.locator(".mha-attn").count())
+        if view_data(page, k)["blocked"] is not None
+    )
+    data = view_data(page, index)
+    view = page.locator(".mha-attn").nth(index)
+    h, i, j = next(
+        (h, i, j)
+        for h, head in enumerate(data["blocked"])
+        for i, r in enumerate(head)
+        for j, c in enumerate(r)
+        if c == "1"
+    )
+    assert data["weights"][h][i][j] == 0  # drawn from a zero, shown as blocked
+    view.locator(".mha-attn-heads button", has_text=data["names"][h]).first.click()
+    cell = view.locator(f"[data-cell='{h},{i},{j}']")
+    assert "mha-attn-blocked" in cell.get_attribute("class")
+    cell.hover()
+    text = view.locator(".mha-attn-readout").text_content()
+    assert text.endswith(data["blocked_label"] or "") or WORDS[lang]["blocked"] in text
+    assert not re.search(r"[:：]\s*0(\.0*)?$", text), text
+    view.locator(".mha-attn-toggle").click()
+    row = view.locator("table.mha-attn-numbers tbody tr").nth(i).locator("td")
+    assert row.nth(j).text_content() == "—"
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_views_fit_a_phone_screen_and_scroll_inside(watched, site_url, lang):
+    problems = []
+    watch = watched()
+    page = watch.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    for rel in pages_with_views(lang):
+        page.goto(f"{site_url}/{lang}/{rel}", wait_until="load")
+        page.wait_for_selector(".mha-attn[data-mha-attn='2'] [role='grid']")
+        page.locator(".mha-attn .mha-attn-toggle").first.click()
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        if overflow > 0:
+            problems.append(f"{lang}/{rel}: the page is {overflow} px wider than the screen")
+        too_wide = page.evaluate(
+            "Array.from(document.querySelectorAll('.mha-attn'))"
+            ".filter(v => v.getBoundingClientRect().right > window.innerWidth + 0.5).length"
+        )
+        if too_wide:
+            problems.append(f"{lang}/{rel}: {too_wide} views wider than the screen")
+    assert not watch.errors, watch.errors
+    assert not watch.external, watch.external
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_dark_mode_and_the_page_language(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, MASKS, scheme="dark")
+    page = watch.page
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    view = page.locator(".mha-attn").first
+    text = view.evaluate("v => getComputedStyle(v).color")
+    brightness = sum(int(c) for c in re.findall(r"\d+", text)[:3])
+    assert brightness > 3 * 150, f"text colour {text} is not light on the dark page"
+    button = view.locator(".mha-attn-toggle")
+    assert button.text_content() == WORDS[lang]["table"]
+    assert view.get_attribute("lang") == ("zh-CN" if lang == "zh_CN" else "en")
+    if lang == "zh_CN":  # the tokens of Chinese pages are Chinese
+        assert any(re.search(r"[\u4e00-\u9fff]", q) for q in view_data(page)["queries"])
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_view_screenshots(watched, site_url, lang, scheme, width):
+    """Screenshots to look at (build/screenshots/attention-*.png)."""
+    watch = open_page(watched, site_url, lang, MASKS, scheme=scheme, width=width)
+    page = watch.page
+    count = page.locator(".mha-attn").count()
+    index = next(k for k in range(count) if view_data(page, k)["kind"] == "weights")
+    view = page.locator(".mha-attn").nth(index)
+    view.locator(".mha-attn-heads button").last.click()  # causal & padding: blocked cells
+    view.scroll_into_view_if_needed()
+    view.locator(".mha-attn-query button").nth(3).click()  # a pinned row
+    view.locator("[role='gridcell']").nth(9).hover()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-{scheme}-{width}.png"))
+    view.locator(".mha-attn-heads button").first.click()  # all heads
+    view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-{scheme}-{width}-all.png"))
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_token_view_draws_a_line_per_weight(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    data = view_data(page)
+    view = page.locator(".mha-attn").first
+    view.locator(".mha-attn-lines-toggle").click()
+    lines = view.locator("svg.mha-attn-lines line")
+    weights = data["weights"][0]
+    assert lines.count() == sum(1 for row in weights for v in row if v and v > 0)
+    opacity = float(view.locator("line[data-cell='0,1,2']").get_attribute("stroke-opacity"))
+    assert opacity == pytest.approx(weights[1][2] / data["vmax"], abs=5e-4)
+    view.locator(".mha-attn-line-query").nth(1).click()  # pins query 1: its lines alone
+    assert view.locator("line.mha-attn-pin").count() == len(data["keys"])
+    assert view.locator("line.mha-attn-faded").count() == lines.count() - len(data["keys"])
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-lines.png"))
+    assert not watch.errors, watch.errors
+
+
+def test_layers_and_heads_on_a_page_of_its_own(browser):
+    """The script alone, on a page of its own, with two layers of two heads (no example has
+    layers yet): the layer picker shows that layer's heads, and the readout their weights."""
+    static = ROOT / "mha_ref" / "tutorial" / "static"
+    data = {
+        "version": 1, "kind": "weights", "lang": "en", "title": "two layers",
+        "queries": ["a", "b"], "keys": ["a", "b"], "names": ["L0H0", "L0H1", "L1H0", "L1H1"],
+        "layers": ["layer 0", "layer 0", "layer 1", "layer 1"],
+        "weights": [[[1.0, 0.0], [0.5, 0.5]], [[1.0, 0.0], [0.25, 0.75]],
+                    [[1.0, 0.0], [0.125, 0.875]], [[1.0, 0.0], [0.375, 0.625]]],
+        "blocked": [["01", "00"]] * 4, "vmax": 1.0, "colours": ["#000000", "#ffffff"],
+        "colorbar_label": None, "xlabel": None, "ylabel": None, "blocked_label": "masked",
+    }
+    html = (
+        "<!doctype html><html lang='en'><head><title>t</title><style>"
+        + (static / "attention-view.css").read_text(encoding="utf-8")
+        + "</style></head><body><main><div class='mha-attn' data-mha-attn='1'>"
+        + "<script type='application/json'>" + json.dumps(data) + "</script></div><script>"
+        + (static / "attention-view.js").read_text(encoding="utf-8")
+        + "</script></main></body></html>"
+    )
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.set_content(html)
+    heads = page.locator(".mha-attn-heads button")
+    assert heads.all_text_contents() == ["All heads", "L0H0", "L0H1"]
+    page.select_option(".mha-attn-layer select", "layer 1")
+    assert heads.all_text_contents() == ["All heads", "L1H0", "L1H1"]
+    page.locator("[data-cell='2,1,1']").hover()
+    assert page.locator(".mha-attn-readout").text_content() == "L1H0, query “b”, key “b”: 0.875"
+    page.locator("[data-cell='2,0,1']").hover()
+    assert page.locator(".mha-attn-readout").text_content().endswith(": masked")
+    page.locator("[role='gridcell'][tabindex='0']").focus()
+    page.keyboard.press("PageDown")  # the next head of this layer
+    assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "3,0,0"
+    page.keyboard.press("PageDown")  # and round to the first
+    assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "2,0,0"
+    page.close()
+    assert not errors, errors

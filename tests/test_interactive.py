@@ -1,0 +1,160 @@
+"""The data of the interactive attention views: what plot_heads drew, exactly, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from mha_ref import causal_mask  # noqa: E402
+from mha_ref.tutorial import interactive  # noqa: E402
+from mha_ref.tutorial.plotting import plot_heads  # noqa: E402
+
+TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
+ZH_TOKENS = ["你的", "旅程", "开始", "于", "一", "步"]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _weights(num_heads: int, n: int = 6, dtype=torch.float32) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.softmax(torch.randn(num_heads, n, n, generator=g, dtype=dtype), dim=-1)
+
+
+def _round_trip(fig, lang=None) -> dict:
+    return json.loads(interactive.view_json(interactive.view_data(fig), lang))
+
+
+def test_the_embedded_weights_are_the_tensor_bit_for_bit():
+    w = _weights(3)
+    data = _round_trip(plot_heads(w, TOKENS, titles=["a", "b", "c"], suptitle="three heads"))
+    embedded = np.array(data["weights"], dtype=np.float32)
+    assert embedded.shape == (3, 6, 6)
+    assert np.array_equal(embedded, w.numpy())  # float32 in, the same float32 out
+    assert data["queries"] == TOKENS and data["keys"] == TOKENS
+    assert data["names"] == ["a", "b", "c"] and data["title"] == "three heads"
+    assert data["blocked"] is None and data["lang"] == "en"
+    assert data["vmax"] == pytest.approx(float(w.max()))
+
+
+def test_float64_weights_keep_their_precision():
+    w = _weights(1, dtype=torch.float64)[0]
+    data = _round_trip(plot_heads(w, TOKENS))
+    assert np.array_equal(np.array(data["weights"][0]), w.numpy())
+
+
+def test_numbers_use_the_fewest_digits_that_read_back():
+    w = torch.tensor([[[0.1, 0.9], [1.0, 0.0]]])
+    text = interactive.view_json(interactive.view_data(plot_heads(w)))
+    assert '"weights":[[[0.1,0.9],[1.0,0.0]]]' in text
+
+
+def test_blocked_cells_are_marked_not_zero():
+    mask = causal_mask(6)  # True = may attend
+    scores = torch.randn(2, 6, 6).masked_fill(~mask, float("-inf"))
+    w = scores.softmax(-1)
+    data = _round_trip(plot_heads(w, TOKENS, blocked=~mask, blocked_label="masked out"))
+    assert data["blocked"][0][0] == "011111" and data["blocked"][1][5] == "000000"
+    blocked = np.array([[[c == "1" for c in row] for row in head] for head in data["blocked"]])
+    assert np.array_equal(blocked, np.broadcast_to(~mask.numpy(), (2, 6, 6)))
+    assert data["blocked_label"] == "masked out"
+
+
+def test_a_nan_row_is_null():
+    w = _weights(1)
+    w[0, 2] = float("nan")
+    data = _round_trip(plot_heads(w, TOKENS))
+    assert data["weights"][0][2] == [None] * 6
+    assert data["weights"][0][1][0] == pytest.approx(float(w[0, 1, 0]))
+
+
+def test_default_names_are_left_to_the_page_and_chinese_labels_mean_a_chinese_view():
+    data = _round_trip(plot_heads(_weights(2), ZH_TOKENS))
+    assert data["names"] is None  # the view writes "head 0" or "头 0" in the page's language
+    assert data["lang"] == "zh_CN"
+    assert _round_trip(plot_heads(_weights(2), ZH_TOKENS), "en")["lang"] == "en"
+
+
+def test_layers_are_kept_and_checked():
+    layers = ["layer 0", "layer 0", "layer 1", "layer 1"]
+    data = _round_trip(plot_heads(_weights(4), TOKENS, layers=layers))
+    assert data["layers"] == layers
+    with pytest.raises(ValueError, match="3 layer names for 4 heatmaps"):
+        plot_heads(_weights(4), TOKENS, layers=layers[:3])
+
+
+def test_colours_are_the_figures_colour_map():
+    data = _round_trip(plot_heads(_weights(1), TOKENS))
+    assert data["colours"][0] == "#440154" and data["colours"][-1] == "#fde725"  # viridis
+
+
+def test_html_cannot_be_closed_by_a_label():
+    fig = plot_heads(_weights(1, n=2), ["</script><b>", "a&b"])
+    html = interactive.view_html(fig, "en")
+    assert html.count("</script>") == 1 and "<b>" not in html
+    assert _round_trip(fig)["queries"] == ["</script><b>", "a&b"]
+
+
+def test_standalone_html_carries_its_script_and_style():
+    fig = plot_heads(_weights(1), TOKENS)
+    page = interactive.view_html(fig, standalone=True)
+    assert page.startswith("<style>") and "function View(" in page
+    assert re.search(r"https?://", page.replace("http://www.w3.org", "")) is None
+    assert interactive.view_html(plt.figure()) is None  # a figure without data has no view
+
+
+def test_the_largest_gallery_size_of_figure_stays_small():
+    # 8 heads of 16 x 16 float32 weights, the largest the gallery draws today, blocked half
+    mask = causal_mask(16)
+    w = torch.randn(8, 16, 16).masked_fill(~mask, float("-inf")).softmax(-1)
+    text = interactive.view_json(
+        interactive.view_data(plot_heads(w, [f"tok{i}" for i in range(16)], blocked=~mask))
+    )
+    assert len(text.encode()) < 40_000
+
+
+def test_mask_pictures_carry_their_masks():
+    from mha_ref.tutorial.plotting import plot_mask, plot_masks
+
+    allowed = causal_mask(4)
+    data = _round_trip(plot_masks([allowed, ~allowed], TOKENS[:4], titles=["causal", None]))
+    assert data["kind"] == "mask" and data["names"] == ["causal", ""]
+    assert np.array_equal(np.array(data["weights"]), np.stack([allowed, ~allowed]).astype(float))
+    assert data["blocked"][0] == ["0111", "0011", "0001", "0000"]
+    assert (data["allowed_label"], data["blocked_label"]) == ("may attend", "blocked")
+    single = _round_trip(plot_mask(allowed, legend=("可以关注", "被屏蔽")))
+    assert single["names"] is None and single["allowed_label"] == "可以关注"
+    # masks of different shapes in one figure: the picture only
+    wide = causal_mask(2, 4, alignment="bottom_right")
+    assert interactive.view_data(plot_masks([allowed, wide])) is None
+
+
+def test_a_notebook_shows_the_view_under_the_figure():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    code = (
+        "import torch\n"
+        "from mha_ref.tutorial.plotting import plot_heads\n"
+        "w = torch.tensor([[[0.25, 0.75], [1.0, 0.0]]])\n"
+        "fig = plot_heads(w, ['你', '好'])"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert len(html) == 1 and 'class="mha-attn"' in html[0]
+    assert "function View(" in html[0] and "[[[0.25,0.75],[1.0,0.0]]]" in html[0]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the picture as well
