@@ -123,3 +123,24 @@ def test_plot_benchmark_reference_line():
     no_reference = bench.plot_benchmark(names, [2e-3, 1e-3], [3 * 2**20, 2**19])
     assert not no_reference.axes[1].get_lines()
     plt.close("all")
+
+
+def test_time_interleaved_alternates_and_takes_medians():
+    # one warm-up round (a, b), then three rounds a, b, a, b, a, b
+    clock = FakeClock([50.0, 60.0, 0.1, 1.0, 0.3, 3.0, 0.2, 2.0])
+    order = []
+
+    def make(name):
+        def fn():
+            order.append(name)
+            clock.work()
+
+        return fn
+
+    medians = bench.time_interleaved(
+        {"a": make("a"), "b": make("b")}, warmup=1, repeats=3, device="cpu", clock=clock
+    )
+    assert order == ["a", "b"] * 4
+    assert medians == pytest.approx({"a": 0.2, "b": 2.0})
+    with pytest.raises(ValueError, match="repeats"):
+        bench.time_interleaved({"a": make("a")}, repeats=0)
