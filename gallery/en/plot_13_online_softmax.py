@@ -33,7 +33,13 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mha_ref import pick_device, scaled_dot_product_attention, tiled_attention
-from mha_ref.tutorial.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
+from mha_ref.tutorial.bench import (
+    environment,
+    peak_memory,
+    plot_benchmark,
+    tensor_bytes,
+    time_interleaved,
+)
 from mha_ref.tutorial.plotting import text_table
 
 torch.manual_seed(0)
@@ -160,10 +166,8 @@ print(text_table(["implementation", "max abs diff vs float64", "equal to 1e-5"],
 if not all(row[-1] for row in backend_rows):
     raise RuntimeError("a backend disagrees with the float64 reference; timing it is meaningless")
 
-seconds, peaks = [], []
-for fn in implementations.values():
-    seconds.append(time_fn(fn, warmup=1, repeats=3, device=device))
-    peaks.append(peak_memory(fn, device))
+seconds = list(time_interleaved(implementations, warmup=1, repeats=3, device=device).values())
+peaks = [peak_memory(fn, device) for fn in implementations.values()]
 memory_rows = [
     (name, f"{p.peak_mib:.1f}", "yes" if p.peak_bytes >= full_scores else "no")
     for name, p in zip(implementations, peaks, strict=True)

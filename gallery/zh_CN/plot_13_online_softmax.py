@@ -5,9 +5,9 @@ FlashAttention 背后的在线 softmax
 论文里写的注意力先算出每个查询行的全部分数（每个头 ``(L, S)``），再做 softmax，再对值加权求和。
 序列一长，分数就成了这一层里最大的张量；把它写进内存再读出来，花的时间比算术本身还多。
 FlashAttention（Dao 等，2022）从不保存这些分数：它借助 Milakov 与 Gimelshein（2018）的
-*在线 softmax*，沿着键一块一块地往前走，结果是**精确的**，不是近似。
+*在线 softmax*，沿着键一块一块地往前走，结果是 **精确的**，不是近似。
 
-本例分三步搭起这个想法：为什么每个 softmax 都要减去行最大值；*运行中的*最大值如何让我们一块一块地
+本例分三步搭起这个想法：为什么每个 softmax 都要减去行最大值；*运行中的* 最大值如何让我们一块一块地
 做到这一点（:func:`mha_ref.tiled_attention`，并核对它等于完整注意力）；以及 PyTorch 自己的融合
 内核在本设备上的表现——先核对，再计时。耗时只打印在 ``[timing]`` 行里：它们取决于机器。
 """
@@ -29,7 +29,13 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mha_ref import pick_device, scaled_dot_product_attention, tiled_attention
-from mha_ref.tutorial.bench import environment, peak_memory, plot_benchmark, tensor_bytes, time_fn
+from mha_ref.tutorial.bench import (
+    environment,
+    peak_memory,
+    plot_benchmark,
+    tensor_bytes,
+    time_interleaved,
+)
 from mha_ref.tutorial.plotting import text_table
 
 torch.manual_seed(0)
@@ -150,10 +156,8 @@ print(text_table(["实现", "与 float64 的最大绝对差", "在 1e-5 内相�
 if not all(row[-1] for row in backend_rows):
     raise RuntimeError("有后端与 float64 参考结果不一致，计时没有意义")
 
-seconds, peaks = [], []
-for fn in implementations.values():
-    seconds.append(time_fn(fn, warmup=1, repeats=3, device=device))
-    peaks.append(peak_memory(fn, device))
+seconds = list(time_interleaved(implementations, warmup=1, repeats=3, device=device).values())
+peaks = [peak_memory(fn, device) for fn in implementations.values()]
 memory_rows = [
     (name, f"{p.peak_mib:.1f}", "是" if p.peak_bytes >= full_scores else "否")
     for name, p in zip(implementations, peaks, strict=True)
