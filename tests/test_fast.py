@@ -271,3 +271,20 @@ def test_mha_to_gqa_errors():
         mha_to_gqa(MultiHeadAttention(16, 4, add_bias_kv=True), 2)
     with pytest.raises(ValueError, match="kdim"):
         mha_to_gqa(MultiHeadAttention(16, 4, kdim=8), 2)
+
+
+def test_uptraining_conversion_keeps_accuracy_with_as_many_kv_heads(monkeypatch):
+    from mha_ref.tutorial import cache
+    from mha_ref.tutorial.uptraining import gqa_uptraining
+
+    monkeypatch.delenv(cache.CACHE_ENV_VAR, raising=False)
+    result = gqa_uptraining((4, 1), steps=30, uptrain_steps=3, eval_size=64)
+    assert [row.num_kv_heads for row in result.rows] == [4, 1]
+    exact = result.rows[0]
+    assert exact.converted_accuracy == result.mha_accuracy  # nothing pooled: same function
+    assert len(exact.uptrain_losses) == 3
+    for row in result.rows:
+        for accuracy in (row.converted_accuracy, row.uptrained_accuracy, row.scratch_accuracy):
+            assert 0.0 <= accuracy <= 1.0
+    with pytest.raises(ValueError, match="divide"):
+        gqa_uptraining((3,))

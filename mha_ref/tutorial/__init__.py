@@ -11,6 +11,8 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
     where each head looks (offset profile, entropy); descriptive only.
 ``head_count``
     the cost of more heads at a fixed ``embed_dim``, and the head-count sweep.
+``uptraining``
+    multi-head -> grouped-query attention on the tiny model: mean-pooling, then uptraining.
 ``cache``
     the on-disk cache that lets the second language reuse the first one's trainings.
 ``plotting`` and ``fonts``
