@@ -144,3 +144,17 @@ def test_time_interleaved_alternates_and_takes_medians():
     assert medians == pytest.approx({"a": 0.2, "b": 2.0})
     with pytest.raises(ValueError, match="repeats"):
         bench.time_interleaved({"a": make("a")}, repeats=0)
+
+
+def test_torch_compile_status_needs_a_cpp_compiler_on_cpu(monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert bench.torch_compile_status("cpu") == (
+        False,
+        "no C++ compiler found (inductor needs one on CPU)",
+    )
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
+    available, reason = bench.torch_compile_status("cpu")
+    assert available and "C++ compiler found" in reason
+

@@ -38,6 +38,7 @@ __all__ = [
     "tensor_bytes",
     "time_fn",
     "time_interleaved",
+    "torch_compile_status",
 ]
 
 
@@ -239,6 +240,29 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
     if device.type == "cpu":
         return MemoryReport(_cpu_peak_from_profiler(fn), "torch.profiler(profile_memory=True)")
     raise ValueError(f"device must be 'cpu' or 'cuda', got {device.type!r}")
+
+
+def torch_compile_status(device: torch.device | str | None = "cpu") -> tuple[bool, str]:
+    """Whether ``torch.compile`` (default backend, inductor) can run on ``device``, and why.
+
+    On a CPU, inductor writes C++ and compiles it, so it needs a C++ compiler: the one named by
+    the ``CXX`` environment variable, else ``c++``, ``g++`` or ``clang++`` on the ``PATH``. On
+    CUDA it generates Triton kernels, which ship with PyTorch's CUDA builds. The reason is a
+    short English phrase without paths, so that it prints the same on every machine.
+
+    Returns:
+        ``(available, reason)``, e.g. ``(False, "no C++ compiler found (inductor needs one on
+        CPU)")``.
+    """
+    import shutil
+
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        return True, "CUDA device (inductor generates Triton kernels)"
+    candidates = [os.environ.get("CXX"), "c++", "g++", "clang++"]
+    if any(name and shutil.which(name) for name in candidates):
+        return True, "C++ compiler found (inductor generates C++ on CPU)"
+    return False, "no C++ compiler found (inductor needs one on CPU)"
 
 
 def tensor_bytes(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> int:
