@@ -158,3 +158,23 @@ def test_torch_compile_status_needs_a_cpp_compiler_on_cpu(monkeypatch):
     available, reason = bench.torch_compile_status("cpu")
     assert available and "C++ compiler found" in reason
 
+
+def test_bench_suite_fast_attention_groups_structure(monkeypatch):
+    """The issue-14 comparisons run and report ratios (tiny sizes; no time is asserted)."""
+    from mha_ref.tutorial import bench_suite
+
+    monkeypatch.setattr(bench_suite, "SIZES", {"bert-base layer": (1, 16, 16, 2)})
+    monkeypatch.setattr(bench_suite, "DECODE_SIZE", (1, 32, 16, 4))
+    monkeypatch.setattr(bench_suite, "torch_compile_status", lambda device: (False, "no compiler"))
+    notes = []
+    results = bench_suite.run_suite(
+        device=torch.device("cpu"), repeats=1, warmup=0,
+        groups=("tiled", "decode", "compile"), notes=notes,
+    )
+    names = [r.name for r in results]
+    assert "tiled_attention (block 128) vs F.sdpa math backend, forward" in names
+    assert "decode step (fused), num_kv_heads=1 vs 4" in names
+    assert "decode step (explicit), num_kv_heads=2 vs 4" in names
+    assert all(r.ratio > 0 for r in results)
+    assert notes == ["torch.compile comparisons skipped: no compiler"]
+    assert "skipped" in bench_suite.format_report(results, {"torch": "x"}, notes)
