@@ -8,7 +8,9 @@ Masks (``True`` = may attend, the ``scaled_dot_product_attention`` convention)
 Modules
     ``CausalAttention``, ``MultiHeadAttentionWrapper``, ``CausalMultiHeadAttention``,
     ``wrapper_to_batched``, ``MultiHeadAttention`` (drop-in for
-    ``torch.nn.MultiheadAttention``), ``GroupedQueryAttention``.
+    ``torch.nn.MultiheadAttention``), ``GroupedQueryAttention``, ``mha_to_gqa``.
+Running fast
+    ``tiled_attention`` (the online softmax), ``KVCache``, ``kv_cache_bytes_per_token``.
 Device
     ``pick_device``.
 
@@ -32,7 +34,8 @@ from mha_ref.functional import (
     scaled_dot_product_attention,
     split_heads,
 )
-from mha_ref.grouped import GroupedQueryAttention
+from mha_ref.grouped import GroupedQueryAttention, mha_to_gqa
+from mha_ref.kv_cache import KVCache, kv_cache_bytes_per_token
 from mha_ref.masks import (
     allowed_to_additive,
     allowed_to_blocked,
@@ -41,6 +44,7 @@ from mha_ref.masks import (
     padding_mask,
 )
 from mha_ref.multihead import MultiHeadAttention
+from mha_ref.tiled import tiled_attention
 
 __all__ = [
     "__version__",
@@ -59,5 +63,9 @@ __all__ = [
     "wrapper_to_batched",
     "MultiHeadAttention",
     "GroupedQueryAttention",
+    "mha_to_gqa",
+    "tiled_attention",
+    "KVCache",
+    "kv_cache_bytes_per_token",
     "pick_device",
 ]

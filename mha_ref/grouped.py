@@ -18,12 +18,12 @@ from mha_ref.functional import (
     _autocast_active,
     _default_scale,
     _merge_heads,
-    _repeat_heads,
     _split_heads,
 )
+from mha_ref.kv_cache import KVCache
 from mha_ref.masks import causal_mask
 
-__all__ = ["GroupedQueryAttention"]
+__all__ = ["GroupedQueryAttention", "mha_to_gqa"]
 
 
 class GroupedQueryAttention(nn.Module):
@@ -201,12 +201,110 @@ class GroupedQueryAttention(nn.Module):
             return context, None
         if is_causal:
             attn_mask = causal_mask(queries.shape[2], keys.shape[2], device=queries.device)
-        keys = _repeat_heads(keys, self.num_heads)  # (batch, num_heads, key_len, head_dim)
-        values = _repeat_heads(values, self.num_heads)  # (batch, num_heads, key_len, head_dim)
-        context, weights = _attention(
+        context, weights = _grouped_attention(
             queries, keys, values, attn_mask, dropout_p, scale=_default_scale(self.head_dim)
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, key_len)
         return context, (weights if need_weights else None)
+
+    # ------------------------------------------------------------------------------------------
+    # decoding with a KV cache
+    # ------------------------------------------------------------------------------------------
+
+    def new_cache(self, batch: int, max_len: int) -> KVCache:
+        """An empty ``mha_ref.KVCache`` for this layer: ``num_kv_heads`` heads of ``head_dim``.
+
+        Args:
+            batch: Number of sequences decoded together.
+            max_len: Largest number of tokens (prompt and generated) the cache will hold.
+
+        Returns:
+            KVCache: Buffers ``(batch, num_kv_heads, max_len, head_dim)`` on the parameters'
+            device and dtype, with ``cached_len = 0``.
+        """
+        parameter = self.k_proj.weight
+        return KVCache(
+            batch, self.num_kv_heads, max_len, self.head_dim,
+            device=parameter.device, dtype=parameter.dtype,
+        )
+
+    def decode(self, query: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Causal self-attention for new tokens, with the earlier tokens' keys/values cached.
+
+        Math: the new tokens are the last ``new_len`` positions of the sequence; their keys and
+        values are appended to ``cache``, and each new token attends to every cached token and
+        to the new tokens up to itself: the causal mask aligned **bottom-right**
+        (``mha_ref.causal_mask(new_len, cached_len, alignment="bottom_right")``), not the
+        top-left one of ``is_causal=True``. Feeding a sequence through ``decode`` in pieces
+        (a prompt, then one token per step) gives the rows of ``forward(x, is_causal=True)``
+        on the whole sequence.
+
+        Args:
+            query: The new tokens' features (self-attention: keys and values come from them).
+            cache: The cache of this layer (``new_cache``); updated in place.
+
+        Shape:
+            - query: ``(N, new_len, embed_dim)`` (``(new_len, N, embed_dim)`` if not
+              ``batch_first``).
+            - Output: the same shape as ``query``.
+
+        Returns:
+            torch.Tensor: The attention output for the new tokens.
+
+        Raises:
+            TypeError: If ``query`` is not a floating-point tensor of the parameters' dtype, or
+                ``cache`` is not a ``KVCache``.
+            ValueError: If ``query`` does not fit the module, or ``cache`` does not fit
+                ``query`` (batch, heads, head_dim, device, dtype) or is full.
+
+        Source:
+            Shazeer 2019, "Fast Transformer Decoding", arXiv:1911.02150, Sec. 2.4
+            (incremental decoding); PyTorch ``torch.nn.attention.bias.CausalVariation.LOWER_RIGHT``.
+        """
+        self._check_inputs(query, query, query)
+        x = query if self.batch_first else query.transpose(0, 1)  # (batch, new_len, embed_dim)
+        self._check_cache(cache, x.shape[0], x.shape[1])
+        queries = _split_heads(self.q_proj(x), self.num_heads)  # (batch, num_heads, new_len, hd)
+        new_keys = _split_heads(self.k_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
+        new_values = _split_heads(self.v_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
+        cache._append(new_keys, new_values)
+        keys, values = cache.keys, cache.values  # (batch, num_kv_heads, cached_len, head_dim)
+        new_len, cached_len = x.shape[1], cache.cached_len
+        attn_mask = None  # one new token: it may attend to every cached key
+        if new_len > 1:
+            attn_mask = causal_mask(
+                new_len, cached_len, alignment="bottom_right", device=x.device
+            )  # (new_len, cached_len)
+        context, _ = self._attend(queries, keys, values, attn_mask, False, need_weights=False)
+        output = self.out_proj(_merge_heads(context))  # (batch, new_len, embed_dim)
+        return output if self.batch_first else output.transpose(0, 1)
+
+    def _check_cache(self, cache: object, batch: int, new_len: int) -> None:
+        """Raise unless ``cache`` is a ``KVCache`` built for this layer with room for new_len."""
+        if not isinstance(cache, KVCache):
+            raise TypeError(
+                f"cache must be an mha_ref.KVCache, got {type(cache).__name__}. Build one with "
+                f"module.new_cache(batch, max_len)."
+            )
+        expected = (batch, self.num_kv_heads, self.head_dim)
+        given = (cache._keys.shape[0], cache._keys.shape[1], cache._keys.shape[3])
+        if given != expected:
+            raise ValueError(
+                f"cache must hold (batch, num_kv_heads, head_dim) = {expected} for this layer "
+                f"and input, got a cache with {given}. Build it with "
+                f"module.new_cache({batch}, max_len)."
+            )
+        parameter = self.k_proj.weight
+        if cache._keys.dtype != parameter.dtype or cache._keys.device != parameter.device:
+            raise ValueError(
+                f"cache is {cache._keys.dtype} on {cache._keys.device} but the module's "
+                f"parameters are {parameter.dtype} on {parameter.device}. Build it with "
+                f"module.new_cache(batch, max_len)."
+            )
+        if cache.cached_len + new_len > cache.max_len:
+            raise ValueError(
+                f"the cache holds {cache.cached_len} of at most max_len={cache.max_len} tokens "
+                f"and cannot take {new_len} more. Build it with a larger max_len."
+            )
 
     def _check_inputs(self, query: object, key: object, value: object) -> None:
         """Validate the forward inputs: 3-D float tensors of width ``embed_dim``, same batch."""
@@ -242,3 +340,142 @@ class GroupedQueryAttention(nn.Module):
         scores_shape = (query.shape[batch_dim], self.num_heads, query.shape[seq_dim],
                         key.shape[seq_dim])
         check.require_mask_broadcasts("attn_mask", attn_mask, scores_shape)
+
+
+def _grouped_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention where each key/value head serves a group of query heads, without copying K/V.
+
+    The ``group = num_heads // num_kv_heads`` query heads of one key/value head are stacked
+    along the query-length dimension, ``(batch, num_kv_heads, group * L, head_dim)``, so one
+    ordinary matrix product per key/value head serves the whole group: the keys and values are
+    read as they are, never repeated to ``num_heads`` heads (``repeat_kv_heads`` would copy
+    them ``group`` times). A mask with a head or query dimension is expanded to the same
+    ``(group * L, S)`` layout (bool masks are small next to the scores).
+
+    Shape: queries ``(batch, num_heads, L, head_dim)``; keys ``(batch, num_kv_heads, S,
+    head_dim)``; values ``(batch, num_kv_heads, S, value_dim)``; attn_mask broadcastable to
+    ``(batch, num_heads, L, S)``; returns context ``(batch, num_heads, L, value_dim)`` and weights
+    ``(batch, num_heads, L, S)``.
+    """
+    batch, num_heads, query_len, head_dim = queries.shape
+    num_kv_heads, key_len = keys.shape[1], keys.shape[2]
+    group = num_heads // num_kv_heads
+    grouped = queries.reshape(batch, num_kv_heads, group * query_len, head_dim)  # (B, kv, G*L, hd)
+    if attn_mask is not None:
+        attn_mask = _group_mask(attn_mask, num_kv_heads, group, query_len)  # (b, kv|1, G*L, S|1)
+    context, weights = _attention(
+        grouped, keys, values, attn_mask, dropout_p, scale
+    )  # (batch, num_kv_heads, group * L, value_dim), (batch, num_kv_heads, group * L, S)
+    context = context.reshape(batch, num_heads, query_len, -1)  # (batch, num_heads, L, value_dim)
+    weights = weights.reshape(batch, num_heads, query_len, key_len)  # (batch, num_heads, L, S)
+    return context, weights
+
+
+def _group_mask(
+    attn_mask: torch.Tensor, num_kv_heads: int, group: int, query_len: int
+) -> torch.Tensor:
+    """Lay out a mask broadcastable to ``(B, num_heads, L, S)`` as ``(B|1, kv|1, G*L, S|1)``."""
+    while attn_mask.dim() < 4:
+        attn_mask = attn_mask.unsqueeze(0)  # (b, h, l, s), each full or 1
+    if attn_mask.shape[1] == 1:
+        attn_mask = attn_mask.unsqueeze(2)  # (b, 1, 1, l, s)
+    else:
+        attn_mask = attn_mask.unflatten(1, (num_kv_heads, group))  # (b, kv, G, l, s)
+    b, kv, _, _, s = attn_mask.shape
+    attn_mask = attn_mask.expand(b, kv, group, query_len, s)  # (b, kv, G, L, s)
+    return attn_mask.reshape(b, kv, group * query_len, s)  # (b, kv, G*L, s)
+
+
+def mha_to_gqa(module: nn.MultiheadAttention, num_kv_heads: int) -> GroupedQueryAttention:
+    r"""Convert a multi-head attention layer to grouped-query attention by mean-pooling K/V heads.
+
+    Math: key/value head ``j`` of the new layer gets the mean of the key (and value) projection
+    rows of the ``group = num_heads / num_kv_heads`` original heads ``j * group ... (j + 1) *
+    group - 1`` (weights and biases alike); the query and output projections are copied. With
+    ``num_kv_heads == num_heads`` nothing is pooled and the new layer computes the same function
+    (with ``GroupedQueryAttention``'s mask convention, below). With fewer key/value heads the
+    result is an approximation, which Ainslie et al. then "uptrain" for a few percent of the
+    original training steps.
+
+    The masks change convention: the new layer takes ``scaled_dot_product_attention``'s bool
+    masks (``True`` = may attend), where ``torch.nn.MultiheadAttention`` takes ``True`` =
+    blocked; convert with ``mha_ref.blocked_to_allowed``.
+
+    Args:
+        module: A ``torch.nn.MultiheadAttention`` or ``mha_ref.MultiHeadAttention`` with
+            ``kdim == vdim == embed_dim``, without ``add_bias_kv`` and ``add_zero_attn``.
+        num_kv_heads: Key/value heads of the new layer; must divide ``module.num_heads``.
+
+    Shape:
+        The new layer's ``k_proj``/``v_proj`` weights are ``(num_kv_heads * head_dim,
+        embed_dim)``; ``q_proj`` and ``out_proj`` keep ``(embed_dim, embed_dim)``.
+
+    Returns:
+        GroupedQueryAttention: A new layer on the same device and dtype, with the same
+        ``dropout``, ``batch_first`` and training mode.
+
+    Raises:
+        TypeError: If ``module`` is not a ``torch.nn.MultiheadAttention`` or ``num_kv_heads``
+            is not an int.
+        ValueError: If ``num_kv_heads`` does not divide ``num_heads``, or ``module`` uses
+            ``kdim``/``vdim``, ``add_bias_kv`` or ``add_zero_attn``.
+
+    Source:
+        Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from
+        Multi-Head Checkpoints", arXiv:2305.13245, Sec. 2.1 (mean pooling, uptraining).
+    """
+    if not isinstance(module, nn.MultiheadAttention):
+        raise TypeError(
+            f"module must be a torch.nn.MultiheadAttention or mha_ref.MultiHeadAttention, got "
+            f"{type(module).__name__}. Copy other layers' weights by hand."
+        )
+    check.require_positive_int("num_kv_heads", num_kv_heads, "number of key/value heads")
+    check.require_kv_heads_divide(module.num_heads, num_kv_heads)
+    unsupported = [
+        name
+        for name, used in (
+            ("kdim/vdim different from embed_dim", not module._qkv_same_embed_dim),
+            ("add_bias_kv=True", module.bias_k is not None),
+            ("add_zero_attn=True", module.add_zero_attn),
+        )
+        if used
+    ]
+    if unsupported:
+        raise ValueError(
+            f"module uses {', '.join(unsupported)}, which GroupedQueryAttention has no "
+            f"counterpart for. Convert a module built without these options."
+        )
+    embed_dim, num_heads = module.embed_dim, module.num_heads
+    head_dim, group = embed_dim // num_heads, num_heads // num_kv_heads
+    parameter = module.out_proj.weight
+    gqa = GroupedQueryAttention(
+        embed_dim, num_heads, num_kv_heads, dropout=module.dropout,
+        bias=module.in_proj_bias is not None, batch_first=module.batch_first,
+        device=parameter.device, dtype=parameter.dtype,
+    )
+    w_q, w_k, w_v = module.in_proj_weight.detach().chunk(3)  # 3 x (embed_dim, embed_dim)
+
+    def pool(rows: torch.Tensor) -> torch.Tensor:
+        """Mean over each group of heads: (num_heads * head_dim, ...) -> (num_kv_heads * ...)."""
+        grouped = rows.reshape(num_kv_heads, group, head_dim, *rows.shape[1:])  # (kv, G, hd, ..)
+        return grouped.mean(dim=1).reshape(num_kv_heads * head_dim, *rows.shape[1:])
+
+    with torch.no_grad():
+        gqa.q_proj.weight.copy_(w_q)  # (embed_dim, embed_dim)
+        gqa.k_proj.weight.copy_(pool(w_k))  # (num_kv_heads * head_dim, embed_dim)
+        gqa.v_proj.weight.copy_(pool(w_v))  # (num_kv_heads * head_dim, embed_dim)
+        gqa.out_proj.weight.copy_(module.out_proj.weight)  # (embed_dim, embed_dim)
+        if module.in_proj_bias is not None:
+            b_q, b_k, b_v = module.in_proj_bias.detach().chunk(3)  # 3 x (embed_dim,)
+            gqa.q_proj.bias.copy_(b_q)  # (embed_dim,)
+            gqa.k_proj.bias.copy_(pool(b_k))  # (num_kv_heads * head_dim,)
+            gqa.v_proj.bias.copy_(pool(b_v))  # (num_kv_heads * head_dim,)
+            gqa.out_proj.bias.copy_(module.out_proj.bias)  # (embed_dim,)
+    return gqa.train(module.training)

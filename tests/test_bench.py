@@ -123,3 +123,58 @@ def test_plot_benchmark_reference_line():
     no_reference = bench.plot_benchmark(names, [2e-3, 1e-3], [3 * 2**20, 2**19])
     assert not no_reference.axes[1].get_lines()
     plt.close("all")
+
+
+def test_time_interleaved_alternates_and_takes_medians():
+    # one warm-up round (a, b), then three rounds a, b, a, b, a, b
+    clock = FakeClock([50.0, 60.0, 0.1, 1.0, 0.3, 3.0, 0.2, 2.0])
+    order = []
+
+    def make(name):
+        def fn():
+            order.append(name)
+            clock.work()
+
+        return fn
+
+    medians = bench.time_interleaved(
+        {"a": make("a"), "b": make("b")}, warmup=1, repeats=3, device="cpu", clock=clock
+    )
+    assert order == ["a", "b"] * 4
+    assert medians == pytest.approx({"a": 0.2, "b": 2.0})
+    with pytest.raises(ValueError, match="repeats"):
+        bench.time_interleaved({"a": make("a")}, repeats=0)
+
+
+def test_torch_compile_status_needs_a_cpp_compiler_on_cpu(monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert bench.torch_compile_status("cpu") == (
+        False,
+        "no C++ compiler found (inductor needs one on CPU)",
+    )
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
+    available, reason = bench.torch_compile_status("cpu")
+    assert available and "C++ compiler found" in reason
+
+
+def test_bench_suite_fast_attention_groups_structure(monkeypatch):
+    """The issue-14 comparisons run and report ratios (tiny sizes; no time is asserted)."""
+    from mha_ref.tutorial import bench_suite
+
+    monkeypatch.setattr(bench_suite, "SIZES", {"bert-base layer": (1, 16, 16, 2)})
+    monkeypatch.setattr(bench_suite, "DECODE_SIZE", (1, 32, 16, 4))
+    monkeypatch.setattr(bench_suite, "torch_compile_status", lambda device: (False, "no compiler"))
+    notes = []
+    results = bench_suite.run_suite(
+        device=torch.device("cpu"), repeats=1, warmup=0,
+        groups=("tiled", "decode", "compile"), notes=notes,
+    )
+    names = [r.name for r in results]
+    assert "tiled_attention (block 128) vs F.sdpa math backend, forward" in names
+    assert "decode step (fused), num_kv_heads=1 vs 4" in names
+    assert "decode step (explicit), num_kv_heads=2 vs 4" in names
+    assert all(r.ratio > 0 for r in results)
+    assert notes == ["torch.compile comparisons skipped: no compiler"]
+    assert "skipped" in bench_suite.format_report(results, {"torch": "x"}, notes)

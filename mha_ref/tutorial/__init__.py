@@ -22,6 +22,8 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
 ``low_rank``
     the low-rank bottleneck: how well one narrow head fits an attention pattern (Bhojanapalli
     2020).
+``uptraining``
+    multi-head -> grouped-query attention on the tiny model: mean-pooling, then uptraining.
 ``cache``
     the on-disk cache that lets the second language reuse the first one's trainings.
 ``plotting`` and ``fonts``

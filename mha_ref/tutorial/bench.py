@@ -20,7 +20,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,8 @@ __all__ = [
     "plot_benchmark",
     "tensor_bytes",
     "time_fn",
+    "time_interleaved",
+    "torch_compile_status",
 ]
 
 
@@ -94,6 +96,48 @@ def time_fn(
     return statistics.median(
         measure_times(fn, warmup=warmup, repeats=repeats, device=device, clock=clock)
     )
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    warmup: int = 2,
+    repeats: int = 9,
+    device: torch.device | str | None = "cpu",
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Median seconds of each callable, timed in rounds: A, B, C, A, B, C, ...
+
+    On a shared machine the load changes while a benchmark runs; timing the callables one after
+    the other would give the first ones a different machine than the last. In rounds, a change
+    of load hits every callable alike, so their ratios stay meaningful.
+
+    Args:
+        fns: ``{name: callable with no arguments}``.
+        warmup: untimed rounds first.
+        repeats: timed rounds; each callable is timed once per round.
+        device: where the callables run; on CUDA the device is synchronised around each call.
+        clock: a function returning seconds; tests pass a fake one.
+
+    Returns:
+        ``{name: median seconds}``, in the order of ``fns``.
+    """
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1 to compute a median, got {repeats}")
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    durations: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            _sync(device)
+            start = clock()
+            fn()
+            _sync(device)
+            durations[name].append(clock() - start)
+    return {name: statistics.median(values) for name, values in durations.items()}
 
 
 @dataclass(frozen=True)
@@ -196,6 +240,29 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
     if device.type == "cpu":
         return MemoryReport(_cpu_peak_from_profiler(fn), "torch.profiler(profile_memory=True)")
     raise ValueError(f"device must be 'cpu' or 'cuda', got {device.type!r}")
+
+
+def torch_compile_status(device: torch.device | str | None = "cpu") -> tuple[bool, str]:
+    """Whether ``torch.compile`` (default backend, inductor) can run on ``device``, and why.
+
+    On a CPU, inductor writes C++ and compiles it, so it needs a C++ compiler: the one named by
+    the ``CXX`` environment variable, else ``c++``, ``g++`` or ``clang++`` on the ``PATH``. On
+    CUDA it generates Triton kernels, which ship with PyTorch's CUDA builds. The reason is a
+    short English phrase without paths, so that it prints the same on every machine.
+
+    Returns:
+        ``(available, reason)``, e.g. ``(False, "no C++ compiler found (inductor needs one on
+        CPU)")``.
+    """
+    import shutil
+
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        return True, "CUDA device (inductor generates Triton kernels)"
+    candidates = [os.environ.get("CXX"), "c++", "g++", "clang++"]
+    if any(name and shutil.which(name) for name in candidates):
+        return True, "C++ compiler found (inductor generates C++ on CPU)"
+    return False, "no C++ compiler found (inductor needs one on CPU)"
 
 
 def tensor_bytes(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> int:

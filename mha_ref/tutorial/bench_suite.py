@@ -17,6 +17,21 @@ Comparisons (forward, and forward + backward), float32:
 
 Sizes: batch 8, 1024 tokens, ``embed_dim`` 768, 12 heads (a BERT-base layer), and the teaching
 size of the examples (batch 2, 5 tokens, ``embed_dim`` 64, 8 heads).
+
+How attention runs fast (issue 14), at the BERT-base/GPT-2-small size only:
+
+* ``mha_ref.tiled_attention`` (the online softmax, ``block_size`` 128) against
+  ``F.scaled_dot_product_attention`` restricted to its math backend, and to its fused backends
+  (forward);
+* one decode step of ``mha_ref.GroupedQueryAttention`` against a cache of 4096 tokens, with
+  ``num_kv_heads`` 4, 2 and 1 against ``num_kv_heads`` = ``num_heads`` = 12 (the ratio is the
+  time of the grouped step over the multi-head step), on the fused and the explicit path;
+* ``torch.compile(mha_ref.MultiHeadAttention)`` against
+  ``torch.compile(torch.nn.MultiheadAttention)``, forward and forward + backward, when
+  ``torch.compile`` can run here (on a CPU it needs a C++ compiler; otherwise the report says it
+  was skipped).
+
+``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``.
 """
 
 from __future__ import annotations
@@ -35,10 +50,18 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mha_ref.device import pick_device
 from mha_ref.functional import scaled_dot_product_attention, split_heads
+from mha_ref.grouped import GroupedQueryAttention
 from mha_ref.multihead import MultiHeadAttention
-from mha_ref.tutorial.bench import environment
+from mha_ref.tiled import tiled_attention
+from mha_ref.tutorial.bench import environment, torch_compile_status
 
-__all__ = ["Comparison", "SIZES", "TARGETS", "compare", "main", "run_suite"]
+__all__ = ["Comparison", "GROUPS", "SIZES", "TARGETS", "compare", "main", "run_suite"]
+
+#: the groups of comparisons ``run_suite`` can run
+GROUPS = ("modules", "tiled", "decode", "compile")
+
+#: (batch, cached_len, embed_dim, num_heads) of the decode-step comparison
+DECODE_SIZE = (8, 4096, 768, 12)
 
 # (batch, seq_len, embed_dim, num_heads)
 SIZES = {"bert-base layer": (8, 1024, 768, 12), "teaching": (2, 5, 64, 8)}
@@ -130,10 +153,19 @@ def _module_pair(size: tuple[int, int, int, int], device: torch.device, options:
 
 
 def run_suite(
-    *, device: torch.device | None = None, repeats: int = 7, warmup: int = 2
+    *,
+    device: torch.device | None = None,
+    repeats: int = 7,
+    warmup: int = 2,
+    groups: tuple[str, ...] = GROUPS,
+    notes: list[str] | None = None,
 ) -> list[Comparison]:
-    """Measure every comparison at every size; return them in order."""
+    """Measure every comparison of the chosen ``groups``; return them in order.
+
+    ``notes`` (a list) receives one line per group that was skipped, with the reason.
+    """
     device = device or pick_device()
+    notes = notes if notes is not None else []
     results: list[Comparison] = []
 
     def record(name: str, size: str, ours, reference) -> None:
@@ -162,6 +194,23 @@ def run_suite(
             _forward_backward(reference_fwd, inputs, modules[1]),
         )
 
+    if "modules" in groups:
+        _module_comparisons(device, record_both)
+    if "tiled" in groups:
+        _tiled_comparisons(device, record)
+    if "decode" in groups:
+        _decode_comparisons(device, record)
+    if "compile" in groups:
+        available, reason = torch_compile_status(device)
+        if available:
+            _compile_comparisons(device, record_both)
+        else:
+            notes.append(f"torch.compile comparisons skipped: {reason}")
+    return results
+
+
+def _module_comparisons(device: torch.device, record_both) -> None:
+    """The modules and the explicit functional against PyTorch, at every size."""
     for size_name, size in SIZES.items():
         for label, options in (("default", {}), ("use_fused=False", {"use_fused": False})):
             ours, reference, x = _module_pair(size, device, options)
@@ -175,14 +224,7 @@ def run_suite(
             name = f"MultiHeadAttention ({label}) vs nn.MultiheadAttention"
             record_both(name, size_name, ours_fwd, reference_fwd, [x], (ours, reference))
 
-        batch, seq_len, embed_dim, num_heads = size
-        torch.manual_seed(0)
-        q, k, v = (
-            split_heads(torch.randn(batch, seq_len, embed_dim, device=device), num_heads)
-            .contiguous()
-            .requires_grad_(True)
-            for _ in range(3)
-        )  # (batch, num_heads, seq_len, head_dim)
+        q, k, v = _heads(size, device, requires_grad=True)
 
         def explicit(q=q, k=k, v=v):
             return scaled_dot_product_attention(q, k, v)
@@ -200,13 +242,98 @@ def run_suite(
         ):
             name = f"scaled_dot_product_attention (explicit) vs {reference_name}"
             record_both(name, size_name, explicit, reference_fn, [q, k, v], (None, None))
-    return results
 
 
-def format_report(results: list[Comparison], env: dict) -> str:
+def _heads(size: tuple[int, int, int, int], device: torch.device, requires_grad: bool):
+    """Random queries, keys, values ``(batch, num_heads, seq_len, head_dim)``, contiguous."""
+    batch, seq_len, embed_dim, num_heads = size
+    torch.manual_seed(0)
+    return tuple(
+        split_heads(torch.randn(batch, seq_len, embed_dim, device=device), num_heads)
+        .contiguous()
+        .requires_grad_(requires_grad)
+        for _ in range(3)
+    )  # each (batch, num_heads, seq_len, head_dim)
+
+
+def _tiled_comparisons(device: torch.device, record) -> None:
+    """``tiled_attention`` against SDPA's math and fused backends, forward, BERT-base size."""
+    size_name = "bert-base layer"
+    q, k, v = _heads(SIZES[size_name], device, requires_grad=False)
+
+    def tiled(q=q, k=k, v=v):
+        return tiled_attention(q, k, v, block_size=128)
+
+    def math_backend(q=q, k=k, v=v):
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    def fused_backend(q=q, k=k, v=v):
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    with torch.no_grad():
+        record("tiled_attention (block 128) vs F.sdpa math backend, forward", size_name, tiled,
+               math_backend)
+        record("tiled_attention (block 128) vs F.sdpa fused backend, forward", size_name, tiled,
+               fused_backend)
+
+
+def _decode_step(num_kv_heads: int, use_fused: bool, device: torch.device):
+    """A callable running one decode step against a full cache (cropped back every call)."""
+    batch, cached_len, embed_dim, num_heads = DECODE_SIZE
+    head_dim = embed_dim // num_heads
+    torch.manual_seed(0)
+    layer = GroupedQueryAttention(embed_dim, num_heads, num_kv_heads, use_fused=use_fused)
+    layer = layer.to(device).eval()
+    cache = layer.new_cache(batch, cached_len + 1)
+    shape = (batch, num_kv_heads, cached_len, head_dim)
+    cache.append(torch.randn(shape, device=device), torch.randn(shape, device=device))
+    x = torch.randn(batch, 1, embed_dim, device=device)  # (batch, 1, embed_dim)
+
+    def step() -> torch.Tensor:
+        cache.crop(cached_len)
+        return layer.decode(x, cache)  # (batch, 1, embed_dim)
+
+    return step
+
+
+def _decode_comparisons(device: torch.device, record) -> None:
+    """One decode step with fewer key/value heads against the multi-head step."""
+    batch, cached_len, embed_dim, num_heads = DECODE_SIZE
+    size_name = f"decode b{batch} cache{cached_len}"
+    for path, use_fused in (("fused", True), ("explicit", False)):
+        reference = _decode_step(num_heads, use_fused, device)
+        for num_kv_heads in (4, 2, 1):
+            ours = _decode_step(num_kv_heads, use_fused, device)
+            with torch.no_grad():
+                record(
+                    f"decode step ({path}), num_kv_heads={num_kv_heads} vs {num_heads}",
+                    size_name, ours, reference,
+                )
+
+
+def _compile_comparisons(device: torch.device, record_both) -> None:
+    """``torch.compile`` of both modules, forward and forward + backward, BERT-base size."""
+    size_name = "bert-base layer"
+    ours, reference, x = _module_pair(SIZES[size_name], device, {})
+    ours_compiled, reference_compiled = torch.compile(ours), torch.compile(reference)
+
+    def ours_fwd():
+        return ours_compiled(x, x, x, need_weights=False)[0]
+
+    def reference_fwd():
+        return reference_compiled(x, x, x, need_weights=False)[0]
+
+    name = "torch.compile(MultiHeadAttention) vs torch.compile(nn.MultiheadAttention)"
+    record_both(name, size_name, ours_fwd, reference_fwd, [x], (ours, reference))
+
+
+def format_report(results: list[Comparison], env: dict, notes: list[str] = ()) -> str:
     """A plain-text table of the comparisons with the environment they ran in."""
     lines = [
         "environment: " + ", ".join(f"{k}={v}" for k, v in env.items()),
+        *notes,
         f"{'size':<16} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'target':>7}  comparison",
     ]
     for r in results:
@@ -225,15 +352,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results to this JSON file")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--only", nargs="+", choices=GROUPS, default=list(GROUPS), help="groups to run"
+    )
     args = parser.parse_args(argv)
     device = pick_device()
     env = environment(device)
-    results = run_suite(device=device, repeats=args.repeats, warmup=args.warmup)
-    print(format_report(results, env))
+    notes: list[str] = []
+    results = run_suite(
+        device=device, repeats=args.repeats, warmup=args.warmup, groups=tuple(args.only),
+        notes=notes,
+    )
+    print(format_report(results, env, notes))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "environment": env,
+            "notes": notes,
             "results": [{**asdict(r), "met": r.met} for r in results],
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")

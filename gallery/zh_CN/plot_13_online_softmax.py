@@ -1,0 +1,193 @@
+"""
+FlashAttention 背后的在线 softmax
+=================================
+
+论文里写的注意力先算出每个查询行的全部分数（每个头 ``(L, S)``），再做 softmax，再对值加权求和。
+序列一长，分数就成了这一层里最大的张量；把它写进内存再读出来，花的时间比算术本身还多。
+FlashAttention（Dao 等，2022）从不保存这些分数：它借助 Milakov 与 Gimelshein（2018）的
+*在线 softmax*，沿着键一块一块地往前走，结果是 **精确的**，不是近似。
+
+本例分三步搭起这个想法：为什么每个 softmax 都要减去行最大值；*运行中的* 最大值如何让我们一块一块地
+做到这一点（:func:`mha_ref.tiled_attention`，并核对它等于完整注意力）；以及 PyTorch 自己的融合
+内核在本设备上的表现——先核对，再计时。耗时只打印在 ``[timing]`` 行里：它们取决于机器。
+"""
+
+# %%
+# 为什么 softmax 要减去行最大值
+# -----------------------------
+# :math:`\mathrm{softmax}(s)_j = e^{s_j} / \sum_k e^{s_k}`。照字面计算时，分数在 100 左右，
+# ``exp`` 就已经超过 ``float32`` 能表示的最大数（下面第一行打印出来）：分子和总和都变成 ``inf``，
+# 而 ``inf / inf`` 是 ``NaN``。先减去行最大值 :math:`m` 在数学上什么也没改变
+# （:math:`e^{s_j - m} / \sum_k e^{s_k - m}`，因子 :math:`e^{-m}` 约掉了），却让每个指数都不大于 0。
+# ``torch.softmax`` 内部就是这么做的。
+
+import math
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from mha_ref import pick_device, scaled_dot_product_attention, tiled_attention
+from mha_ref.tutorial.bench import (
+    environment,
+    peak_memory,
+    plot_benchmark,
+    tensor_bytes,
+    time_interleaved,
+)
+from mha_ref.tutorial.plotting import text_table
+
+torch.manual_seed(0)
+device = pick_device()
+
+logits = torch.tensor([100.0, 98.0, 90.0, 60.0], device=device)  # (S,) 一行 float32 分数
+naive_exp = torch.exp(logits)  # (S,)
+naive = naive_exp / naive_exp.sum()  # (S,)
+shifted_exp = torch.exp(logits - logits.max())  # (S,)，每个指数都 <= 0
+stable = shifted_exp / shifted_exp.sum()  # (S,)
+print("float32 最大值：          ", torch.finfo(torch.float32).max)
+print("分数 logits：             ", logits.tolist())
+print("exp(logits)：             ", naive_exp.tolist())
+print("照字面算的 softmax：      ", naive.tolist())
+print("softmax(logits - max)：   ", [round(p, 6) for p in stable.tolist()])
+print("torch.softmax：           ", [round(p, 6) for p in torch.softmax(logits, dim=0).tolist()])
+
+# %%
+# 一次一块：运行最大值
+# --------------------
+# 整行的最大值需要整行。在线 softmax 则为每个查询行维护三个运行中的量：目前见过的最大分数
+# :math:`m`，目前见过的键上的和 :math:`l = \sum e^{s_j - m}`，以及输出
+# :math:`o = \sum e^{s_j - m} v_j`。新的一块键把最大值从 :math:`m` 抬到 :math:`m'` 时，之前累加的
+# 和是相对旧最大值算的；乘以 :math:`e^{m - m'}` 就把它们换算到新最大值下。最后
+# :math:`o / l` 就是注意力的输出。
+#
+# 下面是一行 10 个分数，每块 4 个（最后一块只有 2 个）：每块之后的运行最大值和运行和，
+# 以及最后得到的概率，与对整行做 softmax 相同。
+
+row = torch.tensor([1.0, 3.0, 0.5, 2.0, 6.0, 4.0, 1.5, 0.0, 7.0, 2.5], dtype=torch.float64)  # (S,)
+running_max, running_sum, trace = float("-inf"), 0.0, []
+for start in range(0, len(row), 4):
+    block = row[start : start + 4]  # (block,)
+    new_max = max(running_max, block.max().item())
+    running_sum = running_sum * math.exp(running_max - new_max) + torch.exp(block - new_max).sum().item()
+    running_max = new_max
+    trace.append((f"{start}..{start + len(block) - 1}", f"{running_max:.1f}", f"{running_sum:.4f}"))
+print(text_table(["本块的键", "运行最大值 m", "运行和 l"], trace))
+online = torch.exp(row - running_max) / running_sum  # (S,)
+print("max |在线 - softmax|：", f"{(online - torch.softmax(row, dim=0)).abs().max().item():.0e}")
+
+# %%
+# 分块注意力等于完整注意力
+# ------------------------
+# :func:`mha_ref.tiled_attention` 对所有查询行同时执行这个按键分块的循环，输出也像和一样按比例
+# 重新缩放。在 ``float64`` 下它与 :func:`mha_ref.scaled_dot_product_attention` 只差舍入误差：
+# 块大小能整除序列长度时如此，不能整除时也如此；加因果掩码、加填充掩码时如此；某个查询的键
+# 全部被屏蔽时也如此（它的输出是 0，与完整计算一致）。
+
+batch, num_heads, seq_len, head_dim = 2, 4, 300, 16
+q, k, v = (torch.randn(batch, num_heads, seq_len, head_dim, dtype=torch.float64, device=device) for _ in range(3))  # 各 (batch, num_heads, seq_len, head_dim)
+key_lengths = torch.tensor([300, 200], device=device)  # 每个序列的真实词元数
+is_real_key = torch.arange(seq_len, device=device) < key_lengths[:, None]  # (batch, seq_len)
+padding = is_real_key[:, None, None, :].expand(batch, 1, seq_len, seq_len).clone()  # (batch, 1, seq_len, seq_len)
+padding[1, 0, 7] = False  # 序列 1 的查询 7 一个键也不能关注
+
+check_rows = []
+for block_size in (64, 100, 128, 300):
+    for label, mask, causal in (("无", None, False), ("因果", None, True), ("填充", padding, False)):
+        full = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # (batch, num_heads, seq_len, head_dim)
+        tiled = tiled_attention(q, k, v, attn_mask=mask, is_causal=causal, block_size=block_size)  # (batch, num_heads, seq_len, head_dim)
+        diff = (tiled - full).abs().max().item()
+        check_rows.append((block_size, label, f"{diff:.0e}", diff < 1e-12))
+print(text_table(["block_size", "掩码", "最大绝对差（float64）", "在 1e-12 内相等"], check_rows))
+print("全被屏蔽的查询的输出：", tiled_attention(q, k, v, attn_mask=padding)[1, :, 7].abs().max().item())
+
+# %%
+# 分块省下了什么：同时存活的分数
+# ------------------------------
+# 完整计算要同时保存所有查询和所有键的分数与权重，``(batch, num_heads, L, S)``。分块计算每次只保存
+# ``(batch, num_heads, L, block_size)``，外加两个运行统计量 ``(batch, num_heads, L, 1)`` 和输出。
+# （FlashAttention 还把查询也分块，并把每个小块放在 GPU 的片上存储里；那属于硬件层面，这里不复现。）
+# 下面先按 ``float32`` 在更长的序列上算出这些大小，再测量每种做法调用一次的峰值内存。
+
+batch, num_heads, seq_len, head_dim, block_size = 1, 8, 1024, 64, 128
+q, k, v = (torch.randn(batch, num_heads, seq_len, head_dim, device=device) for _ in range(3))  # 各 (batch, num_heads, seq_len, head_dim)
+full_scores = tensor_bytes((batch, num_heads, seq_len, seq_len), torch.float32)
+block_scores = tensor_bytes((batch, num_heads, seq_len, block_size), torch.float32)
+print(f"完整计算的分数 (batch, num_heads, L, S) = {(batch, num_heads, seq_len, seq_len)}：{full_scores / 2**20:.1f} MiB")
+print(f"一块键的分数 (batch, num_heads, L, block_size) = {(batch, num_heads, seq_len, block_size)}：{block_scores / 2**20:.1f} MiB")
+print(f"比值 S / block_size：{seq_len // block_size}")
+
+# %%
+# PyTorch 在本设备上的各个后端
+# ----------------------------
+# ``F.scaled_dot_product_attention`` 会在几种内核（“后端”）之间选择；``torch.nn.attention.sdpa_kernel``
+# 可以限定选择范围。``MATH`` 是普通算子的组合，会像 :func:`mha_ref.scaled_dot_product_attention`
+# 一样保存分数。融合内核（``FLASH_ATTENTION``，PyTorch 也为 CPU 提供了它；以及 CUDA 上支持
+# ``float32`` 的 ``EFFICIENT_ATTENTION``）借助在线 softmax 一块一块地计算。先核对：两个后端以及
+# :func:`mha_ref.tiled_attention` 都与 ``float64`` 结果比较。然后计时并测峰值内存，虚线标出完整分数的大小。
+
+env = environment(device)
+print(f"torch {env['torch']}，设备：{env['device']}，线程数：{env['threads']}")
+fused_backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+
+
+def math_backend():
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
+
+
+def fused_backend():
+    with sdpa_kernel(fused_backends):
+        return F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
+
+
+implementations = {
+    "F.sdpa，SDPBackend.MATH": math_backend,
+    "F.sdpa，融合（FLASH_ATTENTION / EFFICIENT_ATTENTION）": fused_backend,
+    "mha_ref.tiled_attention，block_size=128": lambda: tiled_attention(q, k, v, block_size=block_size),
+}
+expected = scaled_dot_product_attention(q.double(), k.double(), v.double())  # (batch, num_heads, seq_len, head_dim)
+backend_rows = []
+for name, fn in implementations.items():
+    diff = (fn().double() - expected).abs().max().item()
+    backend_rows.append((name, f"{diff:.0e}", diff < 1e-5))
+print(text_table(["实现", "与 float64 的最大绝对差", "在 1e-5 内相等"], backend_rows))
+if not all(row[-1] for row in backend_rows):
+    raise RuntimeError("有后端与 float64 参考结果不一致，计时没有意义")
+
+seconds = list(time_interleaved(implementations, warmup=1, repeats=3, device=device).values())
+peaks = [peak_memory(fn, device) for fn in implementations.values()]
+memory_rows = [
+    (name, f"{p.peak_mib:.1f}", "是" if p.peak_bytes >= full_scores else "否")
+    for name, p in zip(implementations, peaks, strict=True)
+]
+print(f"峰值内存，用 {peaks[0].method} 测量：")
+print(text_table(["实现", "峰值 MiB", "不小于完整分数"], memory_rows))
+for name, s in zip(implementations, seconds, strict=True):
+    print(f"[timing] {name}：{s * 1e3:.1f} ms")
+
+fig = plot_benchmark(
+    list(implementations),
+    seconds,
+    [p.peak_bytes for p in peaks],
+    title=f"batch={batch}，num_heads={num_heads}，L=S={seq_len}，head_dim={head_dim}，设备 {env['device']}",
+    time_label="每次调用的中位耗时（ms）",
+    memory_label="峰值内存（MiB）",
+    memory_reference_bytes=full_scores,
+    memory_reference_label="完整分数 (batch, num_heads, L, S) 的大小",
+)
+plt.show()
+
+# %%
+# 要点
+# ----
+# * 减去行最大值让 softmax 在浮点运算中安全；在线 softmax 用一个逐块增长的最大值保住这份安全，
+#   并把之前累加的部分按比例重新缩放。
+# * 结果是同一个注意力，只差舍入：分块改变的是加法的顺序，不是函数本身。它改变的是内存里同时
+#   存活的东西：只有一块键的分数，而不是全部键的分数。
+# * 在本设备上，把融合后端的峰值内存与虚线比较：从不保存完整分数的内核会停在虚线以下。它能省下
+#   多少时间取决于设备；在读写内存才是瓶颈的 GPU 上，这正是主要的收益。
+#
+# 出处：Milakov 与 Gimelshein 2018，“Online normalizer calculation for softmax”，
+# arXiv:1805.02867；Dao 等 2022，“FlashAttention”，arXiv:2205.14135，第 3.1 节。

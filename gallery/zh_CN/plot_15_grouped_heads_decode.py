@@ -1,0 +1,188 @@
+"""
+解码时的分组头
+==============
+
+模型生成文本时，每一步都要为每个头的 **一个** 新查询，对 **全部** 缓存的键和值计算注意力。算术量很小
+（每个缓存词元、每个头一次点积）；数据量却不小：每一步都要把整个缓存读一遍。多查询注意力（Shazeer
+2019）和分组查询注意力（Ainslie 等 2023）让一组查询头共用一个键/值头，于是缓存以及每一步要读的
+数据都按组的大小缩小。
+
+本例在缓存已有 4096 个词元时，分别用 8、4、2、1 个键/值头为一步解码计时；说明显式分组路径在内存里
+保存了什么（以及它没有复制什么）；然后像 Ainslie 等人那样，把一个训练好的多头模型的键/值头取平均，
+转换成分组查询注意力，比较短暂“追加训练”（uptraining）前后的效果。耗时只打印在 ``[timing]`` 行里。
+"""
+
+# %%
+# 对着长缓存的一步解码
+# --------------------
+# 一个 ``embed_dim = 512``、8 个查询头（``head_dim = 64``）的层，批大小 4，缓存里已有 4096 个词元的
+# 键和值（随机生成：这里只有它们的大小要紧）。一步解码让每个序列的一个新词元经过
+# :meth:`mha_ref.GroupedQueryAttention.decode`；每次重复之前，:meth:`mha_ref.KVCache.crop` 把缓存
+# 恢复到 4096 个词元。有两条路径计算这一步：``mha_ref`` 的显式路径（``use_fused=False``）和 PyTorch
+# 的融合路径 ``F.scaled_dot_product_attention(..., enable_gqa=True)`` （默认）。先核对两者相等。
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    causal_mask,
+    mha_to_gqa,
+    pick_device,
+    repeat_kv_heads,
+)
+from mha_ref.tutorial.bench import (
+    environment,
+    peak_memory,
+    plot_benchmark,
+    tensor_bytes,
+    time_interleaved,
+)
+from mha_ref.tutorial.plotting import text_table
+from mha_ref.tutorial.training import plot_loss_curves
+from mha_ref.tutorial.uptraining import gqa_uptraining
+
+torch.manual_seed(0)
+device = pick_device()
+env = environment(device)
+print(f"torch {env['torch']}，设备：{env['device']}，线程数：{env['threads']}")
+
+batch, cached_len, embed_dim, num_heads = 4, 4096, 512, 8
+head_dim = embed_dim // num_heads
+x_new = torch.randn(batch, 1, embed_dim, device=device)  # (batch, 1, embed_dim)：每个序列一个新词元
+
+layers, caches, check_rows = {}, {}, []
+for num_kv_heads in (8, 4, 2, 1):
+    layer = GroupedQueryAttention(embed_dim, num_heads, num_kv_heads, use_fused=False).to(device).eval()
+    cache = layer.new_cache(batch, max_len=cached_len + 1)
+    cache.append(
+        torch.randn(batch, num_kv_heads, cached_len, head_dim, device=device),  # (batch, num_kv_heads, cached_len, head_dim)
+        torch.randn(batch, num_kv_heads, cached_len, head_dim, device=device),  # (batch, num_kv_heads, cached_len, head_dim)
+    )
+    with torch.no_grad():
+        explicit = layer.decode(x_new, cache)  # (batch, 1, embed_dim)
+        cache.crop(cached_len)
+        layer.use_fused = True
+        fused = layer.decode(x_new, cache)  # (batch, 1, embed_dim)
+        cache.crop(cached_len)
+    diff = (explicit - fused).abs().max().item()
+    check_rows.append((num_kv_heads, num_heads // num_kv_heads, tuple(cache.keys.shape), f"{diff:.0e}", diff < 1e-5))
+    layers[num_kv_heads], caches[num_kv_heads] = layer, cache
+print(text_table(["num_kv_heads", "组大小", "缓存中键的形状", "显式与融合的最大绝对差", "在 1e-5 内相等"], check_rows))
+if not all(row[-1] for row in check_rows):
+    raise RuntimeError("显式与融合的解码步结果不一致，计时没有意义")
+
+# %%
+# 一步要读什么，要存什么
+# ----------------------
+# 缓存随键/值头减少而缩小；一步的分数 ``(batch, num_heads, 1, cached_len)`` 却不变：每个 *查询* 头、
+# 每个缓存词元仍有一个分数。显式路径从不把键和值重复成 ``num_heads`` 个头：它把每组的查询头叠成一个
+# ``(batch, num_kv_heads, group * 1, head_dim)`` 的块，直接与缓存里原样存放的键/值头相乘。
+# （``repeat_kv_heads`` 会把缓存复制回多头缓存的大小，省下的又全部还回去；下面最后一行测量了这一点。）
+# 显式路径的峰值内存里还有一份按比例缩放的键的副本，由参考实现计算分数的那一步产生；融合内核没有这份副本。
+
+scores_bytes = tensor_bytes((batch, num_heads, 1, cached_len), torch.float32)
+implementations = {}
+for num_kv_heads, layer in layers.items():
+    for path, use_fused in (("显式", False), ("融合", True)):
+
+        def step(layer=layer, cache=caches[num_kv_heads], use_fused=use_fused):
+            layer.use_fused = use_fused
+            cache.crop(cached_len)
+            return layer.decode(x_new, cache)  # (batch, 1, embed_dim)
+
+        implementations[f"num_kv_heads={num_kv_heads}，{path}"] = step
+with torch.no_grad():
+    peaks = [peak_memory(step, device) for step in implementations.values()]
+memory_rows = [
+    (num_kv_heads, f"{tensor_bytes(caches[num_kv_heads].keys.shape) * 2 / 2**20:.0f}", f"{scores_bytes / 2**20:.2f}",
+     f"{peaks[2 * i].peak_mib:.1f}", f"{peaks[2 * i + 1].peak_mib:.1f}")
+    for i, num_kv_heads in enumerate(layers)
+]
+print(text_table(["num_kv_heads", "缓存的 K 和 V（MiB）", "一步的分数（MiB）", "显式一步的峰值（MiB）", "融合一步的峰值（MiB）"], memory_rows))
+print(f"峰值内存的测量方法：{peaks[0].method}")
+
+one_kv_keys, one_kv_values = caches[1].keys, caches[1].values  # 各 (batch, 1, cached_len, head_dim)
+with torch.no_grad():
+    repeated = peak_memory(lambda: repeat_kv_heads(one_kv_keys, one_kv_values, num_heads), device)
+print(f"对 1 个头的缓存调用 repeat_kv_heads 分配了 {repeated.peak_mib:.0f} MiB（8 个头的缓存占 {tensor_bytes(caches[8].keys.shape) * 2 / 2**20:.0f} MiB）")
+
+# %%
+# 接下来是一步的耗时：先预热 2 轮，再取 9 轮的中位数，每一轮把每种做法各调用一次
+# （:func:`mha_ref.tutorial.bench.time_interleaved`），这样机器负载的变化对它们的影响相同。在本设备上，把显式路径从 8 个到 1 个键/值头的耗时
+# 与上面的缓存大小对照：受限于读取缓存的一步会按比例变快。融合内核的耗时是否也下降，取决于它对每个共享的
+# 键/值头是整组只读一次，还是每个查询头各读一次；请比较它的条形。
+
+with torch.no_grad():
+    seconds = list(time_interleaved(implementations, warmup=2, repeats=9, device=device).values())
+for name, s in zip(implementations, seconds, strict=True):
+    print(f"[timing] 解码一步，{name}：{s * 1e3:.2f} ms")
+
+fig = plot_benchmark(
+    list(implementations),
+    seconds,
+    [p.peak_bytes for p in peaks],
+    title=f"一步解码：batch={batch}，cached_len={cached_len}，num_heads={num_heads}，head_dim={head_dim}，设备 {env['device']}",
+    time_label="每步的中位耗时（ms）",
+    memory_label="这一步的峰值内存（MiB）",
+    memory_reference_bytes=tensor_bytes(caches[8].keys.shape) * 2,
+    memory_reference_label="8 个键/值头时缓存的 K 和 V",
+)
+plt.show()
+
+# %%
+# 从多头到分组查询注意力：取平均
+# ------------------------------
+# Ainslie 等人从训练好的多头模型构造分组查询模型：每个新键/值头的键（和值）投影，是它所在组里各个头的
+# 投影的 **平均**；查询投影和输出投影保持不变。:func:`mha_ref.mha_to_gqa` 做的就是这件事。键/值头与
+# 查询头一样多时，没有任何平均，转换后的层计算的是同一个函数（在 ``float64`` 下、带因果掩码核对：
+# 多头层用 ``True`` 表示屏蔽的掩码，分组层用 ``is_causal=True``）。
+
+mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64).to(device).eval()
+x = torch.randn(2, 16, embed_dim, dtype=torch.float64, device=device)  # (batch, seq_len, embed_dim)
+conversion_rows = []
+with torch.no_grad():
+    expected, _ = mha(x, x, x, attn_mask=~causal_mask(16, device=device), need_weights=False)  # (batch, seq_len, embed_dim)
+    for num_kv_heads in (8, 4, 2, 1):
+        gqa = mha_to_gqa(mha, num_kv_heads)
+        out, _ = gqa(x, is_causal=True)  # (batch, seq_len, embed_dim)
+        diff = (out - expected).abs().max().item()
+        conversion_rows.append((num_kv_heads, tuple(gqa.k_proj.weight.shape), f"{diff:.0e}" if num_kv_heads == num_heads else f"{diff:.2f}"))
+print(text_table(["num_kv_heads", "k_proj.weight 的形状", "与多头层的最大绝对差"], conversion_rows))
+
+# %%
+# 键/值头更少时，取平均后的层是另一个函数，模型的准确率会下降；短暂的追加训练能把它找回来。在本站的
+# 查表任务上（目标取决于前一个词元和再前一个词元：:mod:`mha_ref.tutorial.tasks`），
+# :func:`mha_ref.tutorial.uptraining.gqa_uptraining` 先用 4 个多头训练小模型 200 步，再把它转换成 4、2、1
+# 个键/值头，在固定的评估集上测量准确率：刚转换完时、再训练 100 步之后，以及作为对照、同样的分组模型
+# 从随机初始化训练这 100 步之后。固定随机种子，单线程，几秒钟。
+
+result = gqa_uptraining(num_kv_heads=(4, 2, 1), steps=200, uptrain_steps=100)
+print(f"多头模型（4 个头）：准确率 {result.mha_accuracy:.3f}")
+print(text_table(
+    ["num_kv_heads", "取平均之后", "追加训练 100 步之后", "从头训练 100 步"],
+    [(r.num_kv_heads, f"{r.converted_accuracy:.3f}", f"{r.uptrained_accuracy:.3f}", f"{r.scratch_accuracy:.3f}") for r in result.rows],
+))
+fig = plot_loss_curves(
+    {f"num_kv_heads = {r.num_kv_heads}": r.uptrain_losses for r in result.rows},
+    title="键/值头取平均之后的追加训练",
+    xlabel="追加训练步数",
+    ylabel="交叉熵损失（对数坐标）",
+)
+plt.show()
+
+# %%
+# 要点
+# ----
+# * 一步解码为少量算术读取整个缓存；键/值头更少意味着要存的更少，而对于整组只读一次共享头的内核，
+#   要读的也更少。
+# * 分组没有缩小的：查询头、它们的分数（每个查询头、每个缓存词元一个），以及输出投影。
+# * 显式分组路径让每组查询直接与原样存放的键/值头相乘；重复这些头（``repeat_kv_heads``）会把缓存
+#   复制回多头时的大小。
+# * 键/值头与查询头一样多时取平均是精确的，更少时是近似；请比较上面三列准确率：短暂追加训练后的
+#   转换模型，与同样训练这么久、从头开始的分组模型。
+#
+# 出处：Shazeer 2019，“Fast Transformer Decoding: One Write-Head is All You Need”，
+# arXiv:1911.02150；Ainslie 等 2023，“GQA: Training Generalized Multi-Query Transformer
+# Models from Multi-Head Checkpoints”，arXiv:2305.13245，第 2.1 节。

@@ -1,0 +1,290 @@
+"""How attention runs fast: the online softmax, the KV cache, grouped heads and MHA -> GQA.
+
+Every test compares against the full computation of the reference (``float64``), never against
+copied numbers.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mha_ref import (
+    GroupedQueryAttention,
+    KVCache,
+    MultiHeadAttention,
+    causal_mask,
+    kv_cache_bytes_per_token,
+    mha_to_gqa,
+    scaled_dot_product_attention,
+    tiled_attention,
+)
+
+F64 = torch.float64
+
+
+def _qkv(batch=2, heads=3, query_len=37, key_len=53, head_dim=8, value_dim=5, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, query_len, head_dim, dtype=F64, generator=generator)
+    k = torch.randn(batch, heads, key_len, head_dim, dtype=F64, generator=generator)
+    v = torch.randn(batch, heads, key_len, value_dim, dtype=F64, generator=generator)
+    return q, k, v
+
+
+# ------------------------------------------------------------------------------------------------
+# tiled_attention: the online softmax
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block_size", [1, 7, 16, 53, 128])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_tiled_equals_full_attention(block_size, is_causal):
+    q, k, v = _qkv()
+    expected = scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    got = tiled_attention(q, k, v, is_causal=is_causal, block_size=block_size)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_tiled_with_bool_and_float_masks_and_fully_masked_rows():
+    q, k, v = _qkv()
+    allowed = torch.rand(2, 1, 37, 53, generator=torch.Generator().manual_seed(1)) > 0.5
+    allowed[0, 0, 3] = False  # a fully masked row
+    additive = torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed, float("-inf"))
+    for mask in (allowed, additive):
+        expected = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        got = tiled_attention(q, k, v, attn_mask=mask, block_size=10)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+        assert torch.equal(got[0, :, 3], torch.zeros_like(got[0, :, 3]))
+        assert not got.isnan().any()
+
+
+def test_tiled_mask_and_causal_together_and_key_broadcast_mask():
+    q, k, v = _qkv(query_len=20, key_len=20)
+    allowed = torch.rand(20, 20, generator=torch.Generator().manual_seed(2)) > 0.3
+    expected = scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=True)
+    got = tiled_attention(q, k, v, attn_mask=allowed, is_causal=True, block_size=6)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    column = torch.randn(20, 1, dtype=F64)  # float mask broadcast over the keys
+    torch.testing.assert_close(
+        tiled_attention(q, k, v, attn_mask=column, block_size=6),
+        scaled_dot_product_attention(q, k, v, attn_mask=column),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_tiled_large_logits_do_not_overflow_in_float32():
+    q, k, v = _qkv()
+    q, k, v = q.float() * 30, k.float() * 30, v.float()
+    got = tiled_attention(q, k, v, block_size=16)
+    assert got.isfinite().all()
+    torch.testing.assert_close(got, scaled_dot_product_attention(q, k, v), rtol=1e-4, atol=1e-4)
+
+
+def test_tiled_gradients_equal_full_attention():
+    q, k, v = (t.requires_grad_(True) for t in _qkv(query_len=9, key_len=11))
+    tiled_attention(q, k, v, is_causal=True, block_size=4).square().sum().backward()
+    tiled_grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    scaled_dot_product_attention(q, k, v, is_causal=True).square().sum().backward()
+    for got, t in zip(tiled_grads, (q, k, v), strict=True):
+        torch.testing.assert_close(got, t.grad, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("block_size", [0, -3])
+def test_tiled_rejects_bad_block_size(block_size):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="block_size"):
+        tiled_attention(q, k, v, block_size=block_size)
+    with pytest.raises(TypeError, match="block_size"):
+        tiled_attention(q, k, v, block_size=2.5)
+
+
+# ------------------------------------------------------------------------------------------------
+# the KV cache and the decode step
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_kv_heads", [8, 2, 1])
+@pytest.mark.parametrize("use_fused", [False, True])
+def test_decode_step_by_step_equals_full_causal_attention(num_kv_heads, use_fused):
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(32, 8, num_kv_heads, dtype=F64, use_fused=use_fused).eval()
+    x = torch.randn(2, 11, 32, dtype=F64)  # (batch, seq_len, embed_dim)
+    with torch.no_grad():
+        full, _ = module(x, is_causal=True)  # (batch, seq_len, embed_dim)
+        cache = module.new_cache(batch=2, max_len=16)
+        pieces = [module.decode(x[:, :4], cache)]  # the prompt, 4 tokens at once
+        for t in range(4, 11):
+            pieces.append(module.decode(x[:, t : t + 1], cache))  # one token per step
+    assert cache.cached_len == 11
+    assert cache.keys.shape == (2, num_kv_heads, 11, 4)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-12)
+
+
+def test_decode_needs_the_bottom_right_mask():
+    """The new tokens' rows of full causal attention are the bottom-right mask, not top-left."""
+    q, k, v = _qkv(query_len=6, key_len=6)
+    full = scaled_dot_product_attention(q, k, v, is_causal=True)  # (..., 6, value_dim)
+    new = q[:, :, -2:]
+    bottom_right = causal_mask(2, 6, alignment="bottom_right")
+    torch.testing.assert_close(
+        scaled_dot_product_attention(new, k, v, attn_mask=bottom_right), full[:, :, -2:]
+    )
+    top_left = scaled_dot_product_attention(new, k, v, is_causal=True)
+    assert not torch.allclose(top_left, full[:, :, -2:])
+
+
+def test_decode_not_batch_first():
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(16, 4, 2, batch_first=False, dtype=F64)
+    x = torch.randn(5, 3, 16, dtype=F64)  # (seq_len, batch, embed_dim)
+    full, _ = module(x, is_causal=True)
+    cache = module.new_cache(3, 5)
+    out = torch.cat([module.decode(x[t : t + 1], cache) for t in range(5)], dim=0)
+    torch.testing.assert_close(out, full, rtol=0, atol=1e-12)
+
+
+def test_kv_cache_append_crop_and_errors():
+    cache = KVCache(2, 4, 10, 8, dtype=F64)
+    assert cache.cached_len == 0 and cache.keys.shape == (2, 4, 0, 8)
+    assert cache.nbytes() == 2 * 2 * 4 * 10 * 8 * 8
+    k = torch.randn(2, 4, 3, 8, dtype=F64)
+    keys, values = cache.append(k, -k)
+    assert torch.equal(keys, k) and torch.equal(values, -k)
+    cache.crop(1)
+    assert torch.equal(cache.keys, k[:, :, :1])
+    with pytest.raises(ValueError, match="crop only shortens"):
+        cache.crop(5)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        cache.append(torch.randn(2, 3, 1, 8, dtype=F64), torch.randn(2, 3, 1, 8, dtype=F64))
+    with pytest.raises(ValueError, match="max_len=10"):
+        cache.append(torch.randn(2, 4, 10, 8, dtype=F64), torch.randn(2, 4, 10, 8, dtype=F64))
+    with pytest.raises(TypeError, match="dtype"):
+        cache.append(torch.randn(2, 4, 1, 8), torch.randn(2, 4, 1, 8))
+
+
+def test_decode_rejects_a_cache_of_another_layer():
+    module = GroupedQueryAttention(16, 4, 2)
+    x = torch.randn(1, 1, 16)
+    with pytest.raises(TypeError, match="KVCache"):
+        module.decode(x, cache=None)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        module.decode(x, KVCache(1, 4, 8, 4))
+    full = module.new_cache(1, 1)
+    module.decode(x, full)
+    with pytest.raises(ValueError, match="larger max_len"):
+        module.decode(x, full)
+
+
+def test_kv_cache_bytes_per_token():
+    assert kv_cache_bytes_per_token(1, 1, 1, torch.float32) == 2 * 4
+    assert kv_cache_bytes_per_token(32, 8, 128, torch.float16) == 2 * 32 * 8 * 128 * 2
+    module = GroupedQueryAttention(64, 8, 2)
+    assert kv_cache_bytes_per_token(1, 2, 8) == module.kv_cache_size_per_token() * 4
+    with pytest.raises(ValueError, match="num_layers"):
+        kv_cache_bytes_per_token(0, 8, 64)
+    with pytest.raises(TypeError, match="dtype"):
+        kv_cache_bytes_per_token(1, 8, 64, "float16")
+
+
+# ------------------------------------------------------------------------------------------------
+# grouped heads: no repeated K/V on the explicit path; MHA -> GQA by mean pooling
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+def test_explicit_grouped_path_equals_repeated_kv_and_fused(num_kv_heads):
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(32, 4, num_kv_heads, dtype=F64, use_fused=False)
+    x = torch.randn(2, 7, 32, dtype=F64)
+    allowed = torch.rand(2, 4, 7, 7) > 0.3  # a per-head mask
+    out, weights = module(x, attn_mask=allowed, need_weights=True)
+    module.use_fused = True
+    fused, _ = module(x, attn_mask=allowed)
+    torch.testing.assert_close(out, fused, rtol=0, atol=1e-12)
+    assert weights.shape == (2, 4, 7, 7)
+
+
+def test_explicit_grouped_path_does_not_repeat_kv(monkeypatch):
+    import mha_ref.functional as functional
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the explicit GQA path repeated the key/value heads")
+
+    monkeypatch.setattr(functional, "_repeat_heads", fail)
+    monkeypatch.setattr(torch.Tensor, "repeat_interleave", fail)
+    module = GroupedQueryAttention(16, 4, 1, use_fused=False)
+    x = torch.randn(1, 5, 16)
+    module(x, is_causal=True, need_weights=True)
+
+
+@pytest.mark.parametrize("source", ["mha_ref", "torch"])
+def test_mha_to_gqa_is_exact_with_as_many_kv_heads(source):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 8, batch_first=True, dtype=F64)
+    torch.nn.init.normal_(mha.in_proj_bias)
+    torch.nn.init.normal_(mha.out_proj.bias)
+    module = mha if source == "mha_ref" else mha.to_torch()
+    gqa = mha_to_gqa(module, num_kv_heads=8)
+    x = torch.randn(2, 9, 32, dtype=F64)
+    blocked = ~causal_mask(9)
+    expected, _ = module(x, x, x, attn_mask=blocked, need_weights=False)
+    got, _ = gqa(x, is_causal=True)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_mha_to_gqa_mean_pools_key_value_heads():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 8, batch_first=True, dtype=F64)
+    torch.nn.init.normal_(mha.in_proj_bias)
+    gqa = mha_to_gqa(mha, num_kv_heads=2)
+    assert gqa.num_kv_heads == 2
+    assert gqa.k_proj.weight.shape == (2 * 4, 32) and gqa.v_proj.weight.shape == (2 * 4, 32)
+    assert gqa.q_proj.weight.shape == (32, 32)
+    w_q, w_k, w_v = mha.projection_weights()
+    b_q, b_k, b_v = mha.projection_biases()
+    # key/value head 1 is the mean of heads 4..7, each head_dim=4 rows
+    torch.testing.assert_close(gqa.k_proj.weight[4:8], w_k[16:32].reshape(4, 4, 32).mean(0))
+    torch.testing.assert_close(gqa.v_proj.bias[0:4], b_v[0:16].reshape(4, 4).mean(0))
+    torch.testing.assert_close(gqa.q_proj.weight, w_q)
+    torch.testing.assert_close(gqa.out_proj.weight, mha.out_proj.weight)
+    # with all key (and value) heads of a group equal, pooling changes nothing
+    with torch.no_grad():
+        mha.in_proj_weight[32:64] = w_k[:4].repeat(8, 1)
+        mha.in_proj_weight[64:96] = w_v[:4].repeat(8, 1)
+        mha.in_proj_bias[32:64] = b_k[:4].repeat(8)
+        mha.in_proj_bias[64:96] = b_v[:4].repeat(8)
+    x = torch.randn(2, 5, 32, dtype=F64)
+    expected, _ = mha(x, x, x, need_weights=False)
+    torch.testing.assert_close(mha_to_gqa(mha, 1)(x)[0], expected, rtol=0, atol=1e-12)
+
+
+def test_mha_to_gqa_errors():
+    with pytest.raises(TypeError, match="MultiheadAttention"):
+        mha_to_gqa(GroupedQueryAttention(16, 4, 2), 2)
+    with pytest.raises(ValueError, match="num_kv_heads|divisible|multiple"):
+        mha_to_gqa(MultiHeadAttention(16, 4), 3)
+    with pytest.raises(ValueError, match="add_bias_kv"):
+        mha_to_gqa(MultiHeadAttention(16, 4, add_bias_kv=True), 2)
+    with pytest.raises(ValueError, match="kdim"):
+        mha_to_gqa(MultiHeadAttention(16, 4, kdim=8), 2)
+
+
+def test_uptraining_conversion_keeps_accuracy_with_as_many_kv_heads(monkeypatch):
+    from mha_ref.tutorial import cache
+    from mha_ref.tutorial.uptraining import gqa_uptraining
+
+    monkeypatch.delenv(cache.CACHE_ENV_VAR, raising=False)
+    result = gqa_uptraining((4, 1), steps=30, uptrain_steps=3, eval_size=64)
+    assert [row.num_kv_heads for row in result.rows] == [4, 1]
+    exact = result.rows[0]
+    assert exact.converted_accuracy == result.mha_accuracy  # nothing pooled: same function
+    assert len(exact.uptrain_losses) == 3
+    for row in result.rows:
+        for accuracy in (row.converted_accuracy, row.uptrained_accuracy, row.scratch_accuracy):
+            assert 0.0 <= accuracy <= 1.0
+    with pytest.raises(ValueError, match="divide"):
+        gqa_uptraining((3,))
