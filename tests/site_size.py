@@ -12,7 +12,10 @@ import re
 import sys
 from pathlib import Path
 
-TOTAL_LIMIT_MB = 25.0
+# Both languages: 15 executed examples with 1x and 2x figures, the vendored MathJax, the
+# source pages of the package (viewcode), and the package's wheel in each language's
+# downloads and zips (about 2.5 MB of the whole). Raised from 25 MB when these came in.
+TOTAL_LIMIT_MB = 35.0
 PAGE_LIMIT_MB = 1.5
 _IMG = re.compile(r"<img\b[^>]*>", re.I)
 _SRC = re.compile(r'\bsrc="([^"]+)"')

@@ -124,13 +124,13 @@ def test_reading_order_starts_with_concepts_and_ends_with_the_cheat_sheet(lang):
         assert link, f"{lang}/{name}: no next link"
         return os.path.normpath(Path(name).parent / link.group(1))
 
+    examples = sorted(p.name for p in (HTML / lang / "auto_examples").glob("plot_*.html"))
     chain, name = ["index.html"], "index.html"
-    for _ in range(14):
+    for _ in range(len(examples) + 4):
         name = next_of(name)
         chain.append(name)
         if name == "cheatsheet.html":
             break
-    examples = sorted(p.name for p in (HTML / lang / "auto_examples").glob("plot_*.html"))
     expected = ["index.html", "concepts.html", "auto_examples/index.html"]
     expected += [f"auto_examples/{e}" for e in examples] + ["cheatsheet.html"]
     assert chain == expected

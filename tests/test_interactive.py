@@ -141,7 +141,10 @@ def test_mask_pictures_carry_their_masks():
     assert interactive.view_data(plot_masks([allowed, wide])) is None
 
 
-def test_a_notebook_shows_the_view_under_the_figure():
+def test_a_notebook_shows_the_view_under_the_figure(monkeypatch):
+    # the kernel inherits the environment: with MPLBACKEND=Agg (as `nox -s tests` sets it)
+    # matplotlib would not show the picture inline, as it does for a reader
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
