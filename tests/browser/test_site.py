@@ -88,6 +88,31 @@ def test_math_renders(watched, site_url, lang):
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_formula_fails_to_render_on_any_page(watched, site_url, lang):
+    """MathJax shows a TeX error (e.g. a doubled backslash in an example's comment block) as red
+    text in the page instead of failing the build: every page with math is checked here."""
+    root = Path(__file__).resolve().parents[2] / "build" / "html" / lang
+    with_math = [
+        rel for rel in site_pages(lang)
+        if 'class="math' in (root / rel).read_text(encoding="utf-8")
+    ]
+    assert len(with_math) >= 5, with_math
+    watch, failed = watched(), []
+    for rel in with_math:
+        watch.page.goto(f"{site_url}/{lang}/{rel}")
+        watch.page.wait_for_function("() => window.MathJax && MathJax.startup?.promise")
+        watch.page.evaluate("() => MathJax.startup.promise")
+        failed += [
+            f"{rel}: {tex}"
+            for tex in watch.page.evaluate(
+                "() => MathJax.startup.document.getMathItemsWithin(document.body)"
+                ".filter(m => m.root && m.root.toString().includes('merror')).map(m => m.math)"
+            )
+        ]
+    assert not failed, "formulas MathJax could not render:\n" + "\n".join(failed)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_formulas_fit_a_phone_screen(watched, site_url, lang):
     """On a 390 px wide screen the display formulas of the concepts page are scaled to fit
     (fit-math.js), so none is cut at the edge of the screen."""
