@@ -10,7 +10,8 @@ so (with inputs ``X`` of rank ``L``) a head can produce the pattern ``P`` exactl
 Centring every row makes the rows sum to zero, so the centred ``log P`` has rank at most
 ``L - 1``: with ``head_dim >= L - 1`` every row-stochastic ``P`` with positive entries is
 reachable (Theorem 1 of the paper states ``head_dim >= L``; the per-row constant makes it one
-less); with ``head_dim < L - 1`` most are not. Splitting a fixed ``embed_dim`` into ``h`` heads gives each ``head_dim = embed_dim / h``.
+less); with ``head_dim < L - 1`` most are not. Splitting a fixed ``embed_dim`` into ``h`` heads
+gives each ``head_dim = embed_dim / h``.
 
 **How the fit is made.** :func:`fit_closed_form` takes the best rank-``head_dim`` approximation
 (truncated SVD) of the row-centred target log-probabilities, and solves for ``W_Q, W_K`` through
