@@ -53,7 +53,7 @@ from mha_ref.tutorial.circuits import (
     rank,
     token_ov_circuit,
 )
-from mha_ref.tutorial.induction import train_induction
+from mha_ref.tutorial.induction import composition_ablation, head_scores, train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 
 torch.manual_seed(0)
@@ -174,6 +174,26 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# Where the layer-1 head's output is used
+# ---------------------------------------
+# The direct path does not show what the previous-token head does, but an intervention can. Layer
+# 2 reads the residual stream three times: for its queries, its keys and its values. Below, the
+# layer-1 head is removed from *one* of these inputs at a time
+# (:func:`~mha_ref.tutorial.induction.composition_ablation`), and everything else, including the
+# path to the logits, keeps it. What to look for: which input loses the second-copy accuracy. If
+# it is the keys, the head works by K-composition: it writes "the previous token" into each
+# position so that layer 2 can search for it.
+
+eval_tokens, eval_periods = train_induction(seed=0).evaluation_batch()  # (N, L), (N,)
+previous_head = int(head_scores(induction_model, eval_tokens, eval_periods)[0][0].argmax())
+composition = composition_ablation(induction_model, eval_tokens, eval_periods, previous_head)
+print(f"layer 1 head {previous_head} (the previous-token head), second-copy accuracy:")
+print(f"  full model:                   {composition['none']:.3f}")
+print(f"  removed from layer 2 queries: {composition['Q']:.3f}")
+print(f"  removed from layer 2 keys:    {composition['K']:.3f}")
+print(f"  removed from layer 2 values:  {composition['V']:.3f}")
+
+# %%
 # What this shows
 # ---------------
 # The decomposition is exact: the printed difference is at the level of float64 rounding. A
@@ -181,7 +201,7 @@ plt.show()
 # look at the same tokens while they kept writing different vectors, and in the trained model the
 # induction heads in layer 2 copy the token they attend to into the logits, the OV behaviour
 # their task needs. The layer-1 previous-token head's score is measured on a path it does not
-# use: what it contributes goes into the keys of layer 2, and only an intervention on that path
-# measures it (the induction example removes the head as a whole). So a heatmap of attention weights says
+# use: what it contributes goes into the keys of layer 2, and the intervention above
+# measures it on that path. So a heatmap of attention weights says
 # where a head reads from, never what it adds to the output; claims about what a head
 # contributes need its OV side, or an ablation.

@@ -50,7 +50,7 @@ from mha_ref.tutorial.circuits import (
     rank,
     token_ov_circuit,
 )
-from mha_ref.tutorial.induction import train_induction
+from mha_ref.tutorial.induction import composition_ablation, head_scores, train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 
 torch.manual_seed(0)
@@ -165,12 +165,30 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# 第 1 层的头的输出用在哪里
+# ------------------------
+# 直接路径看不出前一词元头做了什么，干预却可以。第 2 层从残差流中读三次：读出查询、键和值。下面每次
+# 只从 *其中一个* 输入里去掉第 1 层的这个头
+# （:func:`~mha_ref.tutorial.induction.composition_ablation`），其余一切，包括通向 logits 的路径，
+# 都保留它。该看什么：去掉哪个输入会让第二份拷贝上的准确率下跌。如果是键，这个头就是通过 K 组合
+# 起作用：它把“前一个词元”写进每个位置，供第 2 层搜索。
+
+eval_tokens, eval_periods = train_induction(seed=0).evaluation_batch()  # (N, L), (N,)
+previous_head = int(head_scores(induction_model, eval_tokens, eval_periods)[0][0].argmax())
+composition = composition_ablation(induction_model, eval_tokens, eval_periods, previous_head)
+print(f"第 1 层头 {previous_head}（前一词元头），第二份拷贝上的准确率：")
+print(f"  完整模型：                 {composition['none']:.3f}")
+print(f"  从第 2 层的查询中去掉它：  {composition['Q']:.3f}")
+print(f"  从第 2 层的键中去掉它：    {composition['K']:.3f}")
+print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
+
+# %%
 # 这说明了什么
 # ------------
 # 这个分解是精确的：打印出的差值只在 float64 舍入误差的量级。一个头的 QK 矩阵和 OV 矩阵都是低秩
 # 的，而且彼此独立：复制 QK 让两个头看向同样的词元，它们写下的向量却依然不同；而在训练好的模型
 # 里，第 2 层的归纳头把它所注意的词元复制到 logits 上，这正是它们的任务需要的 OV 行为。第 1 层
-# 前一词元头的分数测量的是一条它并不使用的路径：它的贡献写进第 2 层的键里，只有对这条路径做干预
-# 才能测出来（归纳头示例去掉的是整个头）。
+# 前一词元头的分数测量的是一条它并不使用的路径：它的贡献写进第 2 层的键里，上面的干预正是在这条路径上
+# 测出了它。
 # 所以注意力权重的热力图只说明一个头从哪里读，从不说明它往输出里加了什么；要断言一个头贡献了
 # 什么，需要看它的 OV 一侧，或者做消融。
