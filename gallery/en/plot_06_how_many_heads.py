@@ -168,7 +168,7 @@ fig = plot_lines(
         "fused path (need_weights=False)": [r["fused_s"] * 1e3 for r in wide],
         "explicit path (need_weights=True)": [r["explicit_s"] * 1e3 for r in wide],
     },
-    title=f"Realistic width: embed_dim=512, batch=1, seq_len=256 ({env['device']})",
+    title="Realistic width: embed_dim=512, batch=1, seq_len=256",
     xlabel="number of heads h",
     ylabel="ms per forward pass (fastest of the rounds)",
     logx=True,
@@ -301,7 +301,7 @@ fig = plot_steps_to_threshold(
     median_label="median over seeds",
     steps_title=f"Tiny task, embed_dim={embed_dim}: speed to learn",
     bleu_label="BLEU, EN-DE newstest2013",
-    bleu_title="Vaswani et al. 2017, Table 3 (A): single runs, 100K steps, dev set",
+    bleu_title="Vaswani et al. 2017, Table 3 (A)\nsingle runs, 100K steps, dev set",
     base_label="base model (h = 8)",
 )
 plt.show()

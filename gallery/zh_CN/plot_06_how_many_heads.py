@@ -157,7 +157,7 @@ fig = plot_lines(
         "融合路径（need_weights=False）": [r["fused_s"] * 1e3 for r in wide],
         "显式路径（need_weights=True）": [r["explicit_s"] * 1e3 for r in wide],
     },
-    title=f"接近实际的宽度：embed_dim=512，batch=1，seq_len=256（{env['device']}）",
+    title="接近实际的宽度：embed_dim=512，batch=1，seq_len=256",
     xlabel="头数 h",
     ylabel="每次前向传播的毫秒数（各轮中最快的一次）",
     logx=True,
@@ -278,7 +278,7 @@ fig = plot_steps_to_threshold(
     median_label="各种子的中位数",
     steps_title=f"小任务，embed_dim={embed_dim}：学习速度",
     bleu_label="BLEU，英德 newstest2013",
-    bleu_title="Vaswani 等人 2017，表 3 (A)：每行训练一次，10 万步，开发集",
+    bleu_title="Vaswani 等人 2017，表 3 (A)\n每行训练一次，10 万步，开发集",
     base_label="基础模型（h = 8）",
 )
 plt.show()
