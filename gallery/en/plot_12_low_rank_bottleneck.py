@@ -82,7 +82,12 @@ fig = plot_lines(
     logx=True,
 )
 fig.axes[0].axvline(sweep.seq_len - 1, color="grey", linestyle="--", linewidth=1)
-fig.axes[0].annotate("head_dim = L - 1", (sweep.seq_len - 1, max(sweep.kl_closed_form)), fontsize=8)
+fig.axes[0].annotate(
+    "head_dim = L - 1 ", (sweep.seq_len - 1, max(sweep.kl_closed_form)), fontsize=8, ha="right"
+)
+ticks = [d for d in sweep.head_dims if d != sweep.seq_len]  # the ticks of L - 1 and L would overlap
+fig.axes[0].set_xticks(ticks, [str(d) for d in ticks])
+fig.axes[0].minorticks_off()
 plt.show()
 
 # %%
