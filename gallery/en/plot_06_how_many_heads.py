@@ -279,7 +279,7 @@ TABLE_3A = [
     {"h": 16, "d_k": 32, "d_v": 32, "bleu": 25.8, "ppl": 4.91},
     {"h": 32, "d_k": 16, "d_v": 16, "bleu": 25.4, "ppl": 5.01},
 ]
-print("Vaswani et al. 2017, Table 3 (A), EN-DE newstest2013 (dev), single runs, 100K steps")
+print("Vaswani et al. 2017, Table 3 (A), EN-DE newstest2013 (dev), one training run per row")
 paper_rows = [(r["h"], r["d_k"], r["d_v"], f"{r['bleu']:.1f}", f"{r['ppl']:.2f}") for r in TABLE_3A]
 print(text_table(["h", "d_k", "d_v", "BLEU", "PPL"], paper_rows))
 

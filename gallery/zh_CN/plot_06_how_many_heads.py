@@ -256,7 +256,7 @@ TABLE_3A = [
     {"h": 16, "d_k": 32, "d_v": 32, "bleu": 25.8, "ppl": 4.91},
     {"h": 32, "d_k": 16, "d_v": 16, "bleu": 25.4, "ppl": 5.01},
 ]
-print("Vaswani 等人 2017，表 3 (A)，英德 newstest2013（开发集），每行训练一次，10 万步")
+print("Vaswani 等人 2017，表 3 (A)，英德 newstest2013（开发集），每行训练一次")
 paper_rows = [(r["h"], r["d_k"], r["d_v"], f"{r['bleu']:.1f}", f"{r['ppl']:.2f}") for r in TABLE_3A]
 print(text_table(["h", "d_k", "d_v", "BLEU", "PPL"], paper_rows))
 
