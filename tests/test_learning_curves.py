@@ -88,6 +88,25 @@ def test_width_costs_tiny():
         head_count.width_costs((3,), embed_dim=8)
 
 
+def test_width_costs_interleave_the_rounds_and_keep_the_minimum():
+    """A fake clock: every call lasts 1 s, except that the third round is the fastest."""
+    ticks = []
+
+    def clock():
+        ticks.append(None)
+        reads = len(ticks)  # two reads per timed call
+        call = (reads - 1) // 2  # 0-based index of the timed call
+        round_ = (call - 4) // 4  # 4 warm-up timed calls, then 4 per round (2 h x 2 paths)
+        duration = 0.25 if round_ == 2 else 1.0
+        return (reads - 1) // 2 * 10.0 + (duration if reads % 2 == 0 else 0.0)
+
+    rows = head_count.width_costs((1, 2), embed_dim=4, seq_len=3, batch=1, repeats=4, clock=clock)
+    assert len(ticks) == 2 * (4 + 4 * 4)
+    assert all(r["fused_s"] == 0.25 and r["explicit_s"] == 0.25 for r in rows)
+    with pytest.raises(ValueError, match="repeats"):
+        head_count.width_costs((1,), embed_dim=4, repeats=0)
+
+
 @pytest.fixture
 def _agg():
     matplotlib = pytest.importorskip("matplotlib")

@@ -19,7 +19,7 @@ def sweep():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV_VAR, str(CACHE))
         return low_rank.low_rank_sweep(
-            head_dims=(1, 2, 4, 8, 16, 32, 64), seq_len=32, embed_dim=64
+            head_dims=(1, 2, 4, 8, 16, 31, 32, 64), seq_len=32, embed_dim=64
         )
 
 
@@ -52,6 +52,15 @@ def test_closed_form_is_exact_once_head_dim_reaches_seq_len():
     torch.testing.assert_close(fitted, targets, rtol=0, atol=1e-10)
 
 
+def test_closed_form_is_exact_already_at_seq_len_minus_one():
+    x = low_rank.make_inputs(8, 12)  # (L, E)
+    targets = low_rank.make_targets(2, 8)  # (T, L, L)
+    for head_dim, exact in ((6, False), (7, True)):
+        w_q, w_k = low_rank.fit_closed_form(x, targets, head_dim=head_dim)
+        kl = low_rank.kl_divergence(targets, low_rank.head_scores(x, w_q, w_k))  # (T,)
+        assert (kl.max() < 1e-10) == exact, head_dim
+
+
 def test_bad_head_dim_is_rejected():
     with pytest.raises(ValueError, match="head_dim"):
         low_rank.fit_closed_form(low_rank.make_inputs(4, 6), low_rank.make_targets(1, 4), 7)
@@ -70,10 +79,11 @@ def test_descent_never_ends_worse_than_its_start():
 def test_kl_falls_with_head_dim_and_vanishes_at_seq_len(sweep):
     ranks, head_dims = sweep.score_rank, sweep.head_dims
     assert all(r <= min(d, sweep.seq_len) for r, d in zip(ranks, head_dims, strict=True))
-    assert ranks[:5] == head_dims[:5]  # below L a fitted head uses its full rank
+    assert ranks[:6] == head_dims[:6]  # up to L - 1 a fitted head uses its full rank
+    assert ranks[5:] == [sweep.seq_len - 1] * 3  # centred rows: never more than L - 1
     for kls in (sweep.kl_closed_form, sweep.kl_descent):
         assert all(a > b for a, b in zip(kls[:5], kls[1:5], strict=False))  # strictly falling
-        assert kls[5] < 1e-6 and kls[6] < 1e-6  # head_dim >= L: exact
+        assert max(kls[5:]) < 1e-6  # head_dim >= L - 1: exact
     assert all(g <= c for g, c in zip(sweep.kl_descent, sweep.kl_closed_form, strict=True))
     assert sweep.kl_descent[0] > 0.5  # head_dim = 1: far from every target
     assert sweep.kl_descent[3] > 0.02  # head_dim = 8 < L: still measurably off

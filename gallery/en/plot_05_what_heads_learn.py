@@ -63,7 +63,9 @@ print("targets:", " ".join(TOKEN_NAMES[i] if i >= 0 else "-" for i in targets[0]
 # :func:`~mha_ref.tutorial.training.train` runs 200 Adam steps on fresh random batches. It trains on the
 # CPU on purpose, even when a GPU is present: the model is far too small to gain from one, and on
 # one CPU thread with deterministic kernels every build gets the same numbers. Accuracy is
-# measured on a fixed evaluation set of new sequences.
+# measured on a fixed evaluation set of new sequences. New sequences, but
+# not new pairs: training sees every one of the 16 x 16 pairs ``(token[t - 1], token[t - 2])``,
+# so this measures how well the table was learned, not generalisation to pairs never seen.
 
 result = train(num_heads=4, embed_dim=16, seed=0)
 print(f"parameters: {result.num_parameters} (attention layer: {result.attention_parameters})")
@@ -156,13 +158,18 @@ print("relations no head covers:    ", result.relations_missing())
 #
 # * **zero ablation** (head masking, Michel et al. 2019, arXiv:1905.10650): multiply the head's
 #   slice of the context, its output before the output projection ``out_proj``, by a gate
-#   :math:`\xi_h = 0`. That is the same as deleting the head's columns of :math:`W^O`;
+#   :math:`\xi_h = 0`. That is the same as deleting the head's columns of ``out_proj.weight`` (its
+#   rows of :math:`W^O` in the paper's notation, :math:`\mathrm{Concat}(\mathrm{head}_1, \ldots,
+#   \mathrm{head}_h) W^O`);
 # * **mean ablation**: replace that slice by its average over the evaluation sequences, so the
 #   read-out still gets an input of the usual size, only one that no longer depends on the
 #   sequence;
 # * **gradient importance** (Michel et al. 2019, eq. 2): the derivative of the loss with respect
 #   to the gate, :math:`I_h = \mathbb{E}_x |\partial \mathcal{L}(x) / \partial \xi_h|` at
-#   :math:`\xi = 1`, a one-pass estimate of what removing the head would cost;
+#   :math:`\xi = 1`, computed in one backward pass. It is a first-order *ranking proxy*, not the
+#   cost of removing the head: once the loss is near zero, as here, the derivative is far smaller
+#   than the loss increase that removal causes, and it can misorder heads of similar importance.
+#   The table prints the measured loss increase beside it;
 # * beside them, **confidence** (Voita et al. 2019, arXiv:1905.09418): the mean over queries of
 #   the head's largest attention weight. It is read off the weights like the summary above, so
 #   it says where a head looks, with what certainty, and nothing about what it contributes.
@@ -186,14 +193,23 @@ ablation_rows = [
         f"{report.confidence[head.head]:.3f}",
         f"{report.zero_ablation[head.head]:.3f}",
         f"{report.mean_ablation[head.head]:.3f}",
+        f"{report.loss_increase[head.head]:.3f}",
         f"{report.importance[head.head]:.4f}",
     )
     for head in result.heads
 ]
-print(f"accuracy of the full model: {report.accuracy:.3f}")
+print(f"accuracy of the full model: {report.accuracy:.3f}, loss: {report.loss:.4f}")
 print(
     text_table(
-        ["head", "offset", "confidence", "zero-ablated acc.", "mean-ablated acc.", "importance"],
+        [
+            "head",
+            "offset",
+            "confidence",
+            "zero-ablated acc.",
+            "mean-ablated acc.",
+            "loss increase",
+            "importance",
+        ],
         ablation_rows,
     )
 )
@@ -241,19 +257,57 @@ fig = plot_pruning_curve(
 plt.show()
 
 # %%
+# A wider model: heads that can go
+# --------------------------------
+# "No head can go" is a finding about *this* model, not about heads in general. Its layer is
+# narrow (``head_dim=4``) and has no residual connection, so every head carries features that no
+# other head carries. Below, the same task, the same training and the same seed, only wider:
+# ``embed_dim=64`` and ``num_heads=8`` (``head_dim=8``). What to look for: does the wide model's
+# pruning curve stay near the full model's accuracy for its first few heads, as Michel et al.
+# found in translation models, while the narrow one falls at the first head?
+
+wide = train(num_heads=8, embed_dim=64, seed=0)
+wide_report = ablation_report(wide)
+wide_chance = chance_accuracy(wide.eval_batch()[1])
+print(f"wide model (embed_dim=64, 8 heads): accuracy {wide_report.accuracy:.3f}")
+print(
+    "wide model, zero-ablated accuracy per head:",
+    [f"{a:.3f}" for a in wide_report.zero_ablation],
+)
+print("wide model, heads from least to most important:", wide_report.order)
+print("narrow model, pruning curve:", [f"{a:.3f}" for a in report.pruning])
+print("wide model, pruning curve:  ", [f"{a:.3f}" for a in wide_report.pruning])
+fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+curves = {
+    "embed_dim=16, 4 heads": report.pruning,
+    "embed_dim=64, 8 heads": wide_report.pruning,
+}
+for name, curve in curves.items():
+    ax.plot(range(len(curve)), curve, marker="o", label=name)
+ax.axhline(wide_chance, color="grey", linestyle="--", label="always the most frequent target")
+ax.set_title("Pruning curves, narrow and wide model")
+ax.set_xlabel("heads removed (least important first)")
+ax.set_ylabel("accuracy on the evaluation set")
+ax.set_ylim(0, 1.05)
+ax.legend()
+plt.show()
+
+# %%
 # Where a head looks is not what it does
 # --------------------------------------
 # The heatmaps and the offset profile describe the **QK circuit** of each head: which key its
 # query picks. Two heads with the same offset pick the same token. What each then passes on is
 # its **OV circuit**: its value projection reads some features of that token, and its columns of
-# :math:`W^O` write them into the output. Heads on the same offset can pass on different features
-# of the same token, and the table above measured what each one's removal costs. Only an
+# ``out_proj.weight`` write them into the output. Heads on the same offset can pass on different
+# features of the same token, and the table above measured what each one's removal costs. Only an
 # intervention measures a contribution; the weights alone never do, and neither does the
 # confidence column, which is computed from the weights.
 #
 # The answer to d2l's exercise, then: **measure importance by intervening**. Mask a head (zero
-# or mean ablation) and measure the drop on held-out data; estimate the same drop for all heads
-# at once from the gradient with respect to the head gates; prune in order of importance and
-# look for where the curve falls. And report the numbers, not a reading of the heatmaps.
+# or mean ablation) and measure the drop on held-out data; rank all heads at once by the gradient
+# with respect to the head gates (a first-order proxy that underestimates the drop once the loss
+# is near zero); prune in order of importance and
+# look for where the curve falls. Check whether the answer depends on the model's width. And
+# report the numbers, not a reading of the heatmaps.
 # :ref:`The next example <sphx_glr_auto_examples_plot_06_how_many_heads.py>` asks how the number
 # of heads changes how fast this task is learned and how well.

@@ -89,8 +89,8 @@ plt.show()
 #
 # - a **previous-token head** in layer 1 puts its weight on the diagonal just below the main one:
 #   every token looks at the one before it;
-# - an **induction head** in layer 2 is dark until the segment starts repeating, then draws a
-#   *stripe* parallel to the diagonal, ``period - 1`` keys back: each query in the second copy
+# - an **induction head** in layer 2 shows no consistent stripe before the segment starts
+#   repeating (each row still sums to 1, spread over whatever keys), then draws a *stripe* parallel to the diagonal, ``period - 1`` keys back: each query in the second copy
 #   looks at the token that followed its own earlier occurrence, which is the token it is about
 #   to predict.
 
@@ -165,5 +165,8 @@ print(text_table(["ablated", "second-copy accuracy"], rows))
 # keys that layer 2 searches. Whether layer 2's heads duplicate each other is also measured
 # above: if each alone keeps most of the accuracy but both together lose it, they are two copies
 # of the induction head. Olsson et al. argue that this circuit is a main source of in-context
-# learning in large language models; in this tiny model it is the *only* way to solve the task,
-# which is why it forms so clearly.
+# learning in large language models. It is not the only circuit that could solve this task (for
+# instance, a layer-1 head could find the earlier copy of the current token and pass on its
+# position, and a layer-2 query built from that position could pick the key one step later
+# through the learned position embedding: Q-composition), but it is the one that forms here, as
+# the ablations show.

@@ -11,12 +11,20 @@ head, and the output becomes a **sum of independent terms, one per head**:
 
 .. math::
 
-    \\mathrm{MultiHead}(X) = \\sum_{h} A^h X W_V^h W_O^h + b^O,
-    \\qquad A^h = \\mathrm{softmax}\\Big(\\frac{X W_Q^h (X W_K^h)^\\top}{\\sqrt{d_k}}\\Big).
+    \\mathrm{MultiHead}(X) = \\sum_{h} \\big(A^h X W_V^h W_O^h + \\mathbf{1}\\, b_V^h W_O^h\\big) + b^O,
+    \\qquad A^h = \\mathrm{softmax}\\Big(\\frac{(X W_Q^h + \\mathbf{1}\\, b_Q^h)
+    (X W_K^h + \\mathbf{1}\\, b_K^h)^\\top}{\\sqrt{d_k}}\\Big).
 
-Each head is then two matrices of size ``embed_dim x embed_dim``. The **QK** matrix
-:math:`W_Q^h {W_K^h}^\\top` sets the attention pattern :math:`A^h`: *where the head looks*.
-The **OV** matrix :math:`W_V^h W_O^h` sets *what it writes* from the tokens it looks at. This page
+Here :math:`\\mathbf{1}` is a column of ones and :math:`b_Q^h, b_K^h, b_V^h` are the head's
+slices of the input-projection biases; because each row of :math:`A^h` sums to 1, the value bias
+adds the same vector :math:`b_V^h W_O^h` at every position. The matrices below are the bias-free
+parts: PyTorch (and :class:`mha_ref.MultiHeadAttention`) initialise every bias to zero, so on a
+fresh module they are the whole head, while a trained module's biases add the terms above (the
+sum checked below includes them).
+
+Each head is then, apart from its biases, two matrices of size ``embed_dim x embed_dim``. The
+**QK** matrix :math:`W_Q^h {W_K^h}^\\top` sets the attention pattern :math:`A^h`: *where the head
+looks*. The **OV** matrix :math:`W_V^h W_O^h` sets *what it writes* from the tokens it looks at. This page
 checks the sum on a real module, measures the rank of both matrices, and then separates the two
 halves of a head by experiment.
 """
@@ -45,7 +53,7 @@ from mha_ref.tutorial.circuits import (
     rank,
     token_ov_circuit,
 )
-from mha_ref.tutorial.induction import train_induction
+from mha_ref.tutorial.induction import composition_ablation, head_scores, train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 
 torch.manual_seed(0)
@@ -120,8 +128,7 @@ plt.show()
 # %%
 # The heads of the induction model
 # --------------------------------
-# The converse also holds: heads that look in different places can write the same kind of thing.
-# We take the two-layer model trained in
+# The converse: do heads that look in different places write different things? We take the two-layer model trained in
 # :ref:`the induction heads example <sphx_glr_auto_examples_plot_10_induction_heads.py>` (read
 # from the cache when that example ran first) and read each head's OV matrix from tokens to
 # logits, :math:`W_E W_V^h W_O^h W_U^\\top` (:func:`~mha_ref.tutorial.circuits.token_ov_circuit`).
@@ -129,6 +136,12 @@ plt.show()
 # puts the largest entry of each row on the diagonal; the copying score is the fraction of tokens
 # for which it does. That example found the previous-token head in layer 1 and the induction
 # heads in layer 2 by where they look; compare what they write.
+#
+# One caution when reading the table: this circuit is the *direct path*, from the embedding
+# through the head straight to the unembedding. The layer-2 heads write to the logits, so for
+# them it is the path that matters. The layer-1 head's output matters elsewhere: through what it
+# writes into the keys that layer 2 searches (K-composition). Its copying score says what it
+# would write if its output went straight to the logits, not what it does for the model.
 
 induction_model = train_induction(seed=0).model().double()
 token_names = list("ABCDEFGHIJKLMNOPQRSTUVWX")  # one name per token id
@@ -161,12 +174,34 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# Where the layer-1 head's output is used
+# ---------------------------------------
+# The direct path does not show what the previous-token head does, but an intervention can. Layer
+# 2 reads the residual stream three times: for its queries, its keys and its values. Below, the
+# layer-1 head is removed from *one* of these inputs at a time
+# (:func:`~mha_ref.tutorial.induction.composition_ablation`), and everything else, including the
+# path to the logits, keeps it. What to look for: which input loses the second-copy accuracy. If
+# it is the keys, the head works by K-composition: it writes "the previous token" into each
+# position so that layer 2 can search for it.
+
+eval_tokens, eval_periods = train_induction(seed=0).evaluation_batch()  # (N, L), (N,)
+previous_head = int(head_scores(induction_model, eval_tokens, eval_periods)[0][0].argmax())
+composition = composition_ablation(induction_model, eval_tokens, eval_periods, previous_head)
+print(f"layer 1 head {previous_head} (the previous-token head), second-copy accuracy:")
+print(f"  full model:                   {composition['none']:.3f}")
+print(f"  removed from layer 2 queries: {composition['Q']:.3f}")
+print(f"  removed from layer 2 keys:    {composition['K']:.3f}")
+print(f"  removed from layer 2 values:  {composition['V']:.3f}")
+
+# %%
 # What this shows
 # ---------------
 # The decomposition is exact: the printed difference is at the level of float64 rounding. A
 # head's QK and OV matrices are low-rank, and they are independent: copying QK made two heads
-# look at the same tokens while they kept writing different vectors, and in the trained model a
-# head whose job is "look at the previous token" and heads whose job is "look at what followed
-# the earlier copy" can share the same OV behaviour. So a heatmap of attention weights says
+# look at the same tokens while they kept writing different vectors, and in the trained model the
+# induction heads in layer 2 copy the token they attend to into the logits, the OV behaviour
+# their task needs. The layer-1 previous-token head's score is measured on a path it does not
+# use: what it contributes goes into the keys of layer 2, and the intervention above
+# measures it on that path. So a heatmap of attention weights says
 # where a head reads from, never what it adds to the output; claims about what a head
 # contributes need its OV side, or an ablation.

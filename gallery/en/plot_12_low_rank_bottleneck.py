@@ -13,9 +13,12 @@ head loses. One head's scores on ``L`` keys are
 
 a product through ``head_dim`` (:math:`d_k`) columns, so :math:`\\mathrm{rank}(S) \\le d_k`. The
 softmax ignores a constant added to a row, so a head can produce an attention pattern :math:`P`
-only if :math:`\\log P` is, up to one constant per row, a matrix of rank :math:`d_k` or less. Their
-Theorem 1: with :math:`d_k \\ge L` (and inputs of rank :math:`L`) a head can express *every*
-pattern; with :math:`d_k < L` it cannot.
+exactly when :math:`\\log P + c \\mathbf{1}^\\top`, for some column :math:`c` of per-row constants,
+is a matrix of rank :math:`d_k` or less (with inputs of rank :math:`L`). Their Theorem 1 puts the
+threshold at :math:`d_k = L`; the per-row constant moves it one lower. Choosing :math:`c` to
+centre every row gives rows that each sum to zero, and such a matrix has rank at most
+:math:`L - 1`. So a head with :math:`d_k \\ge L - 1` can express *every* pattern with positive
+weights; with :math:`d_k < L - 1` most patterns are out of reach.
 
 This page measures how much that matters: for fixed inputs and a set of target patterns, it fits
 the best single head of each width and reports how far the head's pattern stays from the target.
@@ -39,7 +42,7 @@ import matplotlib.pyplot as plt
 from mha_ref.tutorial.low_rank import low_rank_sweep
 from mha_ref.tutorial.plotting import plot_heads, plot_lines, text_table
 
-sweep = low_rank_sweep(head_dims=(1, 2, 4, 8, 16, 32, 64), seq_len=32, embed_dim=64)
+sweep = low_rank_sweep(head_dims=(1, 2, 4, 8, 16, 31, 32, 64), seq_len=32, embed_dim=64)
 targets = sweep.targets  # (num_targets, seq_len, seq_len)
 print(f"targets: {tuple(targets.shape)}, embed_dim: {sweep.embed_dim}, L: {sweep.seq_len}")
 print(f"mean largest weight in a row: {targets.amax(dim=-1).mean():.3f}")
@@ -51,14 +54,17 @@ print(f"mean weight on a row's 3 largest keys: {targets.topk(3, dim=-1).values.s
 # For each width we print the largest rank of a fitted score matrix, and the KL divergence
 # :math:`\\mathrm{KL}(P \\,\\|\\, \\mathrm{softmax}(S))` in nats, averaged over rows and targets (0
 # means the head reproduces the target exactly). The column ``heads`` is how many heads of that
-# width fit in ``embed_dim = 64``. What to look for: the rank never exceeds ``head_dim``; the KL
-# falls as ``head_dim`` grows and reaches zero once ``head_dim >= L``; gradient descent finds
-# better heads than the closed form below that point, but not exact ones.
+# width fit in ``embed_dim = 64`` (``-`` where ``head_dim`` does not divide it: ``L - 1`` is in the
+# sweep only to test the threshold). What to look for: the rank never exceeds ``head_dim``, and
+# it stops at ``L - 1`` even for wider heads: the closed form matches the centred
+# log-probabilities, whose rows each sum to zero, so nothing wider is needed. The KL falls as
+# ``head_dim`` grows and reaches zero at ``head_dim = L - 1`` already; below that, gradient
+# descent finds better heads than the closed form, but not exact ones.
 
 rows = [
     [
         d,
-        sweep.embed_dim // d,
+        sweep.embed_dim // d if sweep.embed_dim % d == 0 else "-",
         sweep.score_rank[i],
         f"{sweep.kl_closed_form[i]:.3f}",
         f"{sweep.kl_descent[i]:.3f}",
@@ -75,8 +81,13 @@ fig = plot_lines(
     title="How well one head matches a target pattern (L = 32 keys)",
     logx=True,
 )
-fig.axes[0].axvline(sweep.seq_len, color="grey", linestyle="--", linewidth=1)
-fig.axes[0].annotate("head_dim = L", (sweep.seq_len, max(sweep.kl_closed_form)), fontsize=8)
+fig.axes[0].axvline(sweep.seq_len - 1, color="grey", linestyle="--", linewidth=1)
+fig.axes[0].annotate(
+    "head_dim = L - 1 ", (sweep.seq_len - 1, max(sweep.kl_closed_form)), fontsize=8, ha="right"
+)
+ticks = [d for d in sweep.head_dims if d != sweep.seq_len]  # the ticks of L - 1 and L would overlap
+fig.axes[0].set_xticks(ticks, [str(d) for d in ticks])
+fig.axes[0].minorticks_off()
 plt.show()
 
 # %%
@@ -103,7 +114,7 @@ plt.show()
 # What this means for the number of heads
 # ---------------------------------------
 # Splitting a fixed ``embed_dim`` into more heads makes each head narrower. Once ``head_dim``
-# falls below the sequence length, each head can express fewer attention patterns, however it is
+# falls below the sequence length minus one, each head can express fewer attention patterns, however it is
 # trained: the table above measures the cost for these targets. More heads buy more patterns
 # side by side, each less expressive. Bhojanapalli et al. argue that this is one reason why too
 # many heads hurt (compare the ``h = 32`` row of Vaswani et al.'s Table 3 in

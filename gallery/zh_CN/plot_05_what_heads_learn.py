@@ -56,7 +56,9 @@ print("目标：", " ".join(TOKEN_NAMES[i] if i >= 0 else "-" for i in targets[0
 #
 # :func:`~mha_ref.tutorial.training.train` 在每步新生成的随机批次上运行 200 步 Adam。即使有 GPU，
 # 它也有意在 CPU 上训练：模型太小，GPU 帮不上忙；而在单个 CPU 线程上使用确定性算子，每次构建
-# 都得到相同的数字。准确率在一组固定的、全新的评估序列上测量。
+# 都得到相同的数字。准确率在一组固定的、全新的评估序列上测量。序列是新的，词元对却不是：
+# 全部 16 x 16 种 ``(token[t - 1], token[t - 2])`` 组合在训练中都出现过，所以这里测的是查找表学得
+# 多好，而不是对没见过的组合的泛化能力。
 
 result = train(num_heads=4, embed_dim=16, seed=0)
 print(f"参数量：{result.num_parameters}（其中注意力层：{result.attention_parameters}）")
@@ -144,12 +146,16 @@ print("没有头覆盖的关系：  ", result.relations_missing())
 #
 # * **置零消融** （头掩码，Michel 等 2019，arXiv:1905.10650）：把这个头在上下文中的那一段，
 #   也就是它在输出投影 ``out_proj`` 之前的输出，乘以门控 :math:`\xi_h = 0`。这等价于删去
-#   :math:`W^O` 中属于这个头的那几列；
+#   ``out_proj.weight`` 中属于这个头的那几列（按论文的记号
+#   :math:`\mathrm{Concat}(\mathrm{head}_1, \ldots, \mathrm{head}_h) W^O`，是 :math:`W^O`
+#   中属于它的那几行）；
 # * **均值消融** ：把这一段替换为它在评估序列上的平均值。读出层收到的输入大小照常，只是不再依赖
 #   具体的序列；
 # * **梯度重要性** （Michel 等 2019，式 2）：损失对门控的导数，
 #   :math:`I_h = \mathbb{E}_x |\partial \mathcal{L}(x) / \partial \xi_h|` （在 :math:`\xi = 1` 处），
-#   只需一次反向传播，就能估计去掉每个头的代价；
+#   只需一次反向传播。它是一阶的 *排序代理指标* ，而不是去掉这个头的代价：
+#   像这里这样损失已接近零时，导数远小于去掉这个头实际造成的损失增量，重要性相近的头也可能被排错
+#   顺序。表格在它旁边列出实测的损失增量；
 # * 与它们并列的 **置信度** （Voita 等 2019，arXiv:1905.09418）：每个查询上该头最大的注意力权重，
 #   对所有查询取平均。它和上面的摘要一样是从注意力权重中读出来的，所以只说明一个头看向哪里、
 #   看得多确定，不说明它贡献了什么。
@@ -173,14 +179,23 @@ ablation_rows = [
         f"{report.confidence[head.head]:.3f}",
         f"{report.zero_ablation[head.head]:.3f}",
         f"{report.mean_ablation[head.head]:.3f}",
+        f"{report.loss_increase[head.head]:.3f}",
         f"{report.importance[head.head]:.4f}",
     )
     for head in result.heads
 ]
-print(f"完整模型的准确率：{report.accuracy:.3f}")
+print(f"完整模型的准确率：{report.accuracy:.3f}，损失：{report.loss:.4f}")
 print(
     text_table(
-        ["头", "偏移", "置信度", "置零消融后准确率", "均值消融后准确率", "梯度重要性"],
+        [
+            "头",
+            "偏移",
+            "置信度",
+            "置零消融后准确率",
+            "均值消融后准确率",
+            "损失增量",
+            "梯度重要性",
+        ],
         ablation_rows,
     )
 )
@@ -226,16 +241,51 @@ fig = plot_pruning_curve(
 plt.show()
 
 # %%
+# 更宽的模型：有些头可以去掉
+# --------------------------
+# “没有哪个头可以去掉”是 *这个* 模型的性质，而不是注意力头的普遍性质。它的注意力层很窄
+# （``head_dim=4``），又没有残差连接，所以每个头都传递着别的头不传递的特征。下面用同一个任务、
+# 同样的训练和同一个随机种子，只把模型加宽：``embed_dim=64``、``num_heads=8``
+# （``head_dim=8``）。该看什么：宽模型的剪枝曲线在去掉前几个头时，是否仍贴近完整模型的准确率
+# （正如 Michel 等人在翻译模型中的发现），而窄模型去掉第一个头就下跌？
+
+wide = train(num_heads=8, embed_dim=64, seed=0)
+wide_report = ablation_report(wide)
+wide_chance = chance_accuracy(wide.eval_batch()[1])
+print(f"宽模型（embed_dim=64，8 个头）：准确率 {wide_report.accuracy:.3f}")
+print(
+    "宽模型，置零消融每个头后的准确率：",
+    [f"{a:.3f}" for a in wide_report.zero_ablation],
+)
+print("宽模型，按重要性从低到高排列的头：", wide_report.order)
+print("窄模型，剪枝曲线：", [f"{a:.3f}" for a in report.pruning])
+print("宽模型，剪枝曲线：", [f"{a:.3f}" for a in wide_report.pruning])
+fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+curves = {
+    "embed_dim=16，4 个头": report.pruning,
+    "embed_dim=64，8 个头": wide_report.pruning,
+}
+for name, curve in curves.items():
+    ax.plot(range(len(curve)), curve, marker="o", label=name)
+ax.axhline(wide_chance, color="grey", linestyle="--", label="总是预测最常见的目标")
+ax.set_title("窄模型与宽模型的剪枝曲线")
+ax.set_xlabel("去掉的头数（从最不重要的开始）")
+ax.set_ylabel("评估集上的准确率")
+ax.set_ylim(0, 1.05)
+ax.legend()
+plt.show()
+
+# %%
 # 看向哪里不等于做了什么
 # ----------------------
 # 热力图和偏移分布描述的是每个头的 **QK 回路** ：它的查询选中了哪个键。偏移相同的两个头选中的是
 # 同一个词元。选中之后传递什么，由它的 **OV 回路** 决定：值投影读取这个词元的某些特征，
-# :math:`W^O` 中属于它的那几列再把这些特征写进输出。偏移相同的头可以传递同一个词元的不同特征；
+# ``out_proj.weight`` 中属于它的那几列再把这些特征写进输出。偏移相同的头可以传递同一个词元的不同特征；
 # 去掉其中每一个的代价，上面的表格已经测出。只有干预才能测量一个头的贡献；单看注意力权重永远不行，
 # 置信度那一列也不行，因为它同样是从注意力权重中算出来的。
 #
 # 所以 d2l 那道习题的答案是：**通过干预来衡量重要性**。对一个头做掩码（置零消融或均值消融），
-# 在留出的数据上测量准确率的下降；用损失对各头门控的梯度，一次估计所有头的这种下降；按重要性依次
-# 剪枝，看曲线在哪里下跌。并且报告测得的数字，而不是对热力图的解读。
+# 在留出的数据上测量准确率的下降；用损失对各头门控的梯度，一次给所有头排序（这是一阶代理指标，损失接近零时会低估这种下降）；按重要性依次
+# 剪枝，看曲线在哪里下跌。检查答案是否依赖模型的宽度。并且报告测得的数字，而不是对热力图的解读。
 # :ref:`下一个示例 <sphx_glr_auto_examples_plot_06_how_many_heads.py>` 研究头数如何影响这个任务
 # 学得多快、学得多好。

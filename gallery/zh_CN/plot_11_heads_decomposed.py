@@ -11,10 +11,17 @@ Elhage 等人（2021）在“A Mathematical Framework for Transformer Circuits�
 
 .. math::
 
-    \\mathrm{MultiHead}(X) = \\sum_{h} A^h X W_V^h W_O^h + b^O,
-    \\qquad A^h = \\mathrm{softmax}\\Big(\\frac{X W_Q^h (X W_K^h)^\\top}{\\sqrt{d_k}}\\Big).
+    \\mathrm{MultiHead}(X) = \\sum_{h} \\big(A^h X W_V^h W_O^h + \\mathbf{1}\\, b_V^h W_O^h\\big) + b^O,
+    \\qquad A^h = \\mathrm{softmax}\\Big(\\frac{(X W_Q^h + \\mathbf{1}\\, b_Q^h)
+    (X W_K^h + \\mathbf{1}\\, b_K^h)^\\top}{\\sqrt{d_k}}\\Big).
 
-于是每个头就是两个 ``embed_dim x embed_dim`` 的矩阵。**QK** 矩阵 :math:`W_Q^h {W_K^h}^\\top`
+其中 :math:`\\mathbf{1}` 是全 1 的列向量，:math:`b_Q^h, b_K^h, b_V^h` 是输入投影偏置中属于这个头
+的那一段；由于 :math:`A^h` 每行之和为 1，值偏置在每个位置加上的都是同一个向量 :math:`b_V^h W_O^h`。
+下面的矩阵只是不含偏置的部分：PyTorch（以及 :class:`mha_ref.MultiHeadAttention`）把所有偏置都
+初始化为零，所以在新建的模块上它们就是这个头的全部；训练过的模块的偏置会加上上面那些项（下面验证
+的求和包含了它们）。
+
+于是，除去偏置，每个头就是两个 ``embed_dim x embed_dim`` 的矩阵。**QK** 矩阵 :math:`W_Q^h {W_K^h}^\\top`
 决定注意力模式 :math:`A^h`，也就是 *头看向哪里*；**OV** 矩阵 :math:`W_V^h W_O^h` 决定它从所看的
 词元那里 *写下什么*。本页先在一个真实的模块上验证这个求和，测量两个矩阵的秩，再用实验把一个头的
 这两半分开。
@@ -43,7 +50,7 @@ from mha_ref.tutorial.circuits import (
     rank,
     token_ov_circuit,
 )
-from mha_ref.tutorial.induction import train_induction
+from mha_ref.tutorial.induction import composition_ablation, head_scores, train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 
 torch.manual_seed(0)
@@ -115,13 +122,17 @@ plt.show()
 # %%
 # 归纳模型的各个头
 # ----------------
-# 反过来也成立：看向不同位置的头，可以写下同一类东西。我们取
+# 反过来：看向不同位置的头，写下的东西是否也不同？我们取
 # :ref:`归纳头示例 <sphx_glr_auto_examples_plot_10_induction_heads.py>` 中训练的两层模型（若那个
 # 示例先运行，就直接从缓存读取），把每个头的 OV 矩阵从词元一直读到 logits：
 # :math:`W_E W_V^h W_O^h W_U^\\top` （:func:`~mha_ref.tutorial.circuits.token_ov_circuit`）。
 # 第 ``i`` 行表示头注意词元 ``i`` 时哪些 logits 会升高。一个 *复制* 型的头会把每一行的最大值放在
 # 对角线上；复制分数就是满足这一点的词元所占的比例。那个示例根据“看向哪里”找出了第 1 层的前一
 # 词元头和第 2 层的归纳头；这里比较它们写下什么。
+#
+# 读表时要注意一点：这个回路是 *直接路径* ，从嵌入经过这个头直接到反嵌入。第 2 层的头写向
+# logits，对它们来说这正是起作用的路径。第 1 层的头的输出在别处起作用：它写进第 2 层要搜索的键里
+# （K 组合）。它的复制分数说明的是，假如它的输出直接送到 logits 会写下什么，而不是它为模型做了什么。
 
 induction_model = train_induction(seed=0).model().double()
 token_names = list("ABCDEFGHIJKLMNOPQRSTUVWX")  # 每个词元编号对应一个名字
@@ -154,10 +165,30 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# 第 1 层的头的输出用在哪里
+# -------------------------
+# 直接路径看不出前一词元头做了什么，干预却可以。第 2 层从残差流中读三次：读出查询、键和值。下面每次
+# 只从 *其中一个* 输入里去掉第 1 层的这个头
+# （:func:`~mha_ref.tutorial.induction.composition_ablation`），其余一切，包括通向 logits 的路径，
+# 都保留它。该看什么：去掉哪个输入会让第二份拷贝上的准确率下跌。如果是键，这个头就是通过 K 组合
+# 起作用：它把“前一个词元”写进每个位置，供第 2 层搜索。
+
+eval_tokens, eval_periods = train_induction(seed=0).evaluation_batch()  # (N, L), (N,)
+previous_head = int(head_scores(induction_model, eval_tokens, eval_periods)[0][0].argmax())
+composition = composition_ablation(induction_model, eval_tokens, eval_periods, previous_head)
+print(f"第 1 层头 {previous_head}（前一词元头），第二份拷贝上的准确率：")
+print(f"  完整模型：                 {composition['none']:.3f}")
+print(f"  从第 2 层的查询中去掉它：  {composition['Q']:.3f}")
+print(f"  从第 2 层的键中去掉它：    {composition['K']:.3f}")
+print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
+
+# %%
 # 这说明了什么
 # ------------
 # 这个分解是精确的：打印出的差值只在 float64 舍入误差的量级。一个头的 QK 矩阵和 OV 矩阵都是低秩
 # 的，而且彼此独立：复制 QK 让两个头看向同样的词元，它们写下的向量却依然不同；而在训练好的模型
-# 里，职责是“看前一个词元”的头和职责是“看上一份拷贝里紧随其后的词元”的头，可以有相同的 OV 行为。
+# 里，第 2 层的归纳头把它所注意的词元复制到 logits 上，这正是它们的任务需要的 OV 行为。第 1 层
+# 前一词元头的分数测量的是一条它并不使用的路径：它的贡献写进第 2 层的键里，上面的干预正是在这条路径上
+# 测出了它。
 # 所以注意力权重的热力图只说明一个头从哪里读，从不说明它往输出里加了什么；要断言一个头贡献了
 # 什么，需要看它的 OV 一侧，或者做消融。

@@ -12,9 +12,11 @@ Bhojanapalli 等人（2020）在“Low-Rank Bottleneck in Multi-head Attention M
     S = \\frac{X W_Q (X W_K)^\\top}{\\sqrt{d_k}}, \\qquad W_Q, W_K \\in \\mathbb{R}^{d_{model} \\times d_k},
 
 它是经过 ``head_dim`` （即 :math:`d_k`）列的乘积，所以 :math:`\\mathrm{rank}(S) \\le d_k`。softmax
-不在乎每一行加上的常数，因此一个头能产生注意力模式 :math:`P`，当且仅当 :math:`\\log P` 在每行
-减去一个常数之后，是秩不超过 :math:`d_k` 的矩阵。他们的定理 1 说：当 :math:`d_k \\ge L` （且输入
-的秩为 :math:`L`）时，一个头能表达 *任何* 模式；当 :math:`d_k < L` 时则不能。
+不在乎每一行加上的常数，因此（在输入的秩为 :math:`L` 时）一个头能产生注意力模式 :math:`P`，
+恰好是在存在一列逐行常数 :math:`c`，使 :math:`\\log P + c \\mathbf{1}^\\top` 的秩不超过 :math:`d_k`
+的时候。他们的定理 1 把门槛定在 :math:`d_k = L`；逐行常数让门槛再低一。选取 :math:`c` 使每一行
+居中后，每行之和都为零，这样的矩阵秩至多为 :math:`L - 1`。所以当 :math:`d_k \\ge L - 1` 时，
+一个头能表达 *任何* 权重全为正的模式；当 :math:`d_k < L - 1` 时，大多数模式都无法表达。
 
 本页测量这一点的影响有多大：对固定的输入和一组目标模式，为每种宽度拟合出最好的单个头，并报告
 这个头的模式离目标还有多远。
@@ -36,7 +38,7 @@ import matplotlib.pyplot as plt
 from mha_ref.tutorial.low_rank import low_rank_sweep
 from mha_ref.tutorial.plotting import plot_heads, plot_lines, text_table
 
-sweep = low_rank_sweep(head_dims=(1, 2, 4, 8, 16, 32, 64), seq_len=32, embed_dim=64)
+sweep = low_rank_sweep(head_dims=(1, 2, 4, 8, 16, 31, 32, 64), seq_len=32, embed_dim=64)
 targets = sweep.targets  # (num_targets, seq_len, seq_len)
 print(f"目标：{tuple(targets.shape)}，embed_dim：{sweep.embed_dim}，L：{sweep.seq_len}")
 print(f"每行最大注意力权重的平均值：{targets.amax(dim=-1).mean():.3f}")
@@ -47,14 +49,16 @@ print(f"每行最大的 3 个键上权重之和的平均值：{targets.topk(3, d
 # -----------------------------
 # 对每种宽度，我们打印拟合出的分数矩阵的最大秩，以及 KL 散度
 # :math:`\\mathrm{KL}(P \\,\\|\\, \\mathrm{softmax}(S))` （单位为奈特，对所有行和目标取平均；
-# 0 表示这个头精确地复现了目标）。``heads`` 列是 ``embed_dim = 64`` 能容纳多少个这种宽度的头。
-# 要看的是：秩从不超过 ``head_dim``；KL 随 ``head_dim`` 增大而下降，并在 ``head_dim >= L`` 时
-# 降到零；在此之前，梯度下降找到的头比闭式解更好，但也无法做到精确。
+# 0 表示这个头精确地复现了目标）。``heads`` 列是 ``embed_dim = 64`` 能容纳多少个这种宽度的头
+# （``head_dim`` 不能整除它时记为 ``-``：扫描中加入 ``L - 1`` 只是为了检验门槛）。要看的是：秩从不
+# 超过 ``head_dim``，而且即使头更宽，秩也停在 ``L - 1``：闭式解拟合的是居中后的对数概率，它每行之和
+# 为零，用不着更宽的头。KL 随 ``head_dim`` 增大而下降，在 ``head_dim = L - 1`` 时就已降到零；
+# 在此之前，梯度下降找到的头比闭式解更好，但也无法做到精确。
 
 rows = [
     [
         d,
-        sweep.embed_dim // d,
+        sweep.embed_dim // d if sweep.embed_dim % d == 0 else "-",
         sweep.score_rank[i],
         f"{sweep.kl_closed_form[i]:.3f}",
         f"{sweep.kl_descent[i]:.3f}",
@@ -71,8 +75,13 @@ fig = plot_lines(
     title="单个头与目标模式的差距（L = 32 个键）",
     logx=True,
 )
-fig.axes[0].axvline(sweep.seq_len, color="grey", linestyle="--", linewidth=1)
-fig.axes[0].annotate("head_dim = L", (sweep.seq_len, max(sweep.kl_closed_form)), fontsize=8)
+fig.axes[0].axvline(sweep.seq_len - 1, color="grey", linestyle="--", linewidth=1)
+fig.axes[0].annotate(
+    "head_dim = L - 1 ", (sweep.seq_len - 1, max(sweep.kl_closed_form)), fontsize=8, ha="right"
+)
+ticks = [d for d in sweep.head_dims if d != sweep.seq_len]  # L - 1 和 L 的刻度会重叠
+fig.axes[0].set_xticks(ticks, [str(d) for d in ticks])
+fig.axes[0].minorticks_off()
 plt.show()
 
 # %%
@@ -97,7 +106,7 @@ plt.show()
 # %%
 # 这对头的数量意味着什么
 # ----------------------
-# 把固定的 ``embed_dim`` 分给更多的头，每个头就更窄。一旦 ``head_dim`` 小于序列长度，无论怎样
+# 把固定的 ``embed_dim`` 分给更多的头，每个头就更窄。一旦 ``head_dim`` 小于序列长度减一，无论怎样
 # 训练，每个头能表达的注意力模式都会变少：上表测出了在这些目标上的代价。头多了，能并排表达的
 # 模式就多，但每个都更弱。Bhojanapalli 等人认为，这是头太多反而有害的原因之一（可对照
 # :ref:`头数示例 <sphx_glr_auto_examples_plot_06_how_many_heads.py>` 中 Vaswani 等人表 3 的

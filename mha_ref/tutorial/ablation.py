@@ -10,8 +10,9 @@ and watching the model's accuracy:
 * **mean ablation**: replace that slice by its mean over the evaluation sequences, so the
   read-out still gets a typical input but nothing that depends on the sequence;
 * **gradient importance**: :math:`I_h = \mathbb{E}_x \left|\partial \mathcal{L}(x) / \partial
-  \xi_h\right|` at :math:`\xi = 1`, the first-order estimate of the loss change from removing
-  the head (Michel et al. 2019, eq. 2);
+  \xi_h\right|` at :math:`\xi = 1` (Michel et al. 2019, eq. 2), a first-order ranking proxy:
+  once the loss is near zero it is far smaller than the loss increase that removing the head
+  actually causes (:func:`loss_without`), so the report gives both;
 * **confidence**: the mean over queries of the head's largest attention weight (Voita et al.
   2019); descriptive like the weights, shown beside the interventions to compare;
 * **pruning curve**: accuracy as heads are removed one by one, least important first.
@@ -52,6 +53,7 @@ __all__ = [
     "head_confidence",
     "head_means",
     "accuracy_without",
+    "loss_without",
     "ablation_report",
     "chance_accuracy",
     "plot_pruning_curve",
@@ -171,6 +173,25 @@ def accuracy_without(
     return correct_fraction(logits, targets)
 
 
+def loss_without(
+    model: TinyAttentionModel,
+    tokens: torch.Tensor,
+    targets: torch.Tensor,
+    removed: tuple[int, ...] | list[int] = (),
+) -> float:
+    """Mean cross-entropy loss with the heads in ``removed`` zeroed (``()`` = the full model).
+
+    Returns:
+        the loss over the positions with a target, rounded to 6 significant digits.
+    """
+    gate = torch.ones(model.attention.num_heads)  # (H,)
+    gate[list(removed)] = 0.0
+    with torch.no_grad():
+        logits, _ = gated_forward(model, tokens, gate)  # (N, L, V)
+    loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE_INDEX)
+    return float(f"{loss.item():.6g}")
+
+
 def gradient_importance(
     model: TinyAttentionModel, tokens: torch.Tensor, targets: torch.Tensor
 ) -> torch.Tensor:
@@ -241,7 +262,12 @@ class HeadReport:
     Attributes:
         accuracy: the full model's accuracy on the evaluation set.
         zero_ablation, mean_ablation: accuracy with one head zeroed / replaced by its mean.
-        importance: the gradient importance :math:`I_h` (:func:`gradient_importance`).
+        loss: the full model's mean cross-entropy loss on the evaluation set.
+        loss_increase: the loss with one head zeroed minus ``loss`` (:func:`loss_without`): the
+            cost that the gradient importance only ranks to first order.
+        importance: the gradient importance :math:`I_h` (:func:`gradient_importance`), a
+            first-order ranking proxy; once the loss is near zero it is far smaller than
+            ``loss_increase``.
         confidence: :func:`head_confidence`, over the query positions that have a target.
         order: heads from least to most important (by ``importance``).
         pruning: accuracy with the first ``k`` heads of ``order`` removed, ``k = 0 .. H``.
@@ -251,6 +277,8 @@ class HeadReport:
     accuracy: float
     zero_ablation: list[float]
     mean_ablation: list[float]
+    loss: float
+    loss_increase: list[float]
     importance: list[float]
     confidence: list[float]
     order: list[int]
@@ -284,11 +312,17 @@ def _measure(result: TrainResult) -> HeadReport:
     with torch.no_grad():
         _, weights = gated_forward(model, tokens)  # (N, H, L, L)
     order = sorted(range(num_heads), key=lambda h: (float(importance[h]), h))
+    loss = loss_without(model, tokens, targets)
     return HeadReport(
         accuracy=accuracy_without(model, tokens, targets),
         zero_ablation=[accuracy_without(model, tokens, targets, [h]) for h in range(num_heads)],
         mean_ablation=[
             accuracy_without(model, tokens, targets, [h], means) for h in range(num_heads)
+        ],
+        loss=loss,
+        loss_increase=[
+            float(f"{loss_without(model, tokens, targets, [h]) - loss:.6g}")
+            for h in range(num_heads)
         ],
         importance=[float(f"{v:.6g}") for v in importance.tolist()],
         confidence=[float(f"{v:.6g}") for v in head_confidence(weights, start).tolist()],

@@ -2,8 +2,10 @@ r"""How many heads: analytic costs at a fixed ``embed_dim``, and the head-count 
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -333,49 +335,69 @@ def width_costs(
     batch: int = 2,
     device: torch.device | str = "cpu",
     repeats: int = 5,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[dict[str, Any]]:
     """Costs of one self-attention forward pass against ``h`` at a given (realistic) width.
 
     For each ``h``: the parameters of :class:`mha_ref.MultiHeadAttention`, the bytes of its
-    attention-weight tensor ``(batch, h, seq_len, seq_len)`` in float32, and the median time
-    (:func:`mha_ref.tutorial.bench.time_fn`, 2 warm-up calls) of the **fused** path
-    (``need_weights=False``: PyTorch's ``scaled_dot_product_attention``, no weight tensor kept)
-    and the **explicit** path (``need_weights=True``, per-head weights returned). Inputs are
-    seeded; times depend on the machine and are not reproducible.
+    attention-weight tensor ``(batch, h, seq_len, seq_len)`` in float32, and the time of one call
+    of the **fused** path (``need_weights=False``: PyTorch's ``scaled_dot_product_attention``, no
+    weight tensor kept) and of the **explicit** path (``need_weights=True``, per-head weights
+    returned).
+
+    The timing is interleaved: every module and path is warmed up once, then ``repeats`` rounds
+    each time every ``(h, path)`` once, so a slow spell of a shared machine hits every
+    configuration alike instead of one ``h``. Each configuration keeps its *minimum* over the
+    rounds: load from other processes only ever adds time, so the minimum is the best estimate of
+    how fast the code can run (a median or mean mixes in the machine's load). Inputs are seeded;
+    times depend on the machine and are not reproducible.
+
+    Args:
+        clock: a function returning seconds; tests pass a fake one.
 
     Returns:
         one dict per ``h`` with keys ``h``, ``head_dim``, ``parameters``, ``weight_bytes``,
-        ``fused_s``, ``explicit_s``.
+        ``fused_s``, ``explicit_s`` (seconds, minimum over the rounds).
 
     Raises:
-        ValueError: if a head count does not divide ``embed_dim``.
+        ValueError: if a head count does not divide ``embed_dim``, or ``repeats < 1``.
     """
     from mha_ref.multihead import MultiHeadAttention
-    from mha_ref.tutorial.bench import time_fn
+    from mha_ref.tutorial.bench import measure_times
 
     for h in head_counts:
         if embed_dim % h:
             raise ValueError(f"head count {h} must divide embed_dim={embed_dim}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(batch, seq_len, embed_dim, generator=generator).to(device)  # (N, L, E)
-    rows = []
-    for h in head_counts:
-        module = MultiHeadAttention(embed_dim, h, batch_first=True).to(device).eval()
-        timing = dict(warmup=2, repeats=repeats, device=device)
-        with torch.no_grad():
-            fused = time_fn(lambda m=module: m(x, x, x, need_weights=False), **timing)
-            explicit = time_fn(
-                lambda m=module: m(x, x, x, need_weights=True, average_attn_weights=False),
-                **timing,
-            )
-        rows.append(
-            {
-                "h": h,
-                "head_dim": embed_dim // h,
-                "parameters": sum(p.numel() for p in module.parameters()),
-                "weight_bytes": attention_weight_bytes(batch, seq_len, h),
-                "fused_s": fused,
-                "explicit_s": explicit,
-            }
+    modules = {
+        h: MultiHeadAttention(embed_dim, h, batch_first=True).to(device).eval()
+        for h in head_counts
+    }
+    calls = {}
+    for h, module in modules.items():
+        calls[(h, "fused")] = lambda m=module: m(x, x, x, need_weights=False)
+        calls[(h, "explicit")] = lambda m=module: m(
+            x, x, x, need_weights=True, average_attn_weights=False
         )
-    return rows
+    best = dict.fromkeys(calls, math.inf)
+    with torch.no_grad():
+        for call in calls.values():  # warm-up, untimed
+            measure_times(call, warmup=1, repeats=1, device=device, clock=clock)
+        for _ in range(repeats):
+            for key, call in calls.items():
+                (seconds,) = measure_times(call, warmup=0, repeats=1, device=device, clock=clock)
+                best[key] = min(best[key], seconds)
+    return [
+        {
+            "h": h,
+            "head_dim": embed_dim // h,
+            "parameters": sum(p.numel() for p in module.parameters()),
+            "weight_bytes": attention_weight_bytes(batch, seq_len, h),
+            "fused_s": best[(h, "fused")],
+            "explicit_s": best[(h, "explicit")],
+        }
+        for h, module in modules.items()
+    ]

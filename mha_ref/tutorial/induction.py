@@ -40,6 +40,7 @@ __all__ = [
     "ablate_heads",
     "accuracy_with_ablation",
     "check_periods",
+    "composition_ablation",
     "head_scores",
     "induction_score",
     "make_repeated_batch",
@@ -315,6 +316,55 @@ def accuracy_with_ablation(
     with torch.no_grad(), ablate_heads(model, heads):
         logits, _ = model(tokens)  # (N, L, V)
     return second_copy_accuracy(logits, tokens, periods)
+
+
+def composition_ablation(
+    model: AttentionOnlyTransformer,
+    tokens: torch.Tensor,
+    periods: torch.Tensor,
+    head: int,
+) -> dict[str, float]:
+    """Second-copy accuracy with one layer-1 head removed from *one input* of layer 2 only.
+
+    For a two-layer model: layer 2 gets the residual stream without the head's term as its
+    query input (``"Q"``), its key input (``"K"``) or its value input (``"V"``), the other two
+    inputs and the path to the unembedding keep the full stream. This measures which composition
+    (Elhage et al. 2021: Q-, K- or V-composition) the head's output is used through.
+
+    Args:
+        model: a two-layer model; tokens: ``(N, L)``; periods: ``(N,)``.
+        head: the layer-1 head (0-based).
+
+    Returns:
+        ``{"none": acc, "Q": acc, "K": acc, "V": acc}``, accuracies as in
+        :func:`second_copy_accuracy`.
+
+    Raises:
+        ValueError: the model does not have two layers, or no such head.
+    """
+    if len(model.layers) != 2:
+        raise ValueError(f"composition_ablation needs a 2-layer model, got {len(model.layers)}")
+    seq_len = tokens.shape[1]
+    positions = torch.arange(seq_len, device=tokens.device)  # (L,)
+    blocked = allowed_to_blocked(causal_mask(seq_len, device=tokens.device))  # (L, L)
+    first, second = model.layers
+    with torch.no_grad():
+        x0 = model.token_embedding(tokens) + model.position_embedding(positions)  # (N, L, E)
+        full = x0 + first(x0, x0, x0, attn_mask=blocked, need_weights=False)[0]  # (N, L, E)
+        with ablate_heads(model, [(0, head)]):
+            without = x0 + first(x0, x0, x0, attn_mask=blocked, need_weights=False)[0]
+        inputs = {
+            "none": (full, full, full),
+            "Q": (without, full, full),
+            "K": (full, without, full),
+            "V": (full, full, without),
+        }
+        accuracies = {}
+        for name, (q, k, v) in inputs.items():
+            out = second(q, k, v, attn_mask=blocked, need_weights=False)[0]  # (N, L, E)
+            logits = model.unembed(full + out)  # (N, L, V)
+            accuracies[name] = second_copy_accuracy(logits, tokens, periods)
+    return accuracies
 
 
 # ------------------------------------------------------------------------------------------------

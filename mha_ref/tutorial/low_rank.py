@@ -5,10 +5,13 @@ r"""The low-rank bottleneck: how well one head of width ``head_dim`` can match a
 
 One head's scores on ``L`` keys are ``S = X W_Q W_K^T X^T / sqrt(head_dim)``: a product through
 ``head_dim`` columns, so ``rank(S) <= head_dim``. The softmax ignores a constant added to a row,
-so a head can produce the pattern ``P`` exactly when ``log P`` is, up to one constant per row, a
-matrix of rank ``head_dim`` or less. With ``head_dim >= L`` (and inputs ``X`` of rank ``L``)
-every row-stochastic ``P`` with positive entries is reachable; with ``head_dim < L`` most are
-not. Splitting a fixed ``embed_dim`` into ``h`` heads gives each ``head_dim = embed_dim / h``.
+so (with inputs ``X`` of rank ``L``) a head can produce the pattern ``P`` exactly when
+``log P + c 1^T`` has rank ``head_dim`` or less for some column ``c`` of per-row constants.
+Centring every row makes the rows sum to zero, so the centred ``log P`` has rank at most
+``L - 1``: with ``head_dim >= L - 1`` every row-stochastic ``P`` with positive entries is
+reachable (Theorem 1 of the paper states ``head_dim >= L``; the per-row constant makes it one
+less); with ``head_dim < L - 1`` most are not. Splitting a fixed ``embed_dim`` into ``h`` heads
+gives each ``head_dim = embed_dim / h``.
 
 **How the fit is made.** :func:`fit_closed_form` takes the best rank-``head_dim`` approximation
 (truncated SVD) of the row-centred target log-probabilities, and solves for ``W_Q, W_K`` through
