@@ -169,8 +169,6 @@ ZERO_BASED_ORDINAL = re.compile(r"第\s*`{0,2}\d+`{0,2}\s*个\s*(头|序列|句�
 UNNAMED_SOURCES = ("原始教程", "流传很广")
 #: "权重" alone is the attention weights; learned matrices are 参数 or 投影矩阵
 PARAMETERS_AS_WEIGHTS = re.compile(r"(复制|迁移|搬运|载入|加载)(同一组)?权重|权重(可以)?在两者之间")
-#: files another branch is rewriting: the rule holds for them once that branch lands
-NOT_YET = {"plot_06_how_many_heads.py": "流传很广"}
 
 
 @pytest.mark.parametrize("path", ZH_FILES, ids=[p.name for p in ZH_FILES])
@@ -179,8 +177,6 @@ def test_zh_terminology(path):
     problems = [m.group(0) for m in ZERO_BASED_ORDINAL.finditer(text)]
     problems += [m.group(0) for m in PARAMETERS_AS_WEIGHTS.finditer(text)]
     problems += [word for word in UNNAMED_SOURCES if word in text]
-    if path.name in NOT_YET and problems == [NOT_YET[path.name]]:
-        pytest.xfail(f"{path.name} still says {NOT_YET[path.name]!r} (rewritten on another branch)")
     assert not problems, f"zh_CN/{path.name}: {problems}"
 
 

@@ -267,7 +267,8 @@ plt.show()
 # even where every head count gets to the same accuracy, so a gap measured after a fixed budget
 # of training is not by itself a gap in capacity.
 #
-# A widely shared Chinese tutorial (one of this site's sources) claims that 8 heads beat a single
+# The Chinese tutorial "Transformer为什么使用多个注意力头？" (one of this site's sources, see
+# :ref:`references-seeds`) claims that 8 heads beat a single
 # head by "over 2 BLEU" on WMT 2014 EN-DE. The table does not support that: the measured
 # difference is the gap printed below, on the dev set. The paper also reports the other side:
 # with too many heads (so very small ``d_k``), its single run scores lower again.

@@ -131,7 +131,7 @@ plt.show()
 # The converse: do heads that look in different places write different things? We take the two-layer model trained in
 # :ref:`the induction heads example <sphx_glr_auto_examples_plot_10_induction_heads.py>` (read
 # from the cache when that example ran first) and read each head's OV matrix from tokens to
-# logits, :math:`W_E W_V^h W_O^h W_U^\\top` (:func:`~mha_ref.tutorial.circuits.token_ov_circuit`).
+# logits, :math:`W_E W_V^h W_O^h W_U^\top` (:func:`~mha_ref.tutorial.circuits.token_ov_circuit`).
 # Row ``i`` says which logits go up when the head attends to token ``i``. A head that *copies*
 # puts the largest entry of each row on the diagonal; the copying score is the fraction of tokens
 # for which it does. That example found the previous-token head in layer 1 and the induction

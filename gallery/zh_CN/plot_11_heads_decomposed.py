@@ -125,7 +125,7 @@ plt.show()
 # 反过来：看向不同位置的头，写下的东西是否也不同？我们取
 # :ref:`归纳头示例 <sphx_glr_auto_examples_plot_10_induction_heads.py>` 中训练的两层模型（若那个
 # 示例先运行，就直接从缓存读取），把每个头的 OV 矩阵从词元一直读到 logits：
-# :math:`W_E W_V^h W_O^h W_U^\\top` （:func:`~mha_ref.tutorial.circuits.token_ov_circuit`）。
+# :math:`W_E W_V^h W_O^h W_U^\top` （:func:`~mha_ref.tutorial.circuits.token_ov_circuit`）。
 # 第 ``i`` 行表示头注意词元 ``i`` 时哪些 logits 会升高。一个 *复制* 型的头会把每一行的最大值放在
 # 对角线上；复制分数就是满足这一点的词元所占的比例。那个示例根据“看向哪里”找出了第 1 层的前一
 # 词元头和第 2 层的归纳头；这里比较它们写下什么。
