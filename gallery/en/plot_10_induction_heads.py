@@ -104,6 +104,7 @@ fig = plot_heads(
     labels,
     titles=[f"layer {layer} head {head}" for layer in (1, 2) for head in (0, 1)],
     suptitle=f"Attention weights on one sequence (period {int(periods[probe])})",
+    layers=[f"layer {layer}" for layer in (1, 2) for head in (0, 1)],
     ncols=2,
     colorbar_label="attention weight",
     xlabel="key (token)",

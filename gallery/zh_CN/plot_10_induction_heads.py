@@ -98,6 +98,7 @@ fig = plot_heads(
     labels,
     titles=[f"层 {layer} 头 {head}" for layer in (1, 2) for head in (0, 1)],
     suptitle=f"一条序列上的注意力权重（周期 {int(periods[probe])}）",
+    layers=[f"层 {layer}" for layer in (1, 2) for head in (0, 1)],
     ncols=2,
     colorbar_label="注意力权重",
     xlabel="键（词元）",
