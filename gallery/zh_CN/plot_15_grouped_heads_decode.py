@@ -41,7 +41,7 @@ from mha_ref.tutorial.bench import (
 )
 from mha_ref.tutorial.plotting import text_table
 from mha_ref.tutorial.training import plot_loss_curves
-from mha_ref.tutorial.uptraining import gqa_uptraining
+from mha_ref.tutorial.uptraining import KV_INITS, gqa_uptraining
 
 torch.manual_seed(0)
 device = pick_device()
@@ -159,14 +159,22 @@ print(text_table(["num_kv_heads", "k_proj.weight 的形状", "与多头层的最
 # 键/值头更少时，取平均后的层是另一个函数，模型的准确率会下降；短暂的追加训练能把它找回来。在本站的
 # 查表任务上（目标取决于前一个词元和再前一个词元：:mod:`mha_ref.tutorial.tasks`），
 # :func:`mha_ref.tutorial.uptraining.gqa_uptraining` 先用 4 个多头训练小模型 200 步，再把它转换成 4、2、1
-# 个键/值头，在固定的评估集上测量准确率：刚转换完时、再训练 100 步之后，以及作为对照、同样的分组模型
-# 从随机初始化训练这 100 步之后。固定随机种子，单线程，几秒钟。
+# 个键/值头，在固定的评估集上测量准确率：刚转换完时和再训练 100 步之后（``之前 -> 之后``）。对照组
+# 仿照 Ainslie 等人的消融实验（第 2.1 节）：从同一个多头检查点出发，用同样的 100 步、同样的批次，只是
+# 键/值头的初始值不同：取组内各头的平均、取组内的头 0，或随机初始化（查询投影和输出投影每次都保留）。
+# 小模型的结果随种子变化，所以第二张表用三个种子把整个过程各跑一遍。固定随机种子，单线程，构建之间有缓存。
 
-result = gqa_uptraining(num_kv_heads=(4, 2, 1), steps=200, uptrain_steps=100)
-print(f"多头模型（4 个头）：准确率 {result.mha_accuracy:.3f}")
+results = {seed: gqa_uptraining(num_kv_heads=(4, 2, 1), steps=200, uptrain_steps=100, seed=seed) for seed in (0, 1, 2)}
+result = results[0]
+print(f"多头模型（4 个头），种子 0：准确率 {result.mha_accuracy:.3f}")
 print(text_table(
-    ["num_kv_heads", "取平均之后", "追加训练 100 步之后", "从头训练 100 步"],
-    [(r.num_kv_heads, f"{r.converted_accuracy:.3f}", f"{r.uptrained_accuracy:.3f}", f"{r.scratch_accuracy:.3f}") for r in result.rows],
+    ["num_kv_heads", "K/V 取组内平均", "K/V 取组内头 0", "K/V 随机"],
+    [(r.num_kv_heads, *(f"{r.converted_accuracy[init]:.3f} -> {r.uptrained_accuracy[init]:.3f}" for init in KV_INITS)) for r in result.rows],
+))
+print(text_table(
+    ["num_kv_heads", "取平均：追加训练之后，种子 0 / 1 / 2", "取组内头 0", "随机"],
+    [(rows[0].num_kv_heads, *(" / ".join(f"{r.uptrained_accuracy[init]:.3f}" for r in rows) for init in KV_INITS))
+     for rows in zip(*(results[seed].rows for seed in (0, 1, 2)), strict=True)],
 ))
 fig = plot_loss_curves(
     {f"num_kv_heads = {r.num_kv_heads}": r.uptrain_losses for r in result.rows},
@@ -184,8 +192,9 @@ plt.show()
 # * 分组没有缩小的：查询头、它们的分数（每个查询头、每个缓存词元一个），以及输出投影。
 # * 显式分组路径让每组查询直接与原样存放的键/值头相乘，既不重复也不为缩放而复制缓存；重复这些头
 #   （``repeat_kv_heads``）会把缓存复制回多头时的大小。
-# * 键/值头与查询头一样多时取平均是精确的，更少时是近似；请比较上面三列准确率：短暂追加训练后的
-#   转换模型，与同样训练这么久、从头开始的分组模型。
+# * 键/值头与查询头一样多时取平均是精确的，更少时是近似；请比较上面三种初始化，它们都从同一个检查点
+#   出发、以同样的方式追加训练：平均保留了多少训练好的键/值头，体现在它与取头 0 和随机初始化的差距上；
+#   几个种子则显示其中有多少是运气。
 #
 # 出处：Shazeer 2019，“Fast Transformer Decoding: One Write-Head is All You Need”，
 # arXiv:1911.02150；Ainslie 等 2023，“GQA: Training Generalized Multi-Query Transformer
