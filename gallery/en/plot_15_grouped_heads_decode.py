@@ -176,7 +176,7 @@ print(text_table(["num_kv_heads", "k_proj.weight shape", "max abs diff vs the mu
 # evaluation set right after the conversion and after 100 more steps (``before -> after``). The
 # controls follow Ainslie et al.'s ablation (Sec. 2.1): from the same multi-head checkpoint, with
 # the same 100 steps on the same batches, the key/value heads start as the mean of their group,
-# as the group's first head, or random (query and output projections kept each time). The second
+# as the group's head 0, or random (query and output projections kept each time). The second
 # table repeats the whole run for three seeds, since a tiny model varies from seed to seed.
 # Seeded, one thread, cached between builds.
 
@@ -184,11 +184,11 @@ results = {seed: gqa_uptraining(num_kv_heads=(4, 2, 1), steps=200, uptrain_steps
 result = results[0]
 print(f"multi-head model (4 heads), seed 0: accuracy {result.mha_accuracy:.3f}")
 print(text_table(
-    ["num_kv_heads", "K/V mean of the group", "K/V first head of the group", "K/V random"],
+    ["num_kv_heads", "K/V mean of the group", "K/V head 0 of the group", "K/V random"],
     [(r.num_kv_heads, *(f"{r.converted_accuracy[init]:.3f} -> {r.uptrained_accuracy[init]:.3f}" for init in KV_INITS)) for r in result.rows],
 ))
 print(text_table(
-    ["num_kv_heads", "mean: after uptraining, seeds 0 / 1 / 2", "first head", "random"],
+    ["num_kv_heads", "mean: after uptraining, seeds 0 / 1 / 2", "head 0 of the group", "random"],
     [(rows[0].num_kv_heads, *(" / ".join(f"{r.uptrained_accuracy[init]:.3f}" for r in rows) for init in KV_INITS))
      for rows in zip(*(results[seed].rows for seed in (0, 1, 2)), strict=True)],
 ))
@@ -213,7 +213,7 @@ plt.show()
 #   would copy the cache back to its multi-head size.
 # * Mean-pooling is exact with as many key/value heads as query heads, an approximation below;
 #   compare the three initialisations above, all uptrained alike from the same checkpoint: what
-#   the mean keeps of the trained key/value heads shows as the gap to the first head and to
+#   the mean keeps of the trained key/value heads shows as the gap to head 0 of the group and to
 #   random weights, and the seeds show how much of it is luck.
 #
 # Sources: Shazeer 2019, "Fast Transformer Decoding: One Write-Head is All You Need",
