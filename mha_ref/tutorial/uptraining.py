@@ -33,8 +33,9 @@ from mha_ref.tutorial.training import _EVAL_SEED, _reproducible
 
 __all__ = ["KV_INITS", "GQARow", "UptrainResult", "gqa_uptraining"]
 
-#: How the key/value heads of the grouped layer start: ``"mean"`` of each group's heads (what
-#: :func:`mha_ref.mha_to_gqa` does), the ``"first"`` head of each group, or ``"random"`` weights.
+#: The initialisations of the grouped layer's key/value heads, compared after uptraining.
+#: ``"mean"`` of each group's heads (what :func:`mha_ref.mha_to_gqa` does), the ``"first"``
+#: head of each group, or ``"random"`` weights.
 KV_INITS = ("mean", "first", "random")
 
 
