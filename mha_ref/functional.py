@@ -159,8 +159,9 @@ def _attention(
     ``float32`` (with autocast off for these lines), and the results come back in the query's
     dtype, as in PyTorch's math backend: a score of ``200 * 200 * 8 / sqrt(8) = 113137`` does
     not fit in ``float16`` (largest finite value ``65504``). ``scale`` is split as
-    ``sqrt(|scale|)`` onto the queries and onto the keys before the product, as PyTorch's math
-    backend does, so neither factor overflows where the product does not.
+    ``sqrt(|scale|)`` onto the queries before the product and onto the scores after it (PyTorch's
+    math backend puts the second factor onto the keys), so no factor overflows where the product
+    does not, and the keys, a whole cache when decoding, are never copied.
 
     Shape: query ``(..., L, head_dim)``; key ``(..., S, head_dim)``; value
     ``(..., S, value_dim)``; attn_mask broadcastable to ``(..., L, S)``, bool ``True`` = may
@@ -173,7 +174,11 @@ def _attention(
         value_c = value.to(compute_dtype)  # (..., S, value_dim)
         root = math.sqrt(abs(scale))  # scale = sign * root * root
         query_c = query_c * (root if scale >= 0 else -root)  # (..., L, head_dim)
-        attn_scores = query_c @ (key_c * root).transpose(-2, -1)  # (..., L, S)
+        # the second factor goes onto the scores, not onto a scaled copy of the keys: the keys
+        # (a whole cache when decoding) are read once and never copied
+        attn_scores = query_c @ key_c.transpose(-2, -1)  # (..., L, S)
+        if math.isfinite(root):  # root is inf only for head_dim = 0, where the scores are 0
+            attn_scores.mul_(root)  # (..., L, S), in place: matmul's backward does not need it
         if attn_mask is None:
             attn_weights = torch.softmax(attn_scores, dim=-1)  # (..., L, S), rows sum to 1
         else:

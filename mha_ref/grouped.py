@@ -356,7 +356,8 @@ def _grouped_attention(
     along the query-length dimension, ``(batch, num_kv_heads, group * L, head_dim)``, so one
     ordinary matrix product per key/value head serves the whole group: the keys and values are
     read as they are, never repeated to ``num_heads`` heads (``repeat_kv_heads`` would copy
-    them ``group`` times). A mask with a head or query dimension is expanded to the same
+    them ``group`` times) nor copied to be scaled (the scale goes onto the queries and the
+    scores). A mask with a head or query dimension is expanded to the same
     ``(group * L, S)`` layout (bool masks are small next to the scores).
 
     Shape: queries ``(batch, num_heads, L, head_dim)``; keys ``(batch, num_kv_heads, S,

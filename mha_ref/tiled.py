@@ -1,8 +1,8 @@
 r"""Attention computed block by block over the keys with the online softmax (FlashAttention's idea).
 
 The full computation holds all the scores of a query row, ``(..., L, S)``, before the softmax.
-The online softmax never does: it walks over the keys in blocks of ``block_size`` and keeps, per
-query row, three running quantities that fit in ``O(L)`` memory:
+The online softmax never does: it walks over the keys in blocks of ``block_size`` (a few
+block-sized temporaries alive at a time) and keeps, per query row, three running quantities:
 
 .. code-block:: text
 
@@ -58,9 +58,13 @@ def tiled_attention(
     scale=scale)`` up to rounding (in ``float64`` to about ``1e-15``), whatever ``block_size``,
     including a ``block_size`` that does not divide ``key_len``.
 
-    At no time are more than ``(..., L, block_size)`` scores alive, instead of
-    ``(..., L, S)``. FlashAttention also tiles the queries and keeps the blocks in on-chip
-    memory; that part is about hardware and is not reproduced here. Autograd goes through the
+    Memory grows with ``block_size``, not with ``S``: within a block the scores, the scores
+    minus the running maximum and their exponentials are alive together, so about three
+    tensors of shape ``(..., L, block_size)``, plus ``O(L * head_dim)`` (a scaled copy of the
+    queries, the output, the running statistics), instead of the ``(..., L, S)`` scores and
+    weights of the full computation; with ``block_size = S`` it saves nothing. FlashAttention
+    also tiles the queries and keeps the blocks in on-chip memory; that part is about hardware
+    and is not reproduced here. Autograd goes through the
     loop (the backward pass keeps every block's intermediates; FlashAttention recomputes them).
 
     Masks follow ``scaled_dot_product_attention``: a bool ``attn_mask`` is ``True`` where the

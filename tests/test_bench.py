@@ -146,6 +146,22 @@ def test_time_interleaved_alternates_and_takes_medians():
         bench.time_interleaved({"a": make("a")}, repeats=0)
 
 
+
+def test_time_interleaved_spread_gives_median_min_and_max():
+    clock = FakeClock([50.0, 60.0, 0.1, 1.0, 0.3, 3.0, 0.2, 2.0])
+
+    def make():
+        def fn():
+            clock.work()
+
+        return fn
+
+    spread = bench.time_interleaved_spread(
+        {"a": make(), "b": make()}, warmup=1, repeats=3, device="cpu", clock=clock
+    )
+    assert spread["a"] == pytest.approx((0.2, 0.1, 0.3))
+    assert spread["b"] == pytest.approx((2.0, 1.0, 3.0))
+
 def test_torch_compile_status_needs_a_cpp_compiler_on_cpu(monkeypatch):
     import shutil
 

@@ -275,16 +275,37 @@ def test_mha_to_gqa_errors():
 
 def test_uptraining_conversion_keeps_accuracy_with_as_many_kv_heads(monkeypatch):
     from mha_ref.tutorial import cache
-    from mha_ref.tutorial.uptraining import gqa_uptraining
+    from mha_ref.tutorial.uptraining import KV_INITS, gqa_uptraining
 
     monkeypatch.delenv(cache.CACHE_ENV_VAR, raising=False)
     result = gqa_uptraining((4, 1), steps=30, uptrain_steps=3, eval_size=64)
     assert [row.num_kv_heads for row in result.rows] == [4, 1]
     exact = result.rows[0]
-    assert exact.converted_accuracy == result.mha_accuracy  # nothing pooled: same function
+    # nothing pooled: the mean and the first head of a group of one are the same function
+    assert exact.converted_accuracy["mean"] == result.mha_accuracy
+    assert exact.converted_accuracy["first"] == result.mha_accuracy
+    assert exact.uptrained_accuracy["mean"] == exact.uptrained_accuracy["first"]
     assert len(exact.uptrain_losses) == 3
     for row in result.rows:
-        for accuracy in (row.converted_accuracy, row.uptrained_accuracy, row.scratch_accuracy):
+        assert set(row.converted_accuracy) == set(row.uptrained_accuracy) == set(KV_INITS)
+        for accuracy in (*row.converted_accuracy.values(), *row.uptrained_accuracy.values()):
             assert 0.0 <= accuracy <= 1.0
     with pytest.raises(ValueError, match="divide"):
         gqa_uptraining((3,))
+
+
+def test_uptraining_kv_initialisations_copy_the_intended_heads():
+    from mha_ref.tutorial.uptraining import _convert
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, 4)  # head_dim 4
+    w_k = mha.in_proj_weight.detach()[16:32]  # (16, 16): heads 0..3, 4 rows each
+    first = _convert(mha, 2, "first", seed=0)  # groups {0, 1} and {2, 3}
+    torch.testing.assert_close(first.k_proj.weight, torch.cat([w_k[0:4], w_k[8:12]]))
+    mean = _convert(mha, 2, "mean", seed=0)
+    torch.testing.assert_close(mean.k_proj.weight[:4], (w_k[0:4] + w_k[4:8]) / 2)
+    random = _convert(mha, 2, "random", seed=0)
+    assert not torch.allclose(random.k_proj.weight, mean.k_proj.weight)
+    torch.testing.assert_close(random.q_proj.weight, mha.in_proj_weight[:16])  # Q kept
+    again = _convert(mha, 2, "random", seed=0)  # seeded: the same random weights
+    torch.testing.assert_close(random.k_proj.weight, again.k_proj.weight)

@@ -78,8 +78,9 @@ print("x:", tuple(x.shape))
 # inference "fast path", in torch 2.13 whether the weights are asked for or not. Fused is not
 # the same as weight-free: depending on the device and the PyTorch version, that path may still
 # compute ``Q K^T`` and its softmax in full. An implementation that stores the whole weights
-# tensor must reach at least its size in memory; the last column of the table below says which
-# peaks did.
+# tensor must reach at least its size in memory; the last column of the table below compares
+# each peak with that size. It is a size comparison only: a peak below it shows the weights were
+# never stored whole, a peak above it does not show they were (other tensors count too).
 
 
 def naive_loop(x):
@@ -193,8 +194,8 @@ if not all(row[-1] for row in gqa_rows):
 # allocation and free events that ``torch.profiler`` records (temporaries inside an operator
 # included). For scale, the size of the attention-weight tensor alone is printed first.
 #
-# What to look for: which implementations may materialise the ``(batch, num_heads, seq_len,
-# seq_len)`` weights (their peak memory is at least that tensor: the last column), and how the loop over heads and the fused kernels compare with the batched code on
+# What to look for: which implementations stay below the size of the ``(batch, num_heads,
+# seq_len, seq_len)`` weights (the last column; those cannot have stored them whole), and how the loop over heads and the fused kernels compare with the batched code on
 # this device. The loop holds one head's weights at a time, so its peak stays below the whole
 # tensor. When you run the script
 # yourself, keep the machine otherwise idle: if another program keeps a core busy, PyTorch's
@@ -215,7 +216,7 @@ memory_rows = [
     for name, p in zip(implementations, peaks, strict=True)
 ]
 print(f"peak memory, measured with {peaks[0].method}:")
-print(text_table(["implementation", "peak MiB", "at least the weights tensor"], memory_rows))
+print(text_table(["implementation", "peak MiB", "peak >= size of the weights tensor"], memory_rows))
 fastest = min(seconds)
 for name, s in zip(implementations, seconds, strict=True):
     print(f"[timing] {name}: {s * 1e3:.3f} ms ({s / fastest:.1f} x the fastest)")
@@ -251,7 +252,7 @@ plt.show()
 # default backend needs a C++ compiler: if none is found, the page says so and skips those rows.
 # As before, outputs **and gradients** are checked against ``float64`` first.
 
-from mha_ref.tutorial.bench import time_interleaved, torch_compile_status
+from mha_ref.tutorial.bench import time_interleaved_spread, torch_compile_status
 
 if device.type == "cuda":
     big_batch, big_len = 8, 1024
@@ -314,9 +315,13 @@ if not all(row[-1] for row in big_rows):
     raise RuntimeError("an implementation disagrees with the float64 reference at the realistic width")
 
 # %%
-# Then time (interleaved rounds: :func:`mha_ref.tutorial.bench.time_interleaved`) and peak
-# memory, for the forward pass and for forward + backward. The dashed line is the size of the
-# attention weights ``(batch, num_heads, seq_len, seq_len)`` in ``float32``.
+# Then time (1 warm-up and 7 interleaved rounds:
+# :func:`mha_ref.tutorial.bench.time_interleaved_spread`; median, fastest and slowest round) and
+# peak memory, for the forward pass and for forward + backward. The dashed line is the size of
+# the attention weights ``(batch, num_heads, seq_len, seq_len)`` in ``float32``. With
+# forward + backward, activations and gradients alone can exceed that size, so a "yes" in the
+# last column says nothing about the weights there. Where two rows' ranges of times overlap, their
+# difference is within the noise of this machine.
 
 
 def no_grad_forward(module):
@@ -333,7 +338,8 @@ big_calls |= {
     for name, module in big_modules.items()
     if not name.startswith("torch.compile")
 }
-big_seconds = time_interleaved(big_calls, warmup=1, repeats=3, device=device)
+big_spread = time_interleaved_spread(big_calls, warmup=1, repeats=7, device=device)
+big_seconds = {name: median for name, (median, _, _) in big_spread.items()}
 big_peaks = []
 for call in big_calls.values():
     for module in big_modules.values():
@@ -341,12 +347,12 @@ for call in big_calls.values():
     big_peaks.append(peak_memory(call, device))
 big_weights = tensor_bytes((big_batch, big_heads, big_len, big_len), torch.float32)
 print(text_table(
-    ["implementation", "peak MiB", "at least the weights tensor"],
+    ["implementation", "peak MiB", "peak >= size of the weights tensor"],
     [(name, f"{p.peak_mib:.0f}", "yes" if p.peak_bytes >= big_weights else "no") for name, p in zip(big_calls, big_peaks, strict=True)],
 ))
 print(f"environment: torch {env['torch']}, python {env['python']}, device {env['device']}, threads {env['threads']} of {env['cpu_count']} CPUs")
-for name, s in big_seconds.items():
-    print(f"[timing] {name}: {s * 1e3:.1f} ms")
+for name, (s, fastest, slowest) in big_spread.items():
+    print(f"[timing] {name}: median {s * 1e3:.1f} ms (min {fastest * 1e3:.1f}, max {slowest * 1e3:.1f})")
 
 fig = plot_benchmark(
     list(big_calls),

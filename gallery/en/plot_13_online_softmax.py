@@ -26,6 +26,7 @@ then timed. Times are printed on ``[timing]`` lines only: they depend on the mac
 # ``torch.softmax`` does internally.
 
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -38,7 +39,7 @@ from mha_ref.tutorial.bench import (
     peak_memory,
     plot_benchmark,
     tensor_bytes,
-    time_interleaved,
+    time_interleaved_spread,
 )
 from mha_ref.tutorial.plotting import text_table
 
@@ -112,8 +113,12 @@ print("output of the fully masked query:", tiled_attention(q, k, v, attn_mask=pa
 # What tiling saves: the scores alive at once
 # -------------------------------------------
 # The full computation holds the scores and the weights of every query and key,
-# ``(batch, num_heads, L, S)``. The tiled one holds ``(batch, num_heads, L, block_size)`` at a
-# time, plus the running statistics ``(batch, num_heads, L, 1)`` twice and the output. (FlashAttention
+# ``(batch, num_heads, L, S)``. The tiled one works on ``(batch, num_heads, L, block_size)`` at
+# a time: within a block, the scores, the scores minus the running maximum and their
+# exponentials are alive together, so about three block-sized tensors, plus what grows with
+# ``L x head_dim`` (a scaled copy of the queries, the output) and the running statistics
+# ``(batch, num_heads, L, 1)``. The measured peak is printed next to these sizes below.
+# (FlashAttention
 # also splits the queries into blocks and keeps each tile in the GPU's on-chip memory; that is
 # about hardware and not reproduced here.) The sizes below are computed for ``float32`` at a
 # longer length, then the peak memory of one call of each is measured.
@@ -133,13 +138,27 @@ print(f"ratio S / block_size: {seq_len // block_size}")
 # ``torch.nn.attention.sdpa_kernel`` restricts the choice. ``MATH`` is the plain composition
 # of operators, which stores the scores like :func:`mha_ref.scaled_dot_product_attention`. The
 # fused kernels (``FLASH_ATTENTION``, which PyTorch also ships for the CPU, and
-# ``EFFICIENT_ATTENTION`` on CUDA for ``float32``) work tile by tile with the online softmax.
-# First the check: both backends, and :func:`mha_ref.tiled_attention`, against the ``float64``
-# result. Then time and peak memory, with the size of the full scores as a dashed line.
+# ``EFFICIENT_ATTENTION`` on CUDA for ``float32``) work tile by tile with the online softmax; the
+# fused row is labelled with the one that runs here. First the check: both backends, and :func:`mha_ref.tiled_attention`, against the ``float64``
+# result. Then peak memory and time (2 warm-up rounds, 9 timed; median, fastest and slowest
+# round), with the size of the full scores as a dashed line.
 
 env = environment(device)
 print(f"torch {env['torch']}, device: {env['device']}, threads: {env['threads']}")
-fused_backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+# the fused backend this device runs for these inputs: the first one PyTorch accepts when
+# restricted to it (CPU builds ship FLASH_ATTENTION only; on CUDA, float32 goes to EFFICIENT)
+fused_backends = []
+for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+    with warnings.catch_warnings(), sdpa_kernel(backend):
+        warnings.simplefilter("ignore")  # PyTorch warns why a backend it cannot use is skipped
+        try:
+            F.scaled_dot_product_attention(q, k, v)
+        except RuntimeError:
+            continue
+    fused_backends.append(backend)
+if not fused_backends:
+    raise RuntimeError("no fused attention backend runs on this device")
+fused_backend_used = fused_backends[0]
 
 
 def math_backend():
@@ -148,13 +167,13 @@ def math_backend():
 
 
 def fused_backend():
-    with sdpa_kernel(fused_backends):
+    with sdpa_kernel(fused_backend_used):
         return F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
 
 
 implementations = {
     "F.sdpa, SDPBackend.MATH": math_backend,
-    "F.sdpa, fused (FLASH_ATTENTION / EFFICIENT_ATTENTION)": fused_backend,
+    f"F.sdpa, SDPBackend.{fused_backend_used.name}": fused_backend,
     "mha_ref.tiled_attention, block_size=128": lambda: tiled_attention(q, k, v, block_size=block_size),
 }
 expected = scaled_dot_product_attention(q.double(), k.double(), v.double())  # (batch, num_heads, seq_len, head_dim)
@@ -166,7 +185,8 @@ print(text_table(["implementation", "max abs diff vs float64", "equal to 1e-5"],
 if not all(row[-1] for row in backend_rows):
     raise RuntimeError("a backend disagrees with the float64 reference; timing it is meaningless")
 
-seconds = list(time_interleaved(implementations, warmup=1, repeats=3, device=device).values())
+spread = list(time_interleaved_spread(implementations, warmup=2, repeats=9, device=device).values())
+seconds = [median for median, _, _ in spread]
 peaks = [peak_memory(fn, device) for fn in implementations.values()]
 memory_rows = [
     (name, f"{p.peak_mib:.1f}", "yes" if p.peak_bytes >= full_scores else "no")
@@ -174,8 +194,9 @@ memory_rows = [
 ]
 print(f"peak memory, measured with {peaks[0].method}:")
 print(text_table(["implementation", "peak MiB", "at least the full scores"], memory_rows))
-for name, s in zip(implementations, seconds, strict=True):
-    print(f"[timing] {name}: {s * 1e3:.1f} ms")
+print(f"mha_ref.tiled_attention: peak {peaks[2].peak_mib:.1f} MiB; one key block of scores {block_scores / 2**20:.1f} MiB; three blocks {3 * block_scores / 2**20:.1f} MiB; one tensor of the size of q {tensor_bytes(q.shape) / 2**20:.1f} MiB")
+for name, (s, fastest, slowest) in zip(implementations, spread, strict=True):
+    print(f"[timing] {name}: median {s * 1e3:.1f} ms (min {fastest * 1e3:.1f}, max {slowest * 1e3:.1f})")
 
 fig = plot_benchmark(
     list(implementations),
@@ -195,8 +216,8 @@ plt.show()
 # * Subtracting the row maximum is what makes softmax safe in floating point; the online softmax
 #   keeps that safety with a maximum that grows block by block, rescaling what was summed before.
 # * The result is the same attention, to rounding: tiling changes the order of the additions,
-#   not the function. It changes what is alive in memory: scores for one block of keys instead
-#   of all of them.
+#   not the function. It changes what is alive in memory: a few block-sized tensors (scores and
+#   the exponentials made from them) for one block of keys instead of the scores of all keys.
 # * On this device, compare the fused backend's peak memory with the dashed line: a kernel that
 #   never stores the full scores stays below it. How much time that saves depends on the device;
 #   on GPUs, where reading and writing memory is the bottleneck, it is the main win.

@@ -72,7 +72,7 @@ print(f"key/value projections for {seq_len} tokens: {with_cache} with the cache,
 # -------------------------------------
 # When several new tokens arrive at once (the prompt, or a chunk of it), their queries are the
 # *last* rows of the sequence: ``new_len`` queries against ``cached_len`` keys, with
-# ``new_len < cached_len``. The correct mask puts the last query at the last key: the causal
+# ``new_len <= cached_len``. The correct mask puts the last query at the last key: the causal
 # triangle aligned **bottom-right**, which ``decode`` builds with
 # ``causal_mask(new_len, cached_len, alignment="bottom_right")``. PyTorch's ``is_causal=True``
 # means the *top-left* alignment, right only when ``new_len == cached_len``. See

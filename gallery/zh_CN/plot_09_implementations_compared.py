@@ -72,7 +72,8 @@ print("x：", tuple(x.shape))
 # 在不求导的评估模式下，``torch.nn.MultiheadAttention`` 会走融合的推理“快速路径”；在 torch 2.13
 # 中，无论是否要求返回权重都是如此。融合不等于不存权重：视设备和 PyTorch 版本而定，这条路径可能
 # 仍会完整地计算 ``Q K^T`` 及其 softmax。存下整个权重张量的实现，内存峰值至少有这个张量那么大；
-# 下面表格的最后一列列出了哪些峰值达到了这个大小。
+# 下面表格的最后一列把每个峰值与这个大小比较。这只是大小的比较：峰值低于它，说明权重从未被完整存下；
+# 峰值高于它，并不说明存下了（其他张量也占内存）。
 
 
 def naive_loop(x):
@@ -183,8 +184,8 @@ if not all(row[-1] for row in gqa_rows):
 # ``torch.profiler`` 记录的分配与释放事件（包括算子内部的临时张量）。作为参照，先打印注意力权重
 # 张量本身的大小。
 #
-# 该看什么：哪些实现可能把 ``(batch, num_heads, seq_len, seq_len)`` 的权重完整算了出来（它们的
-# 峰值内存至少有这个张量那么大：见表格的最后一列），以及在这台设备上，逐头循环和融合算子
+# 该看什么：哪些实现的峰值低于 ``(batch, num_heads, seq_len, seq_len)`` 权重的大小（见表格的最后一列；
+# 它们不可能完整存下权重），以及在这台设备上，逐头循环和融合算子
 # 与批量代码相比如何。逐头循环每次只持有一个头的权重，所以它的峰值低于整个张量。自己运行
 # 这个脚本时，请让机器保持空闲：如果另一个程序占满了某个核心，PyTorch 的工作线程会互相等待，
 # 小运算可能慢上许多倍（调用 ``torch.set_num_threads(1)`` 可以避免这一点，代价是只用一个核心）。
@@ -203,7 +204,7 @@ memory_rows = [
     for name, p in zip(implementations, peaks, strict=True)
 ]
 print(f"峰值内存（测量方式：{peaks[0].method}）：")
-print(text_table(["实现", "峰值 MiB", "不小于权重张量"], memory_rows))
+print(text_table(["实现", "峰值 MiB", "峰值 >= 权重张量的大小"], memory_rows))
 fastest = min(seconds)
 for name, s in zip(implementations, seconds, strict=True):
     print(f"[timing] {name}：{s * 1e3:.3f} ms（最快者的 {s / fastest:.1f} 倍）")
@@ -235,7 +236,7 @@ plt.show()
 # ``torch.compile`` 的默认后端需要 C++ 编译器：找不到时，本页会说明并跳过这些行。和前面一样，先用
 # ``float64`` 核对输出 **和梯度** 。
 
-from mha_ref.tutorial.bench import time_interleaved, torch_compile_status
+from mha_ref.tutorial.bench import time_interleaved_spread, torch_compile_status
 
 if device.type == "cuda":
     big_batch, big_len = 8, 1024
@@ -298,8 +299,11 @@ if not all(row[-1] for row in big_rows):
     raise RuntimeError("真实宽度下有实现与 float64 参考结果不一致")
 
 # %%
-# 然后分别为前向、前向加反向计时（按轮交替：:func:`mha_ref.tutorial.bench.time_interleaved`）并测峰值内存。
-# 虚线是 ``float32`` 的注意力权重 ``(batch, num_heads, seq_len, seq_len)`` 的大小。
+# 然后分别为前向、前向加反向计时（预热 1 轮，再按轮交替计时 7 轮：
+# :func:`mha_ref.tutorial.bench.time_interleaved_spread`；中位数、最快和最慢的一轮）并测峰值内存。
+# 虚线是 ``float32`` 的注意力权重 ``(batch, num_heads, seq_len, seq_len)`` 的大小。前向加反向时，
+# 单是激活值和梯度就可能超过这个大小，所以那里最后一列的“是”说明不了权重的情况。两行耗时的范围
+# 互相重叠时，它们的差别在这台机器的噪声之内。
 
 
 def no_grad_forward(module):
@@ -316,7 +320,8 @@ big_calls |= {
     for name, module in big_modules.items()
     if not name.startswith("torch.compile")
 }
-big_seconds = time_interleaved(big_calls, warmup=1, repeats=3, device=device)
+big_spread = time_interleaved_spread(big_calls, warmup=1, repeats=7, device=device)
+big_seconds = {name: median for name, (median, _, _) in big_spread.items()}
 big_peaks = []
 for call in big_calls.values():
     for module in big_modules.values():
@@ -324,12 +329,12 @@ for call in big_calls.values():
     big_peaks.append(peak_memory(call, device))
 big_weights = tensor_bytes((big_batch, big_heads, big_len, big_len), torch.float32)
 print(text_table(
-    ["实现", "峰值 MiB", "不小于权重张量"],
+    ["实现", "峰值 MiB", "峰值 >= 权重张量的大小"],
     [(name, f"{p.peak_mib:.0f}", "是" if p.peak_bytes >= big_weights else "否") for name, p in zip(big_calls, big_peaks, strict=True)],
 ))
 print(f"环境：torch {env['torch']}，python {env['python']}，设备 {env['device']}，线程 {env['threads']} 个（共 {env['cpu_count']} 个 CPU）")
-for name, s in big_seconds.items():
-    print(f"[timing] {name}：{s * 1e3:.1f} ms")
+for name, (s, fastest, slowest) in big_spread.items():
+    print(f"[timing] {name}：中位数 {s * 1e3:.1f} ms（最快 {fastest * 1e3:.1f}，最慢 {slowest * 1e3:.1f}）")
 
 fig = plot_benchmark(
     list(big_calls),

@@ -22,6 +22,7 @@ FlashAttention（Dao 等，2022）从不保存这些分数：它借助 Milakov �
 # ``torch.softmax`` 内部就是这么做的。
 
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -34,7 +35,7 @@ from mha_ref.tutorial.bench import (
     peak_memory,
     plot_benchmark,
     tensor_bytes,
-    time_interleaved,
+    time_interleaved_spread,
 )
 from mha_ref.tutorial.plotting import text_table
 
@@ -105,8 +106,10 @@ print("全被屏蔽的查询的输出：", tiled_attention(q, k, v, attn_mask=pa
 # %%
 # 分块省下了什么：同时存活的分数
 # ------------------------------
-# 完整计算要同时保存所有查询和所有键的分数与权重，``(batch, num_heads, L, S)``。分块计算每次只保存
-# ``(batch, num_heads, L, block_size)``，外加两个运行统计量 ``(batch, num_heads, L, 1)`` 和输出。
+# 完整计算要同时保存所有查询和所有键的分数与权重，``(batch, num_heads, L, S)``。分块计算每次只处理
+# ``(batch, num_heads, L, block_size)``：在一块之内，分数、减去运行最大值后的分数以及它们的指数同时存活，
+# 大约是三个块大小的张量，再加上随 ``L x head_dim`` 增长的部分（一份缩放后的查询、输出）和运行统计量
+# ``(batch, num_heads, L, 1)``。下面把测得的峰值打印在这些大小旁边。
 # （FlashAttention 还把查询也分块，并把每个小块放在 GPU 的片上存储里；那属于硬件层面，这里不复现。）
 # 下面先按 ``float32`` 在更长的序列上算出这些大小，再测量每种做法调用一次的峰值内存。
 
@@ -124,12 +127,27 @@ print(f"比值 S / block_size：{seq_len // block_size}")
 # ``F.scaled_dot_product_attention`` 会在几种内核（“后端”）之间选择；``torch.nn.attention.sdpa_kernel``
 # 可以限定选择范围。``MATH`` 是普通算子的组合，会像 :func:`mha_ref.scaled_dot_product_attention`
 # 一样保存分数。融合内核（``FLASH_ATTENTION``，PyTorch 也为 CPU 提供了它；以及 CUDA 上支持
-# ``float32`` 的 ``EFFICIENT_ATTENTION``）借助在线 softmax 一块一块地计算。先核对：两个后端以及
-# :func:`mha_ref.tiled_attention` 都与 ``float64`` 结果比较。然后计时并测峰值内存，虚线标出完整分数的大小。
+# ``float32`` 的 ``EFFICIENT_ATTENTION``）借助在线 softmax 一块一块地计算；融合那一行标的是本设备上
+# 实际运行的后端。先核对：两个后端以及
+# :func:`mha_ref.tiled_attention` 都与 ``float64`` 结果比较。然后测峰值内存并计时（预热 2 轮，计时 9 轮；
+# 中位数、最快和最慢的一轮），虚线标出完整分数的大小。
 
 env = environment(device)
 print(f"torch {env['torch']}，设备：{env['device']}，线程数：{env['threads']}")
-fused_backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+# 本设备对这些输入实际运行的融合后端：限定为单个后端时 PyTorch 接受的第一个
+# （CPU 版本只提供 FLASH_ATTENTION；在 CUDA 上，float32 用 EFFICIENT）
+fused_backends = []
+for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+    with warnings.catch_warnings(), sdpa_kernel(backend):
+        warnings.simplefilter("ignore")  # PyTorch 会警告说明为何跳过它用不了的后端
+        try:
+            F.scaled_dot_product_attention(q, k, v)
+        except RuntimeError:
+            continue
+    fused_backends.append(backend)
+if not fused_backends:
+    raise RuntimeError("no fused attention backend runs on this device")
+fused_backend_used = fused_backends[0]
 
 
 def math_backend():
@@ -138,13 +156,13 @@ def math_backend():
 
 
 def fused_backend():
-    with sdpa_kernel(fused_backends):
+    with sdpa_kernel(fused_backend_used):
         return F.scaled_dot_product_attention(q, k, v)  # (batch, num_heads, seq_len, head_dim)
 
 
 implementations = {
     "F.sdpa，SDPBackend.MATH": math_backend,
-    "F.sdpa，融合（FLASH_ATTENTION / EFFICIENT_ATTENTION）": fused_backend,
+    f"F.sdpa，SDPBackend.{fused_backend_used.name}": fused_backend,
     "mha_ref.tiled_attention，block_size=128": lambda: tiled_attention(q, k, v, block_size=block_size),
 }
 expected = scaled_dot_product_attention(q.double(), k.double(), v.double())  # (batch, num_heads, seq_len, head_dim)
@@ -156,7 +174,8 @@ print(text_table(["实现", "与 float64 的最大绝对差", "在 1e-5 内相�
 if not all(row[-1] for row in backend_rows):
     raise RuntimeError("有后端与 float64 参考结果不一致，计时没有意义")
 
-seconds = list(time_interleaved(implementations, warmup=1, repeats=3, device=device).values())
+spread = list(time_interleaved_spread(implementations, warmup=2, repeats=9, device=device).values())
+seconds = [median for median, _, _ in spread]
 peaks = [peak_memory(fn, device) for fn in implementations.values()]
 memory_rows = [
     (name, f"{p.peak_mib:.1f}", "是" if p.peak_bytes >= full_scores else "否")
@@ -164,8 +183,9 @@ memory_rows = [
 ]
 print(f"峰值内存，用 {peaks[0].method} 测量：")
 print(text_table(["实现", "峰值 MiB", "不小于完整分数"], memory_rows))
-for name, s in zip(implementations, seconds, strict=True):
-    print(f"[timing] {name}：{s * 1e3:.1f} ms")
+print(f"mha_ref.tiled_attention：峰值 {peaks[2].peak_mib:.1f} MiB；一块键的分数 {block_scores / 2**20:.1f} MiB；三块 {3 * block_scores / 2**20:.1f} MiB；与 q 同样大小的一个张量 {tensor_bytes(q.shape) / 2**20:.1f} MiB")
+for name, (s, fastest, slowest) in zip(implementations, spread, strict=True):
+    print(f"[timing] {name}：中位数 {s * 1e3:.1f} ms（最快 {fastest * 1e3:.1f}，最慢 {slowest * 1e3:.1f}）")
 
 fig = plot_benchmark(
     list(implementations),
@@ -185,7 +205,7 @@ plt.show()
 # * 减去行最大值让 softmax 在浮点运算中安全；在线 softmax 用一个逐块增长的最大值保住这份安全，
 #   并把之前累加的部分按比例重新缩放。
 # * 结果是同一个注意力，只差舍入：分块改变的是加法的顺序，不是函数本身。它改变的是内存里同时
-#   存活的东西：只有一块键的分数，而不是全部键的分数。
+#   存活的东西：只有一块键的几个块大小的张量（分数以及由它算出的指数），而不是全部键的分数。
 # * 在本设备上，把融合后端的峰值内存与虚线比较：从不保存完整分数的内核会停在虚线以下。它能省下
 #   多少时间取决于设备；在读写内存才是瓶颈的 GPU 上，这正是主要的收益。
 #

@@ -65,7 +65,7 @@ print(f"键/值投影次数，共 {seq_len} 个词元：有缓存 {with_cache} �
 # 新词元需要哪种因果掩码
 # ----------------------
 # 几个新词元同时到来时（提示，或提示的一段），它们的查询是序列的 *最后* 几行：``new_len`` 个查询对
-# ``cached_len`` 个键，且 ``new_len < cached_len``。正确的掩码让最后一个查询对准最后一个键：
+# ``cached_len`` 个键，且 ``new_len <= cached_len``。正确的掩码让最后一个查询对准最后一个键：
 # **右下角对齐** 的因果三角，``decode`` 用 ``causal_mask(new_len, cached_len, alignment="bottom_right")``
 # 构造它。PyTorch 的 ``is_causal=True`` 指的是 *左上角* 对齐，只有 ``new_len == cached_len`` 时才正确。
 # 参见 :ref:`masks-kv-cache` 和 :ref:`sphx_glr_auto_examples_plot_04_masks.py`。

@@ -37,11 +37,11 @@ from mha_ref.tutorial.bench import (
     peak_memory,
     plot_benchmark,
     tensor_bytes,
-    time_interleaved,
+    time_interleaved_spread,
 )
 from mha_ref.tutorial.plotting import text_table
 from mha_ref.tutorial.training import plot_loss_curves
-from mha_ref.tutorial.uptraining import gqa_uptraining
+from mha_ref.tutorial.uptraining import KV_INITS, gqa_uptraining
 
 torch.manual_seed(0)
 device = pick_device()
@@ -80,7 +80,7 @@ if not all(row[-1] for row in check_rows):
 # 每个缓存词元仍有一个分数。显式路径从不把键和值重复成 ``num_heads`` 个头：它把每组的查询头叠成一个
 # ``(batch, num_kv_heads, group * 1, head_dim)`` 的块，直接与缓存里原样存放的键/值头相乘。
 # （``repeat_kv_heads`` 会把缓存复制回多头缓存的大小，省下的又全部还回去；下面最后一行测量了这一点。）
-# 显式路径的峰值内存里还有一份按比例缩放的键的副本，由参考实现计算分数的那一步产生；融合内核没有这份副本。
+# 显式路径也不为缩放而复制键：缩放系数乘在查询和分数上。
 
 scores_bytes = tensor_bytes((batch, num_heads, 1, cached_len), torch.float32)
 implementations = {}
@@ -109,15 +109,19 @@ with torch.no_grad():
 print(f"对 1 个头的缓存调用 repeat_kv_heads 分配了 {repeated.peak_mib:.0f} MiB（8 个头的缓存占 {tensor_bytes(caches[8].keys.shape) * 2 / 2**20:.0f} MiB）")
 
 # %%
-# 接下来是一步的耗时：先预热 2 轮，再取 9 轮的中位数，每一轮把每种做法各调用一次
-# （:func:`mha_ref.tutorial.bench.time_interleaved`），这样机器负载的变化对它们的影响相同。在本设备上，把显式路径从 8 个到 1 个键/值头的耗时
-# 与上面的缓存大小对照：受限于读取缓存的一步会按比例变快。融合内核的耗时是否也下降，取决于它对每个共享的
-# 键/值头是整组只读一次，还是每个查询头各读一次；请比较它的条形。
+# 接下来是一步的耗时：先预热 2 轮，再计时 9 轮，每一轮把每种做法各调用一次
+# （:func:`mha_ref.tutorial.bench.time_interleaved_spread`），这样机器负载的变化对它们的影响相同；
+# 每行给出中位数，括号里是最快和最慢的一轮。请把从 8 个到 1 个键/值头的耗时与上面的缓存大小对照。
+# 在单个 CPU 线程上，一步的时间主要花在对缓存做的两次矩阵乘法（算分数和加权求和）上，另有投影和调用的
+# 固定开销；耗时随缓存缩小而下降，但并不与缓存大小成比例；两行的耗时范围互相重叠时（一行的最慢一轮
+# 比另一行的最快一轮还慢），它们中位数的先后没有多少意义。在 GPU 上，一步解码受限于从显存读取缓存，所以那里键/值头
+# 越少越快（Shazeer 2019；Ainslie 等 2023）；本站在 CPU 上的构建并没有测量这一点。
 
 with torch.no_grad():
-    seconds = list(time_interleaved(implementations, warmup=2, repeats=9, device=device).values())
-for name, s in zip(implementations, seconds, strict=True):
-    print(f"[timing] 解码一步，{name}：{s * 1e3:.2f} ms")
+    spread = list(time_interleaved_spread(implementations, warmup=2, repeats=9, device=device).values())
+seconds = [median for median, _, _ in spread]
+for name, (s, fastest, slowest) in zip(implementations, spread, strict=True):
+    print(f"[timing] 解码一步，{name}：中位数 {s * 1e3:.2f} ms（最快 {fastest * 1e3:.2f}，最慢 {slowest * 1e3:.2f}）")
 
 fig = plot_benchmark(
     list(implementations),
@@ -155,14 +159,22 @@ print(text_table(["num_kv_heads", "k_proj.weight 的形状", "与多头层的最
 # 键/值头更少时，取平均后的层是另一个函数，模型的准确率会下降；短暂的追加训练能把它找回来。在本站的
 # 查表任务上（目标取决于前一个词元和再前一个词元：:mod:`mha_ref.tutorial.tasks`），
 # :func:`mha_ref.tutorial.uptraining.gqa_uptraining` 先用 4 个多头训练小模型 200 步，再把它转换成 4、2、1
-# 个键/值头，在固定的评估集上测量准确率：刚转换完时、再训练 100 步之后，以及作为对照、同样的分组模型
-# 从随机初始化训练这 100 步之后。固定随机种子，单线程，几秒钟。
+# 个键/值头，在固定的评估集上测量准确率：刚转换完时和再训练 100 步之后（``之前 -> 之后``）。对照组
+# 仿照 Ainslie 等人的消融实验（第 2.1 节）：从同一个多头检查点出发，用同样的 100 步、同样的批次，只是
+# 键/值头的初始值不同：取组内各头的平均、取组内的头 0，或随机初始化（查询投影和输出投影每次都保留）。
+# 小模型的结果随种子变化，所以第二张表用三个种子把整个过程各跑一遍。固定随机种子，单线程，构建之间有缓存。
 
-result = gqa_uptraining(num_kv_heads=(4, 2, 1), steps=200, uptrain_steps=100)
-print(f"多头模型（4 个头）：准确率 {result.mha_accuracy:.3f}")
+results = {seed: gqa_uptraining(num_kv_heads=(4, 2, 1), steps=200, uptrain_steps=100, seed=seed) for seed in (0, 1, 2)}
+result = results[0]
+print(f"多头模型（4 个头），种子 0：准确率 {result.mha_accuracy:.3f}")
 print(text_table(
-    ["num_kv_heads", "取平均之后", "追加训练 100 步之后", "从头训练 100 步"],
-    [(r.num_kv_heads, f"{r.converted_accuracy:.3f}", f"{r.uptrained_accuracy:.3f}", f"{r.scratch_accuracy:.3f}") for r in result.rows],
+    ["num_kv_heads", "K/V 取组内平均", "K/V 取组内头 0", "K/V 随机"],
+    [(r.num_kv_heads, *(f"{r.converted_accuracy[init]:.3f} -> {r.uptrained_accuracy[init]:.3f}" for init in KV_INITS)) for r in result.rows],
+))
+print(text_table(
+    ["num_kv_heads", "取平均：追加训练之后，种子 0 / 1 / 2", "取组内头 0", "随机"],
+    [(rows[0].num_kv_heads, *(" / ".join(f"{r.uptrained_accuracy[init]:.3f}" for r in rows) for init in KV_INITS))
+     for rows in zip(*(results[seed].rows for seed in (0, 1, 2)), strict=True)],
 ))
 fig = plot_loss_curves(
     {f"num_kv_heads = {r.num_kv_heads}": r.uptrain_losses for r in result.rows},
@@ -176,12 +188,13 @@ plt.show()
 # 要点
 # ----
 # * 一步解码为少量算术读取整个缓存；键/值头更少意味着要存的更少，而对于整组只读一次共享头的内核，
-#   要读的也更少。
+#   要读的也更少（在 GPU 上，这正是一步的瓶颈；在单个 CPU 线程上，耗时下降得比缓存少）。
 # * 分组没有缩小的：查询头、它们的分数（每个查询头、每个缓存词元一个），以及输出投影。
-# * 显式分组路径让每组查询直接与原样存放的键/值头相乘；重复这些头（``repeat_kv_heads``）会把缓存
-#   复制回多头时的大小。
-# * 键/值头与查询头一样多时取平均是精确的，更少时是近似；请比较上面三列准确率：短暂追加训练后的
-#   转换模型，与同样训练这么久、从头开始的分组模型。
+# * 显式分组路径让每组查询直接与原样存放的键/值头相乘，既不重复也不为缩放而复制缓存；重复这些头
+#   （``repeat_kv_heads``）会把缓存复制回多头时的大小。
+# * 键/值头与查询头一样多时取平均是精确的，更少时是近似；请比较上面三种初始化，它们都从同一个检查点
+#   出发、以同样的方式追加训练：平均保留了多少训练好的键/值头，体现在它与取头 0 和随机初始化的差距上；
+#   几个种子则显示其中有多少是运气。
 #
 # 出处：Shazeer 2019，“Fast Transformer Decoding: One Write-Head is All You Need”，
 # arXiv:1911.02150；Ainslie 等 2023，“GQA: Training Generalized Multi-Query Transformer

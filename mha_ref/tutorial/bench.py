@@ -38,6 +38,7 @@ __all__ = [
     "tensor_bytes",
     "time_fn",
     "time_interleaved",
+    "time_interleaved_spread",
     "torch_compile_status",
 ]
 
@@ -98,7 +99,7 @@ def time_fn(
     )
 
 
-def time_interleaved(
+def time_interleaved_spread(
     fns: Mapping[str, Callable[[], object]],
     *,
     warmup: int = 2,
@@ -106,7 +107,7 @@ def time_interleaved(
     device: torch.device | str | None = "cpu",
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    """Median seconds of each callable, timed in rounds: A, B, C, A, B, C, ...
+    """Median, minimum and maximum seconds of each callable, timed in rounds: A, B, C, A, B, C, ...
 
     On a shared machine the load changes while a benchmark runs; timing the callables one after
     the other would give the first ones a different machine than the last. In rounds, a change
@@ -120,7 +121,7 @@ def time_interleaved(
         clock: a function returning seconds; tests pass a fake one.
 
     Returns:
-        ``{name: median seconds}``, in the order of ``fns``.
+        ``{name: (median, min, max) seconds}``, in the order of ``fns``.
     """
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
@@ -137,7 +138,29 @@ def time_interleaved(
             fn()
             _sync(device)
             durations[name].append(clock() - start)
-    return {name: statistics.median(values) for name, values in durations.items()}
+    return {
+        name: (statistics.median(values), min(values), max(values))
+        for name, values in durations.items()
+    }
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    warmup: int = 2,
+    repeats: int = 9,
+    device: torch.device | str | None = "cpu",
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Median seconds of each callable, timed in rounds (:func:`time_interleaved_spread`).
+
+    Returns:
+        ``{name: median seconds}``, in the order of ``fns``.
+    """
+    spread = time_interleaved_spread(
+        fns, warmup=warmup, repeats=repeats, device=device, clock=clock
+    )
+    return {name: median for name, (median, _, _) in spread.items()}
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@ Ainslie et al. (2023) turn a trained multi-head checkpoint into grouped-query at
 mean-pooling each group's key and value heads (:func:`mha_ref.mha_to_gqa`), then train the
 converted model a little more ("uptraining"). :func:`gqa_uptraining` does the same at the scale
 of the tutorial: it trains :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` with multi-head
-attention, converts its attention layer for each requested number of key/value heads, measures
-the accuracy right after the conversion, after a short uptraining, and, as a control, of the
-same grouped model trained from a random initialisation for the same number of steps.
+attention, converts its attention layer for each requested number of key/value heads, and
+measures the accuracy right after the conversion and after a short uptraining. As in Ainslie et
+al.'s ablation (Sec. 2.1 and their Figure 5), the controls start from the same multi-head
+checkpoint, with the same uptraining steps and data, and differ only in how the key/value heads
+are initialised: the mean of each group's heads, the first head of each group, or random
+weights (query and output projections kept in all three).
 
 Seeded, one CPU thread, deterministic (as :func:`mha_ref.tutorial.training.train`), and cached
 by :mod:`mha_ref.tutorial.cache` when ``MHA_REF_CACHE_DIR`` is set.
@@ -28,26 +31,29 @@ from mha_ref.tutorial.cache import cached
 from mha_ref.tutorial.tasks import IGNORE_INDEX, TinyAttentionModel, make_batch, make_table
 from mha_ref.tutorial.training import _EVAL_SEED, _reproducible
 
-__all__ = ["GQARow", "UptrainResult", "gqa_uptraining"]
+__all__ = ["KV_INITS", "GQARow", "UptrainResult", "gqa_uptraining"]
+
+#: The initialisations of the grouped layer's key/value heads, compared after uptraining.
+#: ``"mean"`` of each group's heads (what :func:`mha_ref.mha_to_gqa` does), the ``"first"``
+#: head of each group, or ``"random"`` weights.
+KV_INITS = ("mean", "first", "random")
 
 
 @dataclass(frozen=True)
 class GQARow:
-    """One number of key/value heads, measured three ways.
+    """One number of key/value heads: each key/value initialisation, before and after uptraining.
 
     Attributes:
         num_kv_heads: key/value heads of the converted attention layer.
-        converted_accuracy: evaluation accuracy right after mean-pooling, no training.
-        uptrained_accuracy: after ``uptrain_steps`` more steps of the converted model.
-        scratch_accuracy: the same grouped model from a random initialisation, trained for
-            ``uptrain_steps`` steps (what the conversion is worth).
-        uptrain_losses: training loss at each uptraining step.
+        converted_accuracy: ``{init: accuracy}`` right after the conversion, no training, for
+            each ``init`` of :data:`KV_INITS`.
+        uptrained_accuracy: ``{init: accuracy}`` after ``uptrain_steps`` more steps.
+        uptrain_losses: training loss at each uptraining step of the mean-pooled model.
     """
 
     num_kv_heads: int
-    converted_accuracy: float
-    uptrained_accuracy: float
-    scratch_accuracy: float
+    converted_accuracy: dict[str, float]
+    uptrained_accuracy: dict[str, float]
     uptrain_losses: list[float]
 
 
@@ -96,7 +102,7 @@ def gqa_uptraining(
         num_kv_heads: the key/value head counts to convert to (each divides ``num_heads``).
         num_heads, embed_dim, vocab_size, seq_len: the model and task sizes.
         steps: Adam steps of the multi-head training.
-        uptrain_steps: Adam steps after the conversion (and of the from-scratch control).
+        uptrain_steps: Adam steps after the conversion (the same for every initialisation).
         batch_size, lr, seed: as in :func:`mha_ref.tutorial.training.train`.
         eval_size: sequences of the fixed evaluation set.
 
@@ -111,7 +117,7 @@ def gqa_uptraining(
     for kv in arguments["num_kv_heads"]:
         if not isinstance(kv, int) or kv < 1 or num_heads % kv:
             raise ValueError(f"every num_kv_heads must divide num_heads={num_heads}, got {kv!r}")
-    return cached("gqa_uptraining", arguments, lambda: _gqa_uptraining(**arguments))
+    return cached("gqa_uptraining_kv_inits", arguments, lambda: _gqa_uptraining(**arguments))
 
 
 def _fit(model: nn.Module, config: dict, steps: int, data: torch.Generator, table) -> list[float]:
@@ -142,6 +148,34 @@ def _accuracy(model: nn.Module, config: dict, table: torch.Tensor) -> float:
     return round(float(correct.double().mean()), 6)
 
 
+def _convert(module: nn.Module, num_kv_heads: int, init: str, seed: int) -> GroupedQueryAttention:
+    """The grouped layer for ``module`` with its key/value heads initialised by ``init``.
+
+    Query and output projections are copied in all cases (:func:`mha_ref.mha_to_gqa`); only the
+    key and value projections differ.
+    """
+    gqa = mha_to_gqa(module, num_kv_heads)
+    if init == "mean":
+        return gqa
+    if init == "random":
+        torch.manual_seed(seed + 2)
+        gqa.k_proj.reset_parameters()
+        gqa.v_proj.reset_parameters()
+        return gqa
+    embed_dim, num_heads = module.embed_dim, module.num_heads
+    head_dim, group = embed_dim // num_heads, num_heads // num_kv_heads
+    # rows of head h in the key (value) block of in_proj: [h * head_dim, (h + 1) * head_dim)
+    first = torch.cat([torch.arange(j * group * head_dim, (j * group + 1) * head_dim)
+                       for j in range(num_kv_heads)])  # (num_kv_heads * head_dim,)
+    with torch.no_grad():
+        for projection, block in ((gqa.k_proj, 1), (gqa.v_proj, 2)):
+            rows = first + block * embed_dim
+            projection.weight.copy_(module.in_proj_weight[rows])  # (kv * head_dim, embed_dim)
+            if projection.bias is not None:
+                projection.bias.copy_(module.in_proj_bias[rows])  # (kv * head_dim,)
+    return gqa
+
+
 def _gqa_uptraining(**config: Any) -> UptrainResult:
     table = make_table(config["vocab_size"])  # (V, V)
     sizes = (config["vocab_size"], config["seq_len"], config["embed_dim"], config["num_heads"], 64)
@@ -152,22 +186,16 @@ def _gqa_uptraining(**config: Any) -> UptrainResult:
         mha_accuracy = _accuracy(model, config, table)
         rows = []
         for kv in config["num_kv_heads"]:
-            converted = copy.deepcopy(model)
-            converted.attention = _GQAInTinyModel(mha_to_gqa(model.attention, kv))
-            converted_accuracy = _accuracy(converted, config, table)
-            data = torch.Generator().manual_seed(config["seed"] + 1)  # batches unseen so far
-            losses = _fit(converted, config, config["uptrain_steps"], data, table)
-            uptrained_accuracy = _accuracy(converted, config, table)
-
-            torch.manual_seed(config["seed"])
-            scratch = TinyAttentionModel(*sizes)
-            scratch.attention = _GQAInTinyModel(
-                GroupedQueryAttention(config["embed_dim"], config["num_heads"], kv)
-            )
-            data = torch.Generator().manual_seed(config["seed"] + 1)
-            _fit(scratch, config, config["uptrain_steps"], data, table)
-            rows.append(
-                GQARow(kv, converted_accuracy, uptrained_accuracy,
-                       _accuracy(scratch, config, table), losses)
-            )
+            converted_accuracy, uptrained_accuracy, mean_losses = {}, {}, []
+            for init in KV_INITS:
+                converted = copy.deepcopy(model)
+                gqa = _convert(model.attention, kv, init, config["seed"])
+                converted.attention = _GQAInTinyModel(gqa)
+                converted_accuracy[init] = _accuracy(converted, config, table)
+                data = torch.Generator().manual_seed(config["seed"] + 1)  # batches unseen so far
+                losses = _fit(converted, config, config["uptrain_steps"], data, table)
+                uptrained_accuracy[init] = _accuracy(converted, config, table)
+                if init == "mean":
+                    mean_losses = losses
+            rows.append(GQARow(kv, converted_accuracy, uptrained_accuracy, mean_losses))
     return UptrainResult(config=dict(config), mha_accuracy=mha_accuracy, rows=rows)
