@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mha_ref.tutorial import induction
+from mha_ref.tutorial import induction, induction_training
 from mha_ref.tutorial.cache import CACHE_ENV_VAR
 
 CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
@@ -107,7 +107,8 @@ def test_ablating_a_missing_head_raises():
 
 def test_short_training_is_deterministic():
     kwargs = dict(steps=4, batch_size=8)
-    first, second = induction.train_induction(**kwargs), induction.train_induction(**kwargs)
+    first = induction_training.train_induction(**kwargs)
+    second = induction_training.train_induction(**kwargs)
     assert first.loss_curve == second.loss_curve
     for name, value in first.state_dict.items():
         assert torch.equal(value, second.state_dict[name])
@@ -120,7 +121,7 @@ def test_short_training_is_deterministic():
 def trained():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV_VAR, str(CACHE))
-        result = induction.train_induction(seed=0)
+        result = induction_training.train_induction(seed=0)
     model = result.model()
     tokens, periods = result.evaluation_batch()
     previous, scores = induction.head_scores(model, tokens, periods)

@@ -32,11 +32,8 @@ then checks each claim by measuring the attention weights and by switching heads
 import matplotlib.pyplot as plt
 
 from mha_ref import causal_mask
-from mha_ref.tutorial.induction import (
-    accuracy_with_ablation,
-    head_scores,
-    train_induction,
-)
+from mha_ref.tutorial.induction import accuracy_with_ablation, head_scores
+from mha_ref.tutorial.induction_training import train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 from mha_ref.tutorial.training import plot_loss_curves
 
@@ -59,7 +56,7 @@ for i in range(3):
 # and a linear unembedding. There is no MLP, so everything the model computes beyond the
 # embeddings is done by its four heads (two per layer).
 #
-# :func:`~mha_ref.tutorial.induction.train_induction` trains it with Adam on one CPU thread,
+# :func:`~mha_ref.tutorial.induction_training.train_induction` trains it with Adam on one CPU thread,
 # seeded and deterministic, so every build prints the same numbers. What to look for in the loss
 # curve: a long plateau, where the model can only guess, then a sudden drop. Olsson et al. call
 # this drop the *phase change*: it is when the induction circuit forms. The dashed line marks the

@@ -53,7 +53,8 @@ from mha_ref.tutorial.circuits import (
     rank,
     token_ov_circuit,
 )
-from mha_ref.tutorial.induction import composition_ablation, head_scores, train_induction
+from mha_ref.tutorial.induction import composition_ablation, head_scores
+from mha_ref.tutorial.induction_training import train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 
 torch.manual_seed(0)

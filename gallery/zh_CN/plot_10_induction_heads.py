@@ -29,11 +29,8 @@ Olsson 等人（2022）在“In-context Learning and Induction Heads”
 import matplotlib.pyplot as plt
 
 from mha_ref import causal_mask
-from mha_ref.tutorial.induction import (
-    accuracy_with_ablation,
-    head_scores,
-    train_induction,
-)
+from mha_ref.tutorial.induction import accuracy_with_ablation, head_scores
+from mha_ref.tutorial.induction_training import train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 from mha_ref.tutorial.training import plot_loss_curves
 
@@ -55,7 +52,7 @@ for i in range(3):
 # 自己的输出 *加到* 残差流上，最后是一个线性的反嵌入层。模型没有 MLP，所以除嵌入之外的一切计算
 # 都由它的四个头（每层两个）完成。
 #
-# :func:`~mha_ref.tutorial.induction.train_induction` 用 Adam 在单个 CPU 线程上训练它，固定
+# :func:`~mha_ref.tutorial.induction_training.train_induction` 用 Adam 在单个 CPU 线程上训练它，固定
 # 随机种子、使用确定性算子，因此每次构建打印的数字都相同。损失曲线上要看的是：先是一段很长的
 # 平台期，模型只能瞎猜；然后损失骤降。Olsson 等人把这次骤降称为 *相变* （phase change）：归纳
 # 回路正是在这时形成的。虚线标出训练批次在第二份拷贝上的准确率（按 20 步平均）首次达到 50% 的那一步。

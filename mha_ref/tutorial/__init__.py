@@ -17,6 +17,8 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
     accuracy against training step per head count: speed to learn vs accuracy at convergence.
 ``induction``
     induction heads: a two-layer attention-only model, its head scores, ablation (Olsson 2022).
+``induction_training``
+    training that model (seeded, cached), with its loss curve's phase change.
 ``circuits``
     a head's output decomposed into its QK and OV matrices (Elhage 2021).
 ``low_rank``

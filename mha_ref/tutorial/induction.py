@@ -12,6 +12,8 @@ in the second copy the next token can only be found by content, "find where the 
 occurred before, and copy the token that followed it". That is what an induction head does, with
 the help of a previous-token head in the layer before it.
 
+**Training** is in :mod:`mha_ref.tutorial.induction_training`.
+
 **The model.** Token and learned position embeddings, two causal
 :class:`mha_ref.MultiHeadAttention` layers that add to a residual stream, and an unembedding;
 no MLP and no layer norm.
@@ -20,23 +22,16 @@ no MLP and no layer norm.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from mha_ref.masks import allowed_to_blocked, causal_mask
 from mha_ref.multihead import MultiHeadAttention
-from mha_ref.tutorial.cache import cached
-from mha_ref.tutorial.training import _reproducible
 
 __all__ = [
     "AttentionOnlyTransformer",
-    "InductionResult",
     "ablate_heads",
     "accuracy_with_ablation",
     "check_periods",
@@ -47,7 +42,6 @@ __all__ = [
     "previous_token_score",
     "second_copy_accuracy",
     "second_copy_mask",
-    "train_induction",
 ]
 
 _EVAL_SEED = 3_000_017  # fixed: every run is evaluated on the same sequences
@@ -365,129 +359,3 @@ def composition_ablation(
             logits = model.unembed(full + out)  # (N, L, V)
             accuracies[name] = second_copy_accuracy(logits, tokens, periods)
     return accuracies
-
-
-# ------------------------------------------------------------------------------------------------
-# training
-# ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class InductionResult:
-    """One :func:`train_induction` run.
-
-    Attributes:
-        config: the arguments of the run.
-        state_dict: the trained parameters (rebuild the model with :meth:`model`).
-        loss_curve: training loss (second-copy positions) after each step.
-        accuracy_curve: second-copy accuracy of each training batch.
-        seconds: wall time of the training loop (not reproducible; not for printing).
-    """
-
-    config: dict[str, Any]
-    state_dict: dict[str, torch.Tensor] = field(repr=False)
-    loss_curve: list[float]
-    accuracy_curve: list[float]
-    seconds: float
-
-    def model(self) -> AttentionOnlyTransformer:
-        """The trained model, in eval mode."""
-        model = _build(self.config)
-        model.load_state_dict(self.state_dict)
-        return model.eval()
-
-    def phase_change_step(self, threshold: float = 0.5, window: int = 20) -> int | None:
-        """First step (1-based) at which the mean batch accuracy over ``window`` steps ends at
-        or above ``threshold``; ``None`` if it never does."""
-        curve = torch.tensor(self.accuracy_curve, dtype=torch.float64)  # (steps,)
-        if len(curve) < window:
-            return None
-        smooth = curve.unfold(0, window, 1).mean(dim=1)  # (steps - window + 1,)
-        above = (smooth >= threshold).nonzero()  # (k, 1)
-        return int(above[0, 0]) + window if len(above) else None
-
-    def evaluation_batch(self, size: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
-        """A fixed batch of new sequences (the same for every seed): ``(size, L)``, ``(size,)``."""
-        c = self.config
-        generator = torch.Generator().manual_seed(_EVAL_SEED)
-        return make_repeated_batch(
-            size, c["seq_len"], c["vocab_size"], generator, c["min_period"], c["max_period"]
-        )
-
-
-def _build(config: dict[str, Any]) -> AttentionOnlyTransformer:
-    return AttentionOnlyTransformer(
-        config["vocab_size"], config["seq_len"], config["embed_dim"], config["num_heads"]
-    )
-
-
-def train_induction(
-    *,
-    vocab_size: int = 24,
-    seq_len: int = 20,
-    min_period: int = 3,
-    max_period: int = 10,
-    embed_dim: int = 32,
-    num_heads: int = 2,
-    steps: int = 600,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    seed: int = 0,
-) -> InductionResult:
-    """Train :class:`AttentionOnlyTransformer` (two layers) on :func:`make_repeated_batch` data.
-
-    CPU, one thread, seeded, deterministic (Adam; next-token cross-entropy on the second-copy
-    positions). Cached on disk when ``MHA_REF_CACHE_DIR`` is set.
-
-    Returns:
-        an :class:`InductionResult`.
-    """
-    arguments = dict(
-        vocab_size=vocab_size,
-        seq_len=seq_len,
-        min_period=min_period,
-        max_period=max_period,
-        embed_dim=embed_dim,
-        num_heads=num_heads,
-        steps=steps,
-        batch_size=batch_size,
-        lr=lr,
-        seed=seed,
-    )
-    check_periods(seq_len, vocab_size, min_period, max_period)
-    return cached("train_induction", arguments, lambda: _train_induction(arguments))
-
-
-def _train_induction(config: dict[str, Any]) -> InductionResult:
-    begin = time.perf_counter()
-    with _reproducible():
-        torch.manual_seed(config["seed"])
-        model = _build(config)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
-        data = torch.Generator().manual_seed(config["seed"])
-        loss_curve, accuracy_curve = [], []
-        for _ in range(config["steps"]):
-            tokens, periods = make_repeated_batch(
-                config["batch_size"],
-                config["seq_len"],
-                config["vocab_size"],
-                data,
-                config["min_period"],
-                config["max_period"],
-            )  # (N, L), (N,)
-            logits, _ = model(tokens)  # (N, L, V)
-            queries = second_copy_mask(periods, config["seq_len"])[:, :-1]  # (N, L - 1)
-            loss = F.cross_entropy(logits[:, :-1][queries], tokens[:, 1:][queries])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            loss_curve.append(round(loss.item(), 6))
-            accuracy_curve.append(second_copy_accuracy(logits.detach(), tokens, periods))
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    return InductionResult(
-        config=dict(config),
-        state_dict=state,
-        loss_curve=loss_curve,
-        accuracy_curve=accuracy_curve,
-        seconds=time.perf_counter() - begin,
-    )
