@@ -205,6 +205,10 @@ def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
         names = wheel.namelist()
         metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
     assert "mha_ref/__init__.py" in names and "mha_ref/tutorial/__init__.py" in names
+    assert "mha_ref/py.typed" in names
+    # the interactive view's files, which plot_heads reads in a notebook
+    static = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "mha_ref").rglob("static/*"))
+    assert static and set(static) <= set(names), static
     assert b"Provides-Extra: tutorial" in metadata
 
 

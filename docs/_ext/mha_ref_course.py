@@ -61,7 +61,8 @@ def _wheel_inputs() -> list[Path]:
 
 
 def _packaged(path: Path) -> bool:
-    return "__pycache__" not in path.parts and path.suffix in {".py", ".typed"}
+    # what pyproject.toml packages: the modules, py.typed, and the interactive view's static files
+    return "__pycache__" not in path.parts and path.suffix in {".py", ".typed", ".js", ".css"}
 
 
 def _inputs_hash(files: list[Path]) -> str:
