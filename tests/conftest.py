@@ -1,4 +1,4 @@
-"""Shared fixtures for the mha_ref core tests."""
+"""Shared fixtures: the textbook sentence, a seeded generator, a clean matplotlib state."""
 
 from __future__ import annotations
 
@@ -27,3 +27,16 @@ def textbook_batch() -> torch.Tensor:
 def generator() -> torch.Generator:
     """A seeded CPU generator, so each test draws the same random tensors on every run."""
     return torch.Generator().manual_seed(20240601)
+
+
+@pytest.fixture
+def clean_matplotlib():
+    """The Agg backend and matplotlib's default settings for one test; no figure left open."""
+    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    with matplotlib.rc_context():
+        matplotlib.rcParams.update(matplotlib.rcParamsDefault)
+        matplotlib.use("Agg")
+        yield
+    plt.close("all")

@@ -221,17 +221,7 @@ def test_train_stops_once_converged_and_rejects_bad_arguments():
         training.train(num_heads=2, eval_every=-1, **SHORT)
 
 
-@pytest.fixture
-def _agg():
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    yield
-    plt.close("all")
-
-
-def test_plot_pruning_curve_names_the_removed_heads(_agg, trained):
+def test_plot_pruning_curve_names_the_removed_heads(clean_matplotlib, trained):
     _, report = trained
     fig = ablation.plot_pruning_curve(report, chance=0.1, head_label="头 {}")
     (ax,) = fig.axes

@@ -256,17 +256,7 @@ def test_sweep_is_cached(tmp_path, monkeypatch):
 # -- figures -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def _agg():
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    yield
-    plt.close("all")
-
-
-def test_plot_loss_curves_log_axis_is_labelled_and_readable(_agg):
+def test_plot_loss_curves_log_axis_is_labelled_and_readable(clean_matplotlib):
     fig = training.plot_loss_curves({"4 heads": [2.7, 1.0, 0.3, 0.1, 0.03]})
     (ax,) = fig.axes
     assert ax.get_yscale() == "log"
@@ -278,7 +268,7 @@ def test_plot_loss_curves_log_axis_is_labelled_and_readable(_agg):
     assert "0.5" in shown and "2" in shown
 
 
-def test_plot_head_profiles_labels_its_colorbar(_agg):
+def test_plot_head_profiles_labels_its_colorbar(clean_matplotlib):
     result = training.train(num_heads=2, **SHORT)
     fig = heads.plot_head_profiles(result, colorbar_label="平均注意力权重")
     (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
@@ -290,7 +280,7 @@ def _row(h, accuracies):
     return head_count.HeadCountRow(h, 16 // h, 1088, 0, 0, 0, accuracies, mean, 0.0, mean, mean)
 
 
-def test_plot_head_count_sweep_bleu_axis_and_base_model(_agg):
+def test_plot_head_count_sweep_bleu_axis_and_base_model(clean_matplotlib):
     published = [{"h": 1, "bleu": 24.9}, {"h": 8, "bleu": 25.8}, {"h": 32, "bleu": 25.4}]
     rows = [_row(1, [0.7, 0.8]), _row(8, [0.9, 1.0])]
     fig = head_count.plot_head_count_sweep(rows, published, base_label="base model")

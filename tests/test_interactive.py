@@ -22,10 +22,8 @@ TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 ZH_TOKENS = ["你的", "旅程", "开始", "于", "一", "步"]
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+# every test: default matplotlib settings, no figure left open (conftest.py)
+pytestmark = pytest.mark.usefixtures("clean_matplotlib")
 
 
 def _weights(num_heads: int, n: int = 6, dtype=torch.float32) -> torch.Tensor:

@@ -107,17 +107,7 @@ def test_width_costs_interleave_the_rounds_and_keep_the_minimum():
         head_count.width_costs((1,), embed_dim=4, repeats=0)
 
 
-@pytest.fixture
-def _agg():
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    yield
-    plt.close("all")
-
-
-def test_plots_take_chinese_labels(_agg):
+def test_plots_take_chinese_labels(clean_matplotlib):
     curves = [_curve(1, 0, 75), _curve(1, 1, 50), _curve(2, 0, 50)]
     fig = learning_curves.plot_learning_curves(curves, title="训练过程中的评估准确率")
     (ax,) = fig.axes

@@ -18,14 +18,8 @@ from mha_ref.tutorial import plotting as viz  # noqa: E402
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 ZH_TOKENS = ["你的", "旅程", "开始", "于", "一", "步"]
 
-@pytest.fixture(autouse=True)
-def _clean_matplotlib():
-    """Each test starts from default rcParams and leaves no open figure behind."""
-    with matplotlib.rc_context():
-        matplotlib.rcParams.update(matplotlib.rcParamsDefault)
-        matplotlib.use("Agg")
-        yield
-    plt.close("all")
+# every test: default matplotlib settings, no figure left open (conftest.py)
+pytestmark = pytest.mark.usefixtures("clean_matplotlib")
 
 
 def _weights(num_heads: int, n: int = 6) -> torch.Tensor:

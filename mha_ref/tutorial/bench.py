@@ -106,7 +106,7 @@ def time_interleaved_spread(
     repeats: int = 9,
     device: torch.device | str | None = "cpu",
     clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, float]:
+) -> dict[str, tuple[float, float, float]]:
     """Median, minimum and maximum seconds of each callable, timed in rounds: A, B, C, A, B, C, ...
 
     On a shared machine the load changes while a benchmark runs; timing the callables one after

@@ -99,14 +99,7 @@ class TrainResult:
 
     def model(self) -> TinyAttentionModel:
         """The trained model, rebuilt from ``model_state``, in evaluation mode, on the CPU."""
-        config = self.config
-        model = TinyAttentionModel(
-            config["vocab_size"],
-            config["seq_len"],
-            config["embed_dim"],
-            config["num_heads"],
-            config["mlp_hidden"],
-        )
+        model = _build_model(self.config)
         model.load_state_dict(self.model_state)
         return model.eval()
 
@@ -129,6 +122,17 @@ def _reproducible(threads: int = 1) -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(old_deterministic, warn_only=old_warn_only)
         torch.set_num_threads(old_threads)
+
+
+def _build_model(config: dict[str, Any]) -> TinyAttentionModel:
+    """A :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` of the sizes in a run's config."""
+    return TinyAttentionModel(
+        config["vocab_size"],
+        config["seq_len"],
+        config["embed_dim"],
+        config["num_heads"],
+        config["mlp_hidden"],
+    )
 
 
 def train(
@@ -205,13 +209,7 @@ def _train(**config: Any) -> TrainResult:
     table = make_table(config["vocab_size"], config["table_seed"])  # (V, V)
     with _reproducible():
         torch.manual_seed(config["seed"])
-        model = TinyAttentionModel(
-            config["vocab_size"],
-            config["seq_len"],
-            config["embed_dim"],
-            config["num_heads"],
-            config["mlp_hidden"],
-        )
+        model = _build_model(config)
         optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
         data = torch.Generator().manual_seed(config["seed"])
         eval_tokens, eval_targets = evaluation_set(config, table)  # (N_eval, L), (N_eval, L)
