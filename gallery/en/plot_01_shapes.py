@@ -1,6 +1,6 @@
 """
-Shapes, step by step
-====================
+Example 1: Shapes, step by step
+===============================
 
 Multi-head attention takes a batch of token vectors of shape ``(batch, seq_len, embed_dim)`` and
 returns a tensor of the same shape. In between, the vectors are projected to queries, keys and

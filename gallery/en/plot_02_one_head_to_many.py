@@ -1,6 +1,6 @@
 """
-From one head to many
-=====================
+Example 2: From one head to many
+================================
 
 A single causal attention head gives every token one set of attention weights over the tokens
 before it. Multi-head attention runs several such heads side by side, each with its own

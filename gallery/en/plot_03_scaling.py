@@ -1,12 +1,12 @@
 """
-Why divide by sqrt(d_k)
-=======================
+Example 3: Why divide by sqrt(d_k)
+==================================
 
 Attention scores are dot products ``q . k`` of a query and a key with ``d_k`` features each.
 Scaled dot-product attention divides them by sqrt(d_k) before the softmax. This example
 measures what happens without that division as ``d_k`` grows: the scores spread out, the
 softmax puts almost all the weight on one key, and its gradient shrinks towards zero, so the
-scores stop learning. With the division, all three stay the same for every ``d_k``.
+scores stop learning. With the division, all three stay about the same for every ``d_k``.
 """
 
 # %%

@@ -1,6 +1,6 @@
 """
-Masks
-=====
+Example 4: Masks
+================
 
 A mask tells attention which keys a query may use. Two masks cover most needs: a **causal**
 mask (a token may not look at later tokens) and a **padding** mask (nobody may look at the

@@ -1,6 +1,6 @@
 """
-What heads learn
-================
+Example 5: What heads learn
+===========================
 
 Tutorials often say that the heads of multi-head attention "divide the work": one head follows
 syntax, another follows coreference, and so on. In a large trained model that is hard to check,
@@ -42,7 +42,6 @@ from mha_ref.tutorial.tasks import make_batch, make_table
 from mha_ref.tutorial.training import plot_loss_curves, train
 
 torch.manual_seed(0)
-LANGUAGE = "en"  # language of the printed head summaries
 TOKEN_NAMES = list("ABCDEFGHIJKLMNOP")  # one name per token id
 
 table = make_table(vocab_size=16, seed=0)  # (16, 16)
@@ -142,7 +141,7 @@ fig = plot_head_profiles(
 plt.show()
 
 for head in result.heads:
-    print(head.describe(LANGUAGE))
+    print(head.describe("en"))
 print("entropy per head (nats):", [round(float(e), 3) for e in result.entropy])
 print(f"entropy of a uniform head (nats): {result.max_entropy:.3f}")
 print("relations the task needs:    ", list(result.config["offsets"]))

@@ -1,6 +1,6 @@
 """
-How many heads?
-===============
+Example 6: How many heads?
+==========================
 
 At a fixed model width ``embed_dim`` (the paper's d_model), choosing the number of heads ``h``
 only decides how the width is cut: ``head_dim = embed_dim // h``. This example measures what that
@@ -11,8 +11,8 @@ choice changes and what it does not:
   ``(batch, h, seq_len, seq_len)`` (they grow with ``h``),
 * the time of one forward pass on the device this page was built on, at the tiny width of the
   toy model and at a realistic width,
-* how fast the tiny two-relation task of the
-  :ref:`previous example <sphx_glr_auto_examples_plot_05_what_heads_learn.py>` is learned, and
+* how fast the tiny two-relation task of
+  :ref:`Example 5 <sphx_glr_auto_examples_plot_05_what_heads_learn.py>` is learned, and
   how well once training has converged, over several seeds,
 
 and puts the published result beside it: rows (A) of Table 3 of Vaswani et al. 2017. Finally it
@@ -102,6 +102,10 @@ print(
 # ``h = 8`` each head works with vectors of 2 numbers), so the element-wise work on the
 # ``(batch, h, seq_len, seq_len)`` scores is most of the work, and it grows with ``h``. The next
 # section repeats the measurement at a realistic width.
+#
+# When reading the figure, note that two pairs of lines coincide: the parameters and the matmul
+# FLOPs do not depend on ``h`` and share one flat line; the softmax FLOPs and the attention-weight
+# memory are both proportional to ``h`` and lie on top of each other (the table above prints them).
 
 env = environment(device)
 print(f"torch {env['torch']}, device: {env['device']}, threads: {env['threads']}")
@@ -272,6 +276,8 @@ plt.show()
 # head by "over 2 BLEU" on WMT 2014 EN-DE. The table does not support that: the measured
 # difference is the gap printed below, on the dev set. The paper also reports the other side:
 # with too many heads (so very small ``d_k``), its single run scores lower again.
+# The right panel's BLEU axis does not start at 0: it shows a narrow band, so the points look
+# further apart than the gaps are; each point is labelled, and the gaps are the ones printed below.
 
 TABLE_3A = [
     {"h": 1, "d_k": 512, "d_v": 512, "bleu": 24.9, "ppl": 5.29},

@@ -1,6 +1,6 @@
 """
-``torch.nn.MultiheadAttention`` in practice
-===========================================
+Example 7: ``torch.nn.MultiheadAttention`` in practice
+======================================================
 
 PyTorch's multi-head attention module hides the steps of the earlier examples behind a handful
 of arguments. This example goes through the ones that surprise people: the default

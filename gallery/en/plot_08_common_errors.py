@@ -1,6 +1,6 @@
 """
-Common errors, reproduced
-=========================
+Example 8: Common errors, reproduced
+====================================
 
 The mistakes people make most often with multi-head attention, each reproduced on this build:
 the real error message (or, worse, the silent wrong result), then the fix running. Where

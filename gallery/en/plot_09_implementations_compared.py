@@ -1,6 +1,6 @@
 """
-Implementations compared
-========================
+Example 9: Implementations compared
+===================================
 
 Multi-head attention can be written in several ways that compute the same function: a loop
 over heads, one batched tensor program, a single packed projection, PyTorch's fused

@@ -1,6 +1,6 @@
 """
-Induction heads: two heads that only work together
-==================================================
+Example 10: Induction heads: two heads that only work together
+==============================================================
 
 A transformer can continue a pattern it has seen only once in its input: after ``... A B ... A``
 it predicts ``B``. Olsson et al. (2022), "In-context Learning and Induction Heads"

@@ -1,6 +1,6 @@
 """
-One head's output, decomposed: where a head looks is not what it writes
-=======================================================================
+Example 11: One head's output, decomposed: where a head looks is not what it writes
+===================================================================================
 
 Multi-head attention concatenates the heads' outputs and multiplies by :math:`W^O`
 (Vaswani et al. 2017, `arXiv:1706.03762 <https://arxiv.org/abs/1706.03762>`_, section 3.2.2).
@@ -130,7 +130,7 @@ plt.show()
 # The heads of the induction model
 # --------------------------------
 # The converse: do heads that look in different places write different things? We take the two-layer model trained in
-# :ref:`the induction heads example <sphx_glr_auto_examples_plot_10_induction_heads.py>` (read
+# :ref:`Example 10 <sphx_glr_auto_examples_plot_10_induction_heads.py>` (read
 # from the cache when that example ran first) and read each head's OV matrix from tokens to
 # logits, :math:`W_E W_V^h W_O^h W_U^\top` (:func:`~mha_ref.tutorial.circuits.token_ov_circuit`).
 # Row ``i`` says which logits go up when the head attends to token ``i``. A head that *copies*

@@ -1,6 +1,6 @@
 """
-The low-rank bottleneck of narrow heads
-=======================================
+Example 12: The low-rank bottleneck of narrow heads
+===================================================
 
 At a fixed ``embed_dim``, more heads means narrower heads: ``head_dim = embed_dim / num_heads``.
 Bhojanapalli et al. (2020), "Low-Rank Bottleneck in Multi-head Attention Models"

@@ -1,6 +1,6 @@
 """
-The online softmax behind FlashAttention
-========================================
+Example 13: The online softmax behind FlashAttention
+====================================================
 
 Attention as written in the paper computes all the scores of a query row, ``(L, S)`` per head,
 then their softmax, then the weighted sum of the values. For long sequences the scores are the

@@ -1,6 +1,6 @@
 """
-The KV cache: generating one token at a time
-============================================
+Example 14: The KV cache: generating one token at a time
+========================================================
 
 A language model generates text one token at a time: it predicts the next token, appends it,
 and runs again. With causal attention a token never looks at later tokens, so the keys and

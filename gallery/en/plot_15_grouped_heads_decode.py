@@ -1,6 +1,6 @@
 """
-Grouped heads at decode time
-============================
+Example 15: Grouped heads at decode time
+========================================
 
 When a model generates text, each step computes attention for **one** new query per head against
 **all** cached keys and values. The arithmetic is small (one dot product per cached token and

@@ -1,6 +1,6 @@
 """
-逐步追踪张量形状
-================
+示例 1：逐步追踪张量形状
+========================
 
 多头注意力的输入是一批词元向量，形状为 ``(batch, seq_len, embed_dim)``，输出的形状与输入相同。
 中间要经过这样几步：把向量投影成查询（query）、键（key）和值（value），拆分成 ``num_heads``
@@ -72,8 +72,8 @@ print("q, k, v:", tuple(q.shape), tuple(k.shape), tuple(v.shape))
 # %%
 # 第 2 步：拆分多头
 # ---------------------
-# ``view`` 把最后一维切成 ``(num_heads, head_dim)``；``transpose`` 把“头”这一维挪到 batch
-# 维旁边，这样一次批量矩阵乘法就能覆盖所有头。:func:`mha_ref.split_heads` 做的正是这两步。
+# ``view`` 把最后一维切成 ``(num_heads, head_dim)``；``transpose`` 把“头”这一维挪到批次维
+# 旁边，这样一次批量矩阵乘法就能覆盖所有头。:func:`mha_ref.split_heads` 做的正是这两步。
 
 q_heads = q.view(batch, seq_len, num_heads, head_dim).transpose(1, 2)  # (batch, num_heads, seq_len, head_dim)
 k_heads = split_heads(k, num_heads)  # (batch, num_heads, seq_len, head_dim)

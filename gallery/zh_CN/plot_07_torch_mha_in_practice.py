@@ -1,6 +1,6 @@
 """
-``torch.nn.MultiheadAttention`` 实战
-====================================
+示例 7：``torch.nn.MultiheadAttention`` 实战
+============================================
 
 PyTorch 的多头注意力模块把前面几个示例中的步骤藏在了几个参数后面。本例逐一讲解其中最容易
 让人意外的几个：默认的 ``(seq, batch, feature)`` 布局、它返回的注意力权重、三个投影如何打包进
@@ -57,8 +57,8 @@ with torch.no_grad():
     out_bf, _ = torch_mha(x, x, x)  # (batch, seq_len, embed_dim)
     out_sf, _ = seq_first(x_seq_first, x_seq_first, x_seq_first)  # (seq_len, batch, embed_dim)
 
-print("batch_first=True  in/out:", tuple(x.shape), tuple(out_bf.shape))
-print("batch_first=False in/out:", tuple(x_seq_first.shape), tuple(out_sf.shape))
+print("batch_first=True  输入/输出：", tuple(x.shape), tuple(out_bf.shape))
+print("batch_first=False 输入/输出：", tuple(x_seq_first.shape), tuple(out_sf.shape))
 print("转置之后数值相同：", max_diff(out_sf.transpose(0, 1), out_bf))
 
 # %%

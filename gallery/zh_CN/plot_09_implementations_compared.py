@@ -1,13 +1,13 @@
 """
-各种实现的比较
-==============
+示例 9：各种实现的比较
+======================
 
 多头注意力可以用好几种写法计算同一个函数：逐个头循环、一次批量的张量计算、一次打包的投影、
 PyTorch 融合实现的 ``F.scaled_dot_product_attention``，或者直接用 ``torch.nn.MultiheadAttention``。
 分组查询注意力和多查询注意力改变了函数本身（键/值头更少），它们另有自己的参照。
 
 本例先 **检查** 每种实现与参照结果是否相同，然后才在构建本页的设备上为它们 **计时** 并报告峰值
-内存。如果被比较的实现算出的结果都不一致，这样的基准测试就毫无意义。
+内存。如果参与比较的实现连结果都不一致，给它们计时就毫无意义。
 
 耗时取决于机器、机器的负载和库的编译方式，每次运行都不同。它们打印在以 ``[timing]`` 开头的
 行上，从不抄进正文；请把它们理解为“在这次构建、这台设备上”的结果，而不是普遍规律。
@@ -17,7 +17,7 @@ PyTorch 融合实现的 ``F.scaled_dot_product_attention``，或者直接用 ``t
 # 准备
 # ----
 # 一批 4 个序列，每个 128 个词元，``embed_dim = 64``，8 个头（``head_dim = 8``），不加掩码。
-# 所有实现共用同一个 :class:`mha_ref.MultiHeadAttention` 的权重，每次调用都在
+# 所有实现共用同一个 :class:`mha_ref.MultiHeadAttention` 的参数，每次调用都在
 # ``torch.no_grad()`` 下进行（推理：不记录自动求导图）。先打印计时所依赖的运行环境。
 
 import math
@@ -59,13 +59,13 @@ print("x：", tuple(x.shape))
 #    算完所有头；即使调用时传入 ``need_weights=False``，权重张量
 #    ``(batch, num_heads, seq_len, seq_len)`` 也会被完整算出来。
 # 3. **打包 QKV**：与上一种相同，但 Q、K、V 由打包的 ``in_proj_weight``
-#    ``(3 * embed_dim, embed_dim)`` 经 *一次* 矩阵乘法得到。
-# 4. **F.scaled_dot_product_attention**：打包投影之后调用 PyTorch 的融合注意力，它不返回权重
-#    （也可能从不完整地存储权重）。
+#    ``(3 * embed_dim, embed_dim)`` 经 **一次** 矩阵乘法得到。
+# 4. **F.scaled_dot_product_attention**：打包投影之后调用 PyTorch 的融合注意力，它不返回注意力权重，
+#    也可能根本不在内存里存下完整的注意力权重矩阵。
 # 5. **默认设置的 mha_ref.MultiHeadAttention** （``use_fused=True``）：与
 #    ``torch.nn.MultiheadAttention`` 一样，不要求返回权重（``need_weights=False``）时，它把注意力
 #    本身交给 PyTorch 的融合算子，所以预期它的表现与第 4 种相近。
-# 6. 使用相同权重的 **torch.nn.MultiheadAttention**，要求返回权重（它的默认值
+# 6. 使用相同参数的 **torch.nn.MultiheadAttention**，要求返回权重（它的默认值
 #    ``need_weights=True``）。
 # 7. 同一个模块，传入 ``need_weights=False``。
 #
@@ -108,8 +108,8 @@ def fused_sdpa(x):
 
 
 default_mha = MultiHeadAttention(embed_dim, num_heads, batch_first=True).to(device).eval()
-default_mha.load_state_dict(ref.state_dict())  # 相同的权重，默认 use_fused=True
-torch_mha = ref.to_torch().eval()  # 持有相同权重的 torch.nn.MultiheadAttention
+default_mha.load_state_dict(ref.state_dict())  # 相同的参数，默认 use_fused=True
+torch_mha = ref.to_torch().eval()  # 持有相同参数的 torch.nn.MultiheadAttention
 
 implementations = {
     "朴素循环（逐个头）": naive_loop,
@@ -150,7 +150,7 @@ if not all(row[-1] for row in check_rows):
 # 分组查询注意力与多查询注意力
 # ----------------------------
 # ``num_kv_heads = 2`` （GQA）和 ``1`` （MQA）的 :class:`mha_ref.GroupedQueryAttention` 键/值头
-# 更少，所以是另一个函数，也有自己的权重。构造时传入 ``use_fused=False``，它走显式计算路径，
+# 更少，所以是另一个函数，也有自己的参数。构造时传入 ``use_fused=False``，它走显式计算路径，
 # 这里检查的、后面计时的都是这条路径。它的参照是：用模块自己的投影层做投影，再在这些投影
 # 结果上调用 PyTorch 的 ``F.scaled_dot_product_attention(..., enable_gqa=True)``。
 

@@ -1,6 +1,6 @@
 """
-窄头的低秩瓶颈
-==============
+示例 12：窄头的低秩瓶颈
+=======================
 
 在 ``embed_dim`` 固定时，头越多，每个头就越窄：``head_dim = embed_dim / num_heads``。
 Bhojanapalli 等人（2020）在“Low-Rank Bottleneck in Multi-head Attention Models”
@@ -16,7 +16,7 @@ Bhojanapalli 等人（2020）在“Low-Rank Bottleneck in Multi-head Attention M
 恰好是在存在一列逐行常数 :math:`c`，使 :math:`\\log P + c \\mathbf{1}^\\top` 的秩不超过 :math:`d_k`
 的时候。他们的定理 1 把门槛定在 :math:`d_k = L`；逐行常数让门槛再低一。选取 :math:`c` 使每一行
 居中后，每行之和都为零，这样的矩阵秩至多为 :math:`L - 1`。所以当 :math:`d_k \\ge L - 1` 时，
-一个头能表达 *任何* 权重全为正的模式；当 :math:`d_k < L - 1` 时，大多数模式都无法表达。
+一个头能表达 **任何** 权重全为正的模式；当 :math:`d_k < L - 1` 时，大多数模式都无法表达。
 
 本页测量这一点的影响有多大：对固定的输入和一组目标模式，为每种宽度拟合出最好的单个头，并报告
 这个头的模式离目标还有多远。

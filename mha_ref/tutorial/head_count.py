@@ -200,7 +200,7 @@ def plot_relative_costs(
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"×{value:g}"))
     ax.set_xticks(head_counts, labels=[str(h) for h in head_counts])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
