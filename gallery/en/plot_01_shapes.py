@@ -10,8 +10,8 @@ This example follows one small batch through every step and prints each shape. T
 that the handwritten steps, ``mha_ref.MultiHeadAttention``, ``torch.nn.MultiheadAttention`` and
 the one-line ``F.scaled_dot_product_attention`` all compute the same numbers.
 
-Notation: ``embed_dim`` is the paper's d_model, ``num_heads`` is h, and
-``head_dim = embed_dim // num_heads`` is d_k (= d_v).
+Notation: ``embed_dim`` is the paper's :math:`d_{model}`, ``num_heads`` is :math:`h`, and
+``head_dim = embed_dim // num_heads`` is :math:`d_k` (:math:`= d_v`).
 """
 
 # %%

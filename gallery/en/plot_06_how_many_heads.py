@@ -2,7 +2,7 @@
 Example 6: How many heads?
 ==========================
 
-At a fixed model width ``embed_dim`` (the paper's d_model), choosing the number of heads ``h``
+At a fixed model width ``embed_dim`` (the paper's :math:`d_{model}`), choosing the number of heads ``h``
 only decides how the width is cut: ``head_dim = embed_dim // h``. This example measures what that
 choice changes and what it does not:
 

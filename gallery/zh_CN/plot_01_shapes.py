@@ -10,8 +10,8 @@
 ``mha_ref.MultiHeadAttention``、``torch.nn.MultiheadAttention`` 以及一行调用的
 ``F.scaled_dot_product_attention`` 算出的是同样的数。
 
-记号：``embed_dim`` 即论文中的 d_model，``num_heads`` 即 h，
-``head_dim = embed_dim // num_heads`` 即 d_k（= d_v）。
+记号：``embed_dim`` 即论文中的 :math:`d_{model}`，``num_heads`` 即 :math:`h`，
+``head_dim = embed_dim // num_heads`` 即 :math:`d_k` （:math:`= d_v`）。
 """
 
 # %%
