@@ -1,17 +1,32 @@
 /*
- * Gallery card titles: let a long dotted name (torch.nn.MultiheadAttention) break after one of
- * its dots or between the words of a CamelCase name, by adding a <wbr> there, instead of
- * anywhere in the middle of a word.
+ * Gallery card titles ("Example 7: torch.nn.MultiheadAttention in practice"):
+ * - the number goes on a line of its own above the title ("Example 7" / "示例 7");
+ * - a long dotted name (torch.nn.MultiheadAttention) may break after one of its dots, by adding
+ *   a <wbr> there, instead of anywhere in the middle of a word.
  */
 (function () {
   "use strict";
+
+  var NUMBER = /^((?:Example|示例) \d+)[:：]\s*/;
+
+  function splitNumber(title) {
+    var first = title.firstChild;
+    if (!first || first.nodeType !== Node.TEXT_NODE) return;
+    var match = NUMBER.exec(first.data);
+    if (!match) return;
+    var label = document.createElement("span");
+    label.className = "mha-card-number";
+    label.textContent = match[1];
+    first.data = first.data.slice(match[0].length);
+    title.insertBefore(label, first);
+  }
 
   function breakAfterDots(title) {
     var walker = document.createTreeWalker(title, NodeFilter.SHOW_TEXT);
     var texts = [];
     while (walker.nextNode()) texts.push(walker.currentNode);
     texts.forEach(function (text) {
-      var parts = text.data.split(/(?<=\.)(?=\w)|(?<=[a-z])(?=[A-Z])/);
+      var parts = text.data.split(/(?<=\.)(?=\w)/);
       if (parts.length < 2) return;
       var fragment = document.createDocumentFragment();
       parts.forEach(function (part, i) {
@@ -23,7 +38,10 @@
   }
 
   function run() {
-    document.querySelectorAll(".sphx-glr-thumbnail-title").forEach(breakAfterDots);
+    document.querySelectorAll(".sphx-glr-thumbnail-title").forEach(function (title) {
+      splitNumber(title);
+      breakAfterDots(title);
+    });
   }
 
   if (document.readyState === "loading") {

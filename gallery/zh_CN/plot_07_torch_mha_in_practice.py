@@ -1,5 +1,5 @@
 """
-示例 7：``torch.nn.MultiheadAttention`` 实战
+示例 7：实战 ``torch.nn.MultiheadAttention``
 ============================================
 
 PyTorch 的多头注意力模块把前面几个示例中的步骤藏在了几个参数后面。本例逐一讲解其中最容易
