@@ -234,6 +234,22 @@ def test_a_block_that_scrolls_sideways_shows_a_shadow_where_text_is_hidden(
     assert not watch.errors, "\n".join(watch.errors)
 
 
+def test_chinese_pages_emphasise_without_a_fake_slant(watched, site_url):
+    """Chinese has no italics: emphasis on zh pages is upright and bold, on en pages italic."""
+    watch = watched()
+    page = watch.page
+    style = "() => Array.from(document.querySelectorAll('article.bd-article p em'), " \
+        "e => [getComputedStyle(e).fontStyle, getComputedStyle(e).fontWeight])"
+    page.goto(f"{site_url}/zh_CN/errors.html", wait_until="load")
+    zh = page.evaluate(style)
+    page.goto(f"{site_url}/en/errors.html", wait_until="load")
+    en = page.evaluate(style)
+    assert zh and en, (zh, en)  # both pages emphasise something
+    assert all(s == "normal" and int(w) >= 600 for s, w in zh), zh
+    assert all(s == "italic" for s, _ in en), en
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 SECTION_IDS = (
     "() => Array.from(document.querySelectorAll('article.bd-article section[id]'), s => s.id)"
 )
