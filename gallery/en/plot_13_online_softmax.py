@@ -229,9 +229,9 @@ plt.show()
 # Exercises
 # ---------
 # **Exercise 1.** In the hand loop over ``row``, suppose the whole first block of 4 keys is
-# masked: its scores are ``-inf``. Run by hand, what are the running maximum and the running sum
-# after that block, and after the last one? What must an implementation do about it? Then: with
-# every query of ``q`` barred from the first ``block_size`` keys, does
+# masked: its scores are ``-inf``. If the loop runs as written, what are the running maximum and
+# the running sum after that block, and after the last one? What must an implementation do
+# about it? Then: with every query of ``q`` barred from the first ``block_size`` keys, does
 # :func:`mha_ref.tiled_attention` still equal full attention under the same mask?
 #
 # .. dropdown:: Answer
