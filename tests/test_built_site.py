@@ -251,6 +251,27 @@ def _machine_paths() -> list[str]:
 _PUBLISHED_TEXT = {".html", ".js", ".json", ".txt", ".py", ".ipynb", ".css", ".svg", ".rst"}
 
 
+_CODE_BLOCK = re.compile(
+    r'<div class="highlight-Python notranslate"><div class="highlight"><pre>(.*?)</pre>', re.S
+)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_code_shown_is_the_code_that_ran(lang):
+    """Every code block of an example page appears, character for character, in the script
+    that ran (the spaces inside a Chinese ``print`` string included): nothing that makes
+    Chinese prose read well may touch code."""
+    checked = 0
+    for page in sorted((HTML / lang / "auto_examples").glob("plot_*.html")):
+        script = (ROOT / "gallery" / lang / f"{page.stem}.py").read_text(encoding="utf-8")
+        for block in _CODE_BLOCK.findall(page.read_text(encoding="utf-8")):
+            code = html_module.unescape(re.sub(r"<[^>]+>", "", block)).strip("\n")
+            for line in code.splitlines():
+                assert line in script, f"{lang}/{page.stem}: shown but not in the script: {line!r}"
+            checked += 1
+    assert checked > 100, checked  # the pattern found the pages' code blocks
+
+
 def test_no_published_file_holds_a_path_of_the_building_machine():
     """A warning or traceback printed by an example would carry the builder's absolute paths."""
     paths = _machine_paths()

@@ -27,6 +27,12 @@ EXERCISES = {
     "plot_04_masks": 3,
     "plot_07_torch_mha_in_practice": 2,
     "plot_08_common_errors": 2,
+    "plot_10_induction_heads": 2,
+    "plot_11_heads_decomposed": 2,
+    "plot_12_low_rank_bottleneck": 2,
+    "plot_13_online_softmax": 2,
+    "plot_14_kv_cache": 2,
+    "plot_15_grouped_heads_decode": 3,
 }
 
 

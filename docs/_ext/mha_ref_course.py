@@ -452,6 +452,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", _example_page, priority=400)
     app.connect("build-finished", _ship_wheel)
     app.add_js_file("table-stack.js")  # docs/_static: tables of 3+ columns stack on phones
+    app.add_js_file("scroll-cue.js")  # docs/_static: a shadow where a code block scrolls sideways
     return {
         "parallel_read_safe": True,
         "parallel_write_safe": True,

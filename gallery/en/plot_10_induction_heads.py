@@ -168,3 +168,77 @@ print(text_table(["ablated", "second-copy accuracy"], rows))
 # position, and a layer-2 query built from that position could pick the key one step later
 # through the learned position embedding: Q-composition), but it is the one that forms here, as
 # the ablations show.
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** Take every evaluation sequence and change one token of the *first* copy only:
+# the segment's third token becomes a token that occurs nowhere else in the sequence. The second
+# copy is left as it was, so at the second copy's second token the sequence still continues with
+# the original third token. Which token does the model predict there: the original one, the new
+# one, or something else? Reason from what each of the two heads does.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    At that query the current token is the segment's second token. The previous-token head
+#    still writes "the token before me is the segment's second token" into the edited position
+#    of the first copy, since the token before it did not change; the induction head finds that
+#    position by this key and copies what sits there: the new token. The model predicts the
+#    token that followed the earlier occurrence, whatever it is, not the token that "should"
+#    come. Below: one sequence before and after the edit, the model's prediction at that query,
+#    then the fractions over all sequences:
+
+import torch
+
+batch_index = torch.arange(len(tokens))  # (N,)
+start = config["seq_len"] - 2 * periods  # (N,) first position of the first copy
+present = torch.zeros(len(tokens), config["vocab_size"], dtype=torch.bool)  # (N, vocab_size)
+present[batch_index[:, None], tokens] = True
+new_token = (~present).int().argmax(dim=1)  # (N,) the smallest token id absent from the sequence
+edited = tokens.clone()  # (N, seq_len)
+edited[batch_index, start + 2] = new_token  # the segment's third token, in the first copy only
+query = config["seq_len"] - periods + 1  # (N,) the segment's second token, in the second copy
+with torch.no_grad():
+    logits, _ = model(edited)  # (N, seq_len, vocab_size)
+predicted = logits[batch_index, query].argmax(dim=-1)  # (N,)
+print("original:", " ".join(TOKEN_NAMES[t] for t in tokens[probe].tolist()))
+print("edited:  ", " ".join(TOKEN_NAMES[t] for t in edited[probe].tolist()))
+print(f"prediction at position {int(query[probe])} of the edited sequence: {TOKEN_NAMES[predicted[probe]]}")
+print(f"predicts the new token:      {(predicted == new_token).double().mean():.3f}")
+print(f"predicts the original token: {(predicted == tokens[batch_index, query + 1]).double().mean():.3f}")
+
+# %%
+# **Exercise 2.** In training, the two copies always follow each other directly. Move the first
+# copy a few positions earlier and fill the gap with filler tokens, so that the copies move
+# apart, in the end further than in any training sequence. Predict the second-copy accuracy as
+# the gap grows, for the full model and with the previous-token head switched off.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The induction head searches by content: "where did my token occur before, and what came
+#    next?". Nothing in that search depends on how far back the earlier copy is, so the
+#    accuracy should not fall as the gap grows. And the search still goes through the keys that
+#    the previous-token head prepares, so without that head it should fail at every gap. The
+#    sequences below all have the same period; the last line shows one of them with the largest
+#    gap:
+
+from mha_ref.tutorial.induction import make_repeated_batch
+
+period = 5
+fixed, fixed_periods = make_repeated_batch(
+    512, config["seq_len"], config["vocab_size"], torch.Generator().manual_seed(1), period, period
+)  # (512, seq_len), (512,)
+first_copy = config["seq_len"] - 2 * period  # first position of the first copy
+rows = []
+for gap in (0, 2, 4, 6):
+    moved = fixed.clone()  # (512, seq_len)
+    block = slice(first_copy - gap, first_copy + period)  # the gap's filler, then the first copy
+    moved[:, block] = fixed[:, block].roll(-gap, dims=1)  # now the first copy, then the filler
+    full = accuracy_with_ablation(model, moved, fixed_periods)
+    without = accuracy_with_ablation(model, moved, fixed_periods, [(0, prev_head)])
+    rows.append([gap, period + gap, f"{full:.3f}", f"{without:.3f}"])
+print(f"period: {period}; distance between the two copies in training: {config['min_period']} to {config['max_period']}")
+print(text_table(["gap", "distance", "full model", f"without layer 1 head {prev_head}"], rows))
+print(" ".join(TOKEN_NAMES[t] for t in moved[0].tolist()))

@@ -206,3 +206,84 @@ print(f"  removed from layer 2 values:  {composition['V']:.3f}")
 # measures it on that path. So a heatmap of attention weights says
 # where a head reads from, never what it adds to the output; claims about what a head
 # contributes need its OV side, or an ablation.
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** On a copy of the seeded module, multiply head 0's query projection (its rows of
+# :math:`W^Q` and of the query bias) by a factor; on another copy, do the same to its value
+# projection instead. For each change, predict: do head 0's attention weights change? Is head
+# 0's term multiplied by the factor, changed in some other way, or left alone? Does head 1's
+# term change?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The query projection is on the QK side: it multiplies every score of head 0, so the softmax
+#    gets sharper and the attention weights change; the term changes with them, though not by
+#    the factor, and the OV matrix is the same as before. The value projection is on the OV
+#    side: the weights do not move, and the term, a weighted sum of the values, is multiplied by
+#    the factor. Head 1 has its own rows of every projection, so neither change reaches its
+#    term:
+
+import copy
+
+factor = 2.0
+head0 = slice(0, module.head_dim)  # head 0's rows of each input projection
+rows = []
+for name, which in (("query", 0), ("value", 2)):
+    changed = copy.deepcopy(module)
+    with torch.no_grad():
+        changed.projection_weights()[which][head0] *= factor  # (head_dim, embed_dim)
+        changed.projection_biases()[which][head0] *= factor  # (head_dim,)
+        _, new_weights = head_contexts(changed, x, x, x, blocked)  # (batch, num_heads, seq_len, seq_len)
+        new_terms = head_outputs(changed, x, x, x, blocked)  # (batch, num_heads, seq_len, embed_dim)
+    rows.append(
+        [
+            f"head 0's {name} projection x {factor:g}",
+            f"{(new_weights[0, 0] - weights[0, 0]).abs().max():.1e}",
+            f"{(new_terms[0, 0] - factor * terms[0, 0]).abs().max():.1e}",
+            f"{(new_terms[0, 1] - terms[0, 1]).abs().max():.1e}",
+        ]
+    )
+print("max |new - old| (for head 0's term: max |new - factor x old|):")
+print(text_table(["change", "head 0's weights", "head 0's term", "head 1's term"], rows))
+
+# %%
+# **Exercise 2.** The unembedding is linear, so the induction model's logits are a sum of terms:
+# the embeddings, each head's term in layer 1, each head's term in layer 2, and the biases. Keep
+# only some of them and predict the second-copy accuracy: the two layer-2 heads' terms alone;
+# each of those terms alone; everything *except* those two terms.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The layer-2 heads attend to the token that followed the earlier occurrence of the current
+#    one (the induction example measured where they look), and their OV circuits copy the token
+#    they attend to into its own logit (the copying scores above). So their terms alone should
+#    carry the prediction, each head's even on its own, and what is left without them should do
+#    no better than a guess. The terms are computed with
+#    :func:`~mha_ref.tutorial.circuits.head_outputs` on the residual stream after layer 1; for
+#    the terms alone, the unembedding's bias is left out:
+
+from mha_ref.tutorial.induction import second_copy_accuracy
+
+seq_len = eval_tokens.shape[1]
+causal_blocked = ~causal_mask(seq_len)  # (seq_len, seq_len), True = blocked
+first, second = induction_model.layers
+w_u = induction_model.unembed.weight  # (vocab_size, embed_dim)
+with torch.no_grad():
+    embedded = induction_model.token_embedding(eval_tokens)  # (N, seq_len, embed_dim)
+    x0 = embedded + induction_model.position_embedding(torch.arange(seq_len))  # (N, seq_len, embed_dim)
+    x1 = x0 + first(x0, x0, x0, attn_mask=causal_blocked)[0]  # (N, seq_len, embed_dim) after layer 1
+    layer2 = head_outputs(second, x1, x1, x1, causal_blocked)  # (N, num_heads, seq_len, embed_dim)
+    logits = {  # each (N, seq_len, vocab_size)
+        "full model": induction_model(eval_tokens)[0],
+        "layer 2 heads' terms only": layer2.sum(dim=1) @ w_u.T,
+        "layer 2 head 0's term only": layer2[:, 0] @ w_u.T,
+        "layer 2 head 1's term only": layer2[:, 1] @ w_u.T,
+        "all but the layer 2 heads' terms": induction_model.unembed(x1 + second.out_proj.bias),
+    }
+rows = [[name, f"{second_copy_accuracy(z, eval_tokens, eval_periods):.3f}"] for name, z in logits.items()]
+rows.append(["(a uniform guess)", f"{1 / w_u.shape[0]:.3f}"])
+print(text_table(["logits from", "second-copy accuracy"], rows))

@@ -123,3 +123,65 @@ plt.show()
 # pay for it in parameters. The targets here are random, so nothing in them helps a narrow head;
 # how much the bottleneck costs on the patterns a trained model actually needs is a different
 # question, which this page does not measure.
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** In each row of an attention pattern, call the key with the largest weight the
+# row's *most-attended key*. Across the queries of the first target, many different keys are
+# most-attended. How many different keys can be most-attended in the pattern of the best head
+# with ``head_dim = 1``, on any target? Write out the entries of a score matrix of rank 1 and
+# reason from them.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    A score matrix of rank 1 is :math:`S_{ij} = a_i b_j`: one number per query times one number
+#    per key. For a query with :math:`a_i > 0` the largest score is at the key with the largest
+#    :math:`b_j`; for :math:`a_i < 0`, at the key with the smallest. So every query's
+#    most-attended key is one of the same two keys, however the head is trained. Wider heads
+#    have more directions to separate the keys by:
+
+patterns = {"target 0": targets[0]}  # each (seq_len, seq_len)
+patterns |= {f"one head, head_dim = {d}": sweep.fitted[d] for d in sweep.head_dims}
+rows = [[name, len(pattern.argmax(dim=-1).unique())] for name, pattern in patterns.items()]
+print(f"queries: {sweep.seq_len}")
+print(text_table(["pattern", "different most-attended keys"], rows))
+
+# %%
+# **Exercise 2.** Keep one head of ``head_dim = 4`` and change the sequence length ``L`` instead.
+# Up to which ``L`` can it match every attention pattern exactly? Check your answer with new
+# random targets and inputs for a range of lengths.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The threshold at the top of the page, read the other way: the centred log-probabilities of
+#    ``L`` keys have rank up to ``L - 1``, so the head matches every pattern while
+#    ``L - 1 <= head_dim``, that is up to ``L = head_dim + 1``. For longer sequences neither the
+#    closed form nor gradient descent finds an exact head: the KL stays above zero. The fits
+#    below use the functions of :mod:`mha_ref.tutorial.low_rank` that the sweep uses, with fewer
+#    Adam steps:
+
+from mha_ref.tutorial.low_rank import (
+    fit_closed_form,
+    fit_descent,
+    head_scores,
+    kl_divergence,
+    make_inputs,
+    make_targets,
+)
+
+head_dim, embed_dim, steps = 4, 8, 100
+rows = []
+for seq_len in range(3, 9):
+    x = make_inputs(seq_len, embed_dim)  # (seq_len, embed_dim)
+    small_targets = make_targets(8, seq_len)  # (8, seq_len, seq_len)
+    w_q, w_k = fit_closed_form(x, small_targets, head_dim)  # (8, embed_dim, head_dim) each
+    closed = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
+    w_q, w_k = fit_descent(x, small_targets, w_q, w_k, steps=steps)  # (8, embed_dim, head_dim) each
+    descent = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
+    rows.append([seq_len, f"{closed.clamp(min=0):.4f}", f"{descent.clamp(min=0):.4f}"])
+print(f"head_dim: {head_dim}, embed_dim: {embed_dim}, Adam steps: {steps}")
+print(f"longest L with L - 1 <= head_dim: {head_dim + 1}")
+print(text_table(["L", "KL closed form", "KL gradient descent"], rows))

@@ -224,3 +224,73 @@ plt.show()
 #
 # Sources: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax",
 # arXiv:1805.02867; Dao et al. 2022, "FlashAttention", arXiv:2205.14135, Sec. 3.1.
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** In the hand loop over ``row``, suppose the whole first block of 4 keys is
+# masked: its scores are ``-inf``. If the loop runs as written, what are the running maximum and
+# the running sum after that block, and after the last one? What must an implementation do
+# about it? Then: with every query of ``q`` barred from the first ``block_size`` keys, does
+# :func:`mha_ref.tiled_attention` still equal full attention under the same mask?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    After a fully masked block the maximum is still :math:`-\infty`, so the rescaling factor
+#    :math:`e^{m - m'}` and the block's exponentials :math:`e^{s_j - m'}` are both
+#    :math:`e^{-\infty - (-\infty)}`, which is NaN in floating point; and a NaN in the running
+#    sum stays there for every later block. The fix, in :func:`mha_ref.tiled_attention`: while the
+#    maximum is still :math:`-\infty`, subtract 0 instead. Nothing has been summed yet, so the sum
+#    stays 0 and the first block with a real score starts the row afresh. The loop below is the one
+#    above, with and without that fix; then the tiled and the full computation (in ``float64``)
+#    with the first block of keys masked:
+
+masked_row = row.clone()  # (S,)
+masked_row[:4] = float("-inf")  # the first block of keys is masked
+
+
+def running_stats(scores, block, safe):
+    """(running max, running sum) after each block; safe: subtract 0 while the max is -inf."""
+    m, total, trace = float("-inf"), 0.0, []
+    for start in range(0, len(scores), block):
+        part = scores[start : start + block]  # (block,)
+        new_max = max(m, part.max().item())
+        shift = 0.0 if safe and new_max == float("-inf") else new_max
+        total = total * math.exp(m - shift) + torch.exp(part - shift).sum().item()
+        m = new_max
+        trace.append((m, total))
+    return trace
+
+
+for label, safe in (("loop as written:         ", False), ("subtract 0 while m = -inf:", True)):
+    print(label, " | ".join(f"m={m:.1f}, l={total:.4f}" for m, total in running_stats(masked_row, 4, safe)))
+m, total = running_stats(masked_row, 4, safe=True)[-1]
+online = torch.exp(masked_row - m) / total  # (S,)
+print("with the fix, max |online - softmax|:", f"{(online - torch.softmax(masked_row, dim=0)).abs().max().item():.0e}")
+
+q64, k64, v64 = q.double(), k.double(), v.double()  # each (batch, num_heads, seq_len, head_dim)
+after_first_block = torch.arange(seq_len, device=device) >= block_size  # (seq_len,), True = may attend
+full = scaled_dot_product_attention(q64, k64, v64, attn_mask=after_first_block)  # (batch, num_heads, seq_len, head_dim)
+tiled = tiled_attention(q64, k64, v64, attn_mask=after_first_block, block_size=block_size)  # (batch, num_heads, seq_len, head_dim)
+print(f"first {block_size} keys masked: tiled output finite: {tiled.isfinite().all().item()}, max abs diff vs full: {(tiled - full).abs().max().item():.0e}")
+
+# %%
+# **Exercise 2.** Run the hand loop over ``row`` with blocks of 3 instead of 4. Which running
+# maxima appear after each block, and is the final running sum the same as with blocks of 4?
+# What about blocks of 1 key (a stream, one score at a time) and one block of the whole row?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    After each block the running maximum is the maximum of the scores seen so far, so the
+#    intermediate values depend on where the blocks end. The final pair does not: :math:`m` is
+#    the maximum of the whole row, and :math:`l = \sum_j e^{s_j - m}` over the whole row, whatever
+#    the blocks; only the order of the additions changes, hence a rounding difference at most.
+#    One block of the whole row is the ordinary softmax, computed in one pass.
+
+whole_row_sum = torch.exp(row - row.max()).sum().item()
+for block in (1, 3, 4, len(row)):
+    trace = running_stats(row, block, safe=True)
+    maxima = ", ".join(f"{m:.1f}" for m, _ in trace)
+    print(f"blocks of {block:2d}: running max after each block [{maxima}]; final l - whole-row sum = {trace[-1][1] - whole_row_sum:.0e}")

@@ -29,6 +29,7 @@ import torch
 
 from mha_ref import (
     GroupedQueryAttention,
+    KVCache,
     causal_mask,
     kv_cache_bytes_per_token,
     pick_device,
@@ -153,3 +154,53 @@ plt.show()
 # arXiv:1911.02150, Sec. 2.4; Pope et al. 2022, "Efficiently Scaling Transformer Inference",
 # arXiv:2211.05102; model shapes from Radford et al. 2019 (GPT-2) and Touvron et al. 2023,
 # arXiv:2307.09288 (Llama 2).
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** A model has 24 layers, each with 16 key/value heads of ``head_dim = 64``, and
+# keeps its cache in ``bfloat16``. How many KiB does its KV cache take per token? And how many MiB
+# for a batch of 8 sequences of 2048 tokens? Work it out from what the cache stores per token.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Per token and layer the cache holds one key and one value vector, ``head_dim`` numbers each,
+#    for every key/value head; multiply by the layers and by the bytes of one ``bfloat16``
+#    number (printed first). For the batch, multiply by the sequences and their tokens. The code
+#    checks the formula against real buffers: one layer's :class:`mha_ref.KVCache` for the whole
+#    batch, counted once per layer.
+
+num_layers, kv_heads, kv_head_dim, cache_dtype = 24, 16, 64, torch.bfloat16
+cache_batch, cache_len = 8, 2048
+per_token = kv_cache_bytes_per_token(num_layers, kv_heads, kv_head_dim, cache_dtype)
+one_layer = KVCache(cache_batch, kv_heads, cache_len, kv_head_dim, dtype=cache_dtype)  # buffers (batch, num_kv_heads, max_len, head_dim)
+itemsize = torch.empty((), dtype=cache_dtype).element_size()
+print("bytes per bfloat16 number:", itemsize)
+print(f"per token: 2 (key and value) x {num_layers} layers x {kv_heads} heads x {kv_head_dim} numbers x {itemsize} bytes = {per_token} bytes = {per_token / 2**10:.0f} KiB")
+print(f"{cache_batch} sequences x {cache_len} tokens: {per_token * cache_batch * cache_len / 2**20:.0f} MiB by the formula, "
+      f"{num_layers * one_layer.nbytes() / 2**20:.0f} MiB in {num_layers} layers of KVCache buffers")
+
+# %%
+# **Exercise 2.** While generating, each step feeds **one** new token to ``decode``, which then
+# passes no mask at all. Why is that right? And if the step passed ``is_causal=True`` instead,
+# which of the cached keys would that one query see, and what would its output be?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The new token is the last position of the sequence, so every cached token, itself included,
+#    comes before it or is it: the bottom-right mask of a single query allows every key, the same
+#    as no mask. ``is_causal=True`` aligns the triangle top-left instead: it puts the single query
+#    at position 0, where it may see key 0 only. The softmax over one key gives it all the weight,
+#    so the output is exactly the value of the first token, whatever the query. The code prints
+#    both one-row masks and checks both claims on ``q``, ``k``, ``v`` from the mask section:
+
+newest = q[:, :, -1:]  # (batch, num_heads, 1, head_dim): the query of the last token
+print("bottom_right:", causal_mask(1, total, alignment="bottom_right", device=device).int().tolist())
+print("top_left:    ", causal_mask(1, total, alignment="top_left", device=device).int().tolist())
+last_row = scaled_dot_product_attention(q, k, v, is_causal=True)[:, :, -1:]  # (batch, num_heads, 1, head_dim)
+no_mask = scaled_dot_product_attention(newest, k, v)  # (batch, num_heads, 1, head_dim)
+top_left_out = scaled_dot_product_attention(newest, k, v, is_causal=True)  # (batch, num_heads, 1, head_dim)
+print(f"no mask vs the last row of full causal attention: {(no_mask - last_row).abs().max().item():.1e}")
+print(f"is_causal=True vs the value of token 0:           {(top_left_out - v[:, :, :1]).abs().max().item():.1e}")

@@ -33,9 +33,11 @@ from mha_ref import (
     GroupedQueryAttention,
     MultiHeadAttention,
     causal_mask,
+    kv_cache_bytes_per_token,
     mha_to_gqa,
     pick_device,
     repeat_kv_heads,
+    split_heads,
 )
 from mha_ref.tutorial.bench import (
     environment,
@@ -219,3 +221,91 @@ plt.show()
 # Sources: Shazeer 2019, "Fast Transformer Decoding: One Write-Head is All You Need",
 # arXiv:1911.02150; Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer
 # Models from Multi-Head Checkpoints", arXiv:2305.13245, Sec. 2.1.
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** A model of the Llama 2 7B shape (32 layers, 32 query heads of ``head_dim =
+# 128``) keeps its KV cache in ``float16``. What is the largest ``num_kv_heads`` (a divisor of
+# 32) for which the cache of one sequence of 8192 tokens takes at most 1 GiB? Think first about
+# how the cache scales with ``num_kv_heads``.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The cache is proportional to ``num_kv_heads``: halving the key/value heads halves it, and
+#    the number of query heads does not enter the formula at all. So start from the multi-head
+#    cache and halve until it fits. The table goes through the divisors with
+#    :func:`mha_ref.kv_cache_bytes_per_token`:
+
+budget_layers, budget_heads, budget_head_dim, budget_tokens = 32, 32, 128, 8192
+budget_rows = []
+for kv in (32, 16, 8, 4, 2, 1):
+    cache_bytes = kv_cache_bytes_per_token(budget_layers, kv, budget_head_dim, torch.float16) * budget_tokens
+    budget_rows.append((kv, budget_heads // kv, f"{cache_bytes / 2**30:.3f}", cache_bytes <= 2**30))
+print(text_table(["num_kv_heads", "group size", f"GiB for {budget_tokens} tokens", "at most 1 GiB"], budget_rows))
+print("largest num_kv_heads that fits:", max(kv for kv, _, _, fits in budget_rows if fits))
+
+# %%
+# **Exercise 2.** ``mha_to_gqa(mha, 4)`` averages the key (and value) projections of 2 of
+# ``mha``'s 8 heads into each key/value head. Which two heads make key/value head 1: heads 1 and
+# 5, or heads 2 and 3? And which query heads of the converted layer then attend with key/value
+# head 1?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Neighbours: the groups are consecutive, key/value head ``j`` is the mean of heads
+#    ``j * group`` to ``(j + 1) * group - 1``, and the same rule assigns query head ``i`` to
+#    key/value head ``i // group``. The code compares the mean of each candidate pair with the
+#    converted layer's rows for key/value head 1; then it recomputes, for every query head, the
+#    attention weights it would have with key/value head 1, and lists the query heads whose
+#    weights in the layer are exactly those:
+
+gqa4 = mha_to_gqa(mha, 4)
+key_rows = mha.in_proj_weight.detach()[embed_dim : 2 * embed_dim]  # (embed_dim, embed_dim): the key projection, head by head
+kv_head_1 = gqa4.k_proj.weight.detach()[head_dim : 2 * head_dim]  # (head_dim, embed_dim)
+for first, second in ((1, 5), (2, 3)):
+    pooled = (key_rows[first * head_dim : (first + 1) * head_dim] + key_rows[second * head_dim : (second + 1) * head_dim]) / 2  # (head_dim, embed_dim)
+    print(f"mean of heads {first} and {second} equals key/value head 1: {torch.allclose(pooled, kv_head_1)}")
+with torch.no_grad():
+    _, weights = gqa4(x, need_weights=True)  # (batch, num_heads, seq_len, seq_len)
+    queries = split_heads(gqa4.q_proj(x), num_heads)  # (batch, num_heads, seq_len, head_dim)
+    keys = split_heads(gqa4.k_proj(x), gqa4.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+    with_kv_head_1 = torch.softmax(queries @ keys[:, 1:2].transpose(-2, -1) / head_dim**0.5, dim=-1)  # (batch, num_heads, seq_len, seq_len)
+print("query heads that attend with key/value head 1:", [h for h in range(num_heads) if torch.allclose(with_kv_head_1[:, h], weights[:, h])])
+
+# %%
+# **Exercise 3.** Mean-pooling is exact with as many key/value heads as query heads. Take a copy
+# of ``mha`` in which every odd head ``h`` gets the key and value projections of head ``h - 1``
+# (the query projections stay as they are, so the heads still differ). Is ``mha_to_gqa`` of that
+# copy exact at 4 key/value heads? At 2?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    At 4 key/value heads each group is a pair of heads with the same key and value projections:
+#    their mean is that same projection, every query head keeps its query and output rows, and the
+#    converted layer computes the copy's function, to rounding. At 2, each group holds two pairs
+#    that differ, and the mean is again an approximation. What pooling loses is how much the heads
+#    of a group differ in their keys and values, not how many heads share one. The code compares
+#    the copy and the original ``mha`` with their conversions:
+
+twin = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64).to(device).eval()
+twin.load_state_dict(mha.state_dict())
+with torch.no_grad():
+    for h in range(1, num_heads, 2):  # odd head h takes the key and value rows of head h - 1
+        for start in (embed_dim, 2 * embed_dim):  # the key block of in_proj_weight, then the value block
+            rows_h = slice(start + h * head_dim, start + (h + 1) * head_dim)
+            rows_before = slice(start + (h - 1) * head_dim, start + h * head_dim)
+            twin.in_proj_weight[rows_h] = twin.in_proj_weight[rows_before]  # (head_dim, embed_dim)
+            twin.in_proj_bias[rows_h] = twin.in_proj_bias[rows_before]  # (head_dim,)
+    twin_rows = []
+    for num_kv_heads in (4, 2):
+        diffs = []
+        for module in (twin, mha):
+            reference, _ = module(x, x, x, attn_mask=~causal_mask(16, device=device), need_weights=False)  # (batch, seq_len, embed_dim)
+            out, _ = mha_to_gqa(module, num_kv_heads)(x, is_causal=True)  # (batch, seq_len, embed_dim)
+            diffs.append(f"{(out - reference).abs().max().item():.0e}")
+        twin_rows.append((num_kv_heads, *diffs))
+print(text_table(["num_kv_heads", "copy with paired heads: max abs diff", "original mha: max abs diff"], twin_rows))

@@ -156,3 +156,70 @@ print(text_table(["消融的头", "第二份拷贝的准确率"], rows))
 # 上下文学习能力的主要来源之一。它并不是能完成这个任务的唯一回路（例如，第 1 层的头可以找到当前词元上一次
 # 出现的位置并传递这个位置，第 2 层再由这个位置构造查询，借助学到的位置嵌入选中后一个位置的键，
 # 即 Q 组合），但消融表明，这里形成的正是这个回路。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 在每条评估序列里只改动 *第一份* 拷贝中的一个词元：把片段的第三个词元换成一个在整条
+# 序列里别处都没有出现过的词元。第二份拷贝保持原样，所以在第二份拷贝的第二个词元处，序列本身接下来
+# 仍是原来的第三个词元。模型在那里会预测哪个词元：原来的那个、新换上的那个，还是别的？请根据两个头
+# 各自的作用来推理。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    在这个查询处，当前词元是片段的第二个词元。前一词元头仍会把“我前面的词元是片段的第二个词元”
+#    写进第一份拷贝中被改动的那个位置，因为它前面的词元没有变；归纳头凭这个键找到那个位置，复制
+#    那里的词元，也就是新换上的词元。模型预测的是上一次出现之后紧跟的词元，不管它是什么，而不是
+#    “本该”出现的词元。下面先给出一条序列改动前后的样子和模型在该查询处的预测，再给出在所有序列
+#    上的比例：
+
+import torch
+
+batch_index = torch.arange(len(tokens))  # (N,)
+start = config["seq_len"] - 2 * periods  # (N,) 第一份拷贝的起始位置
+present = torch.zeros(len(tokens), config["vocab_size"], dtype=torch.bool)  # (N, vocab_size)
+present[batch_index[:, None], tokens] = True
+new_token = (~present).int().argmax(dim=1)  # (N,) 序列中没有出现的最小词元编号
+edited = tokens.clone()  # (N, seq_len)
+edited[batch_index, start + 2] = new_token  # 只改第一份拷贝中片段的第三个词元
+query = config["seq_len"] - periods + 1  # (N,) 第二份拷贝中片段的第二个词元
+with torch.no_grad():
+    logits, _ = model(edited)  # (N, seq_len, vocab_size)
+predicted = logits[batch_index, query].argmax(dim=-1)  # (N,)
+print("改动前：", " ".join(TOKEN_NAMES[t] for t in tokens[probe].tolist()))
+print("改动后：", " ".join(TOKEN_NAMES[t] for t in edited[probe].tolist()))
+print(f"改动后的序列在位置 {int(query[probe])} 处的预测：{TOKEN_NAMES[predicted[probe]]}")
+print(f"预测为新词元的比例：{(predicted == new_token).double().mean():.3f}")
+print(f"预测为原词元的比例：{(predicted == tokens[batch_index, query + 1]).double().mean():.3f}")
+
+# %%
+# **练习 2.** 训练时，两份拷贝总是紧挨着。把第一份拷贝往前挪几个位置，中间的空当用填充词元补上，
+# 让两份拷贝越离越远，最后超过任何一条训练序列中的距离。随着空当变大，第二份拷贝上的准确率会
+# 怎样？分别预测完整模型和关掉前一词元头之后的情况。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    归纳头按内容搜索：“我的词元以前在哪里出现过，它后面跟的是什么？”这种搜索与更早的那份拷贝
+#    离得多远无关，所以准确率不应随空当变大而下降。而搜索仍要经过前一词元头准备好的键，所以没有
+#    这个头，在任何空当下它都应当失效。下面的序列周期都相同；最后一行是空当最大时的一条序列：
+
+from mha_ref.tutorial.induction import make_repeated_batch
+
+period = 5
+fixed, fixed_periods = make_repeated_batch(
+    512, config["seq_len"], config["vocab_size"], torch.Generator().manual_seed(1), period, period
+)  # (512, seq_len), (512,)
+first_copy = config["seq_len"] - 2 * period  # 第一份拷贝的起始位置
+rows = []
+for gap in (0, 2, 4, 6):
+    moved = fixed.clone()  # (512, seq_len)
+    block = slice(first_copy - gap, first_copy + period)  # 先是空当处的填充词元，再是第一份拷贝
+    moved[:, block] = fixed[:, block].roll(-gap, dims=1)  # 变成先是第一份拷贝，再是填充词元
+    full = accuracy_with_ablation(model, moved, fixed_periods)
+    without = accuracy_with_ablation(model, moved, fixed_periods, [(0, prev_head)])
+    rows.append([gap, period + gap, f"{full:.3f}", f"{without:.3f}"])
+print(f"周期：{period}；训练中两份拷贝之间的距离：{config['min_period']} 到 {config['max_period']}")
+print(text_table(["空当", "距离", "完整模型", f"去掉层 1 头 {prev_head}"], rows))
+print(" ".join(TOKEN_NAMES[t] for t in moved[0].tolist()))

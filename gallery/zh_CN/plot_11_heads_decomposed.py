@@ -193,3 +193,77 @@ print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
 # 测出了它。
 # 所以注意力权重的热力图只说明一个头从哪里读，从不说明它往输出里加了什么；要断言一个头贡献了
 # 什么，需要看它的 OV 一侧，或者做消融。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 在这个固定种子模块的一个副本上，把头 0 的查询投影（它在 :math:`W^Q` 和查询偏置中的
+# 那几行）乘以一个系数；在另一个副本上，改为对它的值投影做同样的事。对每种改动分别预测：头 0 的
+# 注意力权重会变吗？头 0 的那一项是正好乘以这个系数、以别的方式改变，还是不变？头 1 的那一项会变吗？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    查询投影属于 QK 一侧：它把头 0 的每个分数都乘以这个系数，softmax 变得更尖锐，注意力权重随之
+#    改变；那一项也跟着变，却不是乘以这个系数，尽管 OV 矩阵和原来一样。值投影属于 OV 一侧：注意力
+#    权重纹丝不动，而那一项是值向量的加权和，于是正好乘以这个系数。头 1 在每个投影中都有自己的那
+#    几行，所以两种改动都碰不到它的那一项：
+
+import copy
+
+factor = 2.0
+head0 = slice(0, module.head_dim)  # 头 0 在每个输入投影中的那几行
+rows = []
+for name, which in (("查询", 0), ("值", 2)):
+    changed = copy.deepcopy(module)
+    with torch.no_grad():
+        changed.projection_weights()[which][head0] *= factor  # (head_dim, embed_dim)
+        changed.projection_biases()[which][head0] *= factor  # (head_dim,)
+        _, new_weights = head_contexts(changed, x, x, x, blocked)  # (batch, num_heads, seq_len, seq_len)
+        new_terms = head_outputs(changed, x, x, x, blocked)  # (batch, num_heads, seq_len, embed_dim)
+    rows.append(
+        [
+            f"头 0 的{name}投影 x {factor:g}",
+            f"{(new_weights[0, 0] - weights[0, 0]).abs().max():.1e}",
+            f"{(new_terms[0, 0] - factor * terms[0, 0]).abs().max():.1e}",
+            f"{(new_terms[0, 1] - terms[0, 1]).abs().max():.1e}",
+        ]
+    )
+print("max |新 - 旧| （头 0 的那一项：max |新 - 系数 x 旧|）：")
+print(text_table(["改动", "头 0 的注意力权重", "头 0 的那一项", "头 1 的那一项"], rows))
+
+# %%
+# **练习 2.** 反嵌入是线性的，所以归纳模型的 logits 是若干项之和：嵌入、第 1 层每个头的那一项、
+# 第 2 层每个头的那一项，以及各个偏置。只保留其中一部分，预测第二份拷贝上的准确率：只保留第 2 层
+# 两个头的项；只保留其中一个头的项；保留 *除了* 这两项之外的一切。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    第 2 层的头看向当前词元上一次出现之后紧跟的那个词元（归纳头示例测量了它们看向哪里），而它们
+#    的 OV 回路把所注意的词元复制到这个词元自己的 logit 上（见上面的复制分数）。所以单靠它们的项就
+#    应当足以作出预测，单个头的项也一样；去掉它们之后剩下的部分，应当不比瞎猜好。这些项由
+#    :func:`~mha_ref.tutorial.circuits.head_outputs` 在第 1 层之后的残差流上算出；只保留这些项时，
+#    不加反嵌入的偏置：
+
+from mha_ref.tutorial.induction import second_copy_accuracy
+
+seq_len = eval_tokens.shape[1]
+causal_blocked = ~causal_mask(seq_len)  # (seq_len, seq_len), True = 被屏蔽
+first, second = induction_model.layers
+w_u = induction_model.unembed.weight  # (vocab_size, embed_dim)
+with torch.no_grad():
+    embedded = induction_model.token_embedding(eval_tokens)  # (N, seq_len, embed_dim)
+    x0 = embedded + induction_model.position_embedding(torch.arange(seq_len))  # (N, seq_len, embed_dim)
+    x1 = x0 + first(x0, x0, x0, attn_mask=causal_blocked)[0]  # (N, seq_len, embed_dim) 第 1 层之后
+    layer2 = head_outputs(second, x1, x1, x1, causal_blocked)  # (N, num_heads, seq_len, embed_dim)
+    logits = {  # 每个都是 (N, seq_len, vocab_size)
+        "完整模型": induction_model(eval_tokens)[0],
+        "只保留第 2 层两个头的项": layer2.sum(dim=1) @ w_u.T,
+        "只保留层 2 头 0 的项": layer2[:, 0] @ w_u.T,
+        "只保留层 2 头 1 的项": layer2[:, 1] @ w_u.T,
+        "除第 2 层两个头的项之外的一切": induction_model.unembed(x1 + second.out_proj.bias),
+    }
+rows = [[name, f"{second_copy_accuracy(z, eval_tokens, eval_periods):.3f}"] for name, z in logits.items()]
+rows.append(["（均匀瞎猜）", f"{1 / w_u.shape[0]:.3f}"])
+print(text_table(["logits 的来源", "第二份拷贝的准确率"], rows))

@@ -113,3 +113,59 @@ plt.show()
 # ``h = 32`` 一行），并提出把两者解耦：无论有几个头，都把 ``head_dim`` 设为序列长度，代价是更多的
 # 参数。这里的目标是随机的，其中没有任何结构能帮窄头的忙；在训练好的模型真正需要的模式上，这个
 # 瓶颈代价有多大是另一个问题，本页并不测量。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 在注意力模式的每一行里，把权重最大的那个键称为这一行 *最受关注的键*。在第一个目标的
+# 各个查询中，有许多不同的键当过最受关注的键。对 ``head_dim = 1`` 的最佳头，无论目标是什么，它的
+# 模式里最多能有几个不同的最受关注的键？写出秩为 1 的分数矩阵的各个元素，从中推理。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    秩为 1 的分数矩阵是 :math:`S_{ij} = a_i b_j`：每个查询一个数，乘以每个键一个数。对
+#    :math:`a_i > 0` 的查询，最大的分数落在 :math:`b_j` 最大的键上；对 :math:`a_i < 0` 的查询，落在
+#    :math:`b_j` 最小的键上。所以无论怎样训练，每个查询最受关注的键都只能是同样两个键中的一个。
+#    更宽的头有更多方向可以把键区分开：
+
+patterns = {"目标 0": targets[0]}  # 每个都是 (seq_len, seq_len)
+patterns |= {f"单个头，head_dim = {d}": sweep.fitted[d] for d in sweep.head_dims}
+rows = [[name, len(pattern.argmax(dim=-1).unique())] for name, pattern in patterns.items()]
+print(f"查询数：{sweep.seq_len}")
+print(text_table(["模式", "不同的最受关注的键"], rows))
+
+# %%
+# **练习 2.** 保持一个 ``head_dim = 4`` 的头不变，改为改变序列长度 ``L``。``L`` 最大到多少时，它还能
+# 精确匹配每一种注意力模式？用新的随机目标和输入，在一系列长度上检验你的答案。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    把本页开头的门槛反过来读：``L`` 个键的居中后的对数概率，秩最多为 ``L - 1``，所以只要
+#    ``L - 1 <= head_dim``，也就是 ``L`` 不超过 ``head_dim + 1``，这个头就能匹配每一种模式。序列更长
+#    时，闭式解和梯度下降都找不到精确的头：KL 始终大于零。下面的拟合使用扫描所用的
+#    :mod:`mha_ref.tutorial.low_rank` 中的同一批函数，只是 Adam 步数更少：
+
+from mha_ref.tutorial.low_rank import (
+    fit_closed_form,
+    fit_descent,
+    head_scores,
+    kl_divergence,
+    make_inputs,
+    make_targets,
+)
+
+head_dim, embed_dim, steps = 4, 8, 100
+rows = []
+for seq_len in range(3, 9):
+    x = make_inputs(seq_len, embed_dim)  # (seq_len, embed_dim)
+    small_targets = make_targets(8, seq_len)  # (8, seq_len, seq_len)
+    w_q, w_k = fit_closed_form(x, small_targets, head_dim)  # 两个都是 (8, embed_dim, head_dim)
+    closed = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
+    w_q, w_k = fit_descent(x, small_targets, w_q, w_k, steps=steps)  # 两个都是 (8, embed_dim, head_dim)
+    descent = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
+    rows.append([seq_len, f"{closed.clamp(min=0):.4f}", f"{descent.clamp(min=0):.4f}"])
+print(f"head_dim：{head_dim}，embed_dim：{embed_dim}，Adam 步数：{steps}")
+print(f"满足 L - 1 <= head_dim 的最大 L：{head_dim + 1}")
+print(text_table(["L", "KL（闭式解）", "KL（梯度下降）"], rows))

@@ -211,3 +211,69 @@ plt.show()
 #
 # 出处：Milakov 与 Gimelshein 2018，“Online normalizer calculation for softmax”，
 # arXiv:1805.02867；Dao 等 2022，“FlashAttention”，arXiv:2205.14135，第 3.1 节。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 在上面对 ``row`` 的手算循环里，假设第一块的 4 个键全被屏蔽：它们的分数都是
+# ``-inf``。照原样运行，这一块之后、以及最后一块之后，运行最大值和运行和各是多少？实现时该怎样
+# 处理这种情况？再进一步：如果 ``q`` 的每个查询都不能关注前 ``block_size`` 个键，
+# :func:`mha_ref.tiled_attention` 是否仍与同一掩码下的完整注意力相等？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    一整块都被屏蔽之后，最大值仍是 :math:`-\infty`，于是重新缩放的因子 :math:`e^{m - m'}`
+#    和这一块的指数 :math:`e^{s_j - m'}` 都成了 :math:`e^{-\infty - (-\infty)}`，在浮点运算里
+#    就是 NaN；运行和里一旦出现 NaN，之后每一块都摆脱不了它。:func:`mha_ref.tiled_attention`
+#    的做法是：只要最大值还是 :math:`-\infty`，就改为减去 0。这时还什么都没有累加，和保持为 0，
+#    第一个含有真实分数的块让这一行从头开始。下面先把上面的循环分别不加、加上这个修正各跑一遍；
+#    再在 ``float64`` 下比较屏蔽了第一块键时的分块计算与完整计算：
+
+masked_row = row.clone()  # (S,)
+masked_row[:4] = float("-inf")  # 第一块键全被屏蔽
+
+
+def running_stats(scores, block, safe):
+    """每块之后的（运行最大值，运行和）；safe：最大值为 -inf 时改为减去 0。"""
+    m, total, trace = float("-inf"), 0.0, []
+    for start in range(0, len(scores), block):
+        part = scores[start : start + block]  # (block,)
+        new_max = max(m, part.max().item())
+        shift = 0.0 if safe and new_max == float("-inf") else new_max
+        total = total * math.exp(m - shift) + torch.exp(part - shift).sum().item()
+        m = new_max
+        trace.append((m, total))
+    return trace
+
+
+for label, safe in (("照原样运行的循环：      ", False), ("m 为 -inf 时改为减去 0：", True)):
+    print(label, " | ".join(f"m={m:.1f}, l={total:.4f}" for m, total in running_stats(masked_row, 4, safe)))
+m, total = running_stats(masked_row, 4, safe=True)[-1]
+online = torch.exp(masked_row - m) / total  # (S,)
+print("修正之后，max |在线 - softmax|：", f"{(online - torch.softmax(masked_row, dim=0)).abs().max().item():.0e}")
+
+q64, k64, v64 = q.double(), k.double(), v.double()  # 各 (batch, num_heads, seq_len, head_dim)
+after_first_block = torch.arange(seq_len, device=device) >= block_size  # (seq_len,)，True = 可以关注
+full = scaled_dot_product_attention(q64, k64, v64, attn_mask=after_first_block)  # (batch, num_heads, seq_len, head_dim)
+tiled = tiled_attention(q64, k64, v64, attn_mask=after_first_block, block_size=block_size)  # (batch, num_heads, seq_len, head_dim)
+print(f"屏蔽前 {block_size} 个键：分块输出全是有限值：{tiled.isfinite().all().item()}，与完整计算的最大绝对差：{(tiled - full).abs().max().item():.0e}")
+
+# %%
+# **练习 2.** 把对 ``row`` 的手算循环改成每块 3 个键，而不是 4 个。每块之后的运行最大值依次是
+# 多少？最终的运行和与每块 4 个键时相同吗？如果每块只有 1 个键（像数据流那样，一次来一个分数），
+# 或者整行只分成一块，又会怎样？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    每块之后的运行最大值就是目前见过的分数中的最大值，所以中间的值取决于每块在哪里结束。最终的
+#    那一对值却与分块无关：:math:`m` 总是整行的最大值，:math:`l = \sum_j e^{s_j - m}` 也总是
+#    对整行求和；变的只是加法的顺序，所以至多相差一点舍入误差。整行只有一块时，就是一次算完的
+#    普通 softmax。
+
+whole_row_sum = torch.exp(row - row.max()).sum().item()
+for block in (1, 3, 4, len(row)):
+    trace = running_stats(row, block, safe=True)
+    maxima = ", ".join(f"{m:.1f}" for m, _ in trace)
+    print(f"每块 {block:2d} 个键：每块之后的运行最大值 [{maxima}]；最终的 l 减去整行的和 = {trace[-1][1] - whole_row_sum:.0e}")

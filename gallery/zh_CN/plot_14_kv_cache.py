@@ -24,6 +24,7 @@ import torch
 
 from mha_ref import (
     GroupedQueryAttention,
+    KVCache,
     causal_mask,
     kv_cache_bytes_per_token,
     pick_device,
@@ -143,3 +144,49 @@ plt.show()
 # arXiv:1911.02150，第 2.4 节；Pope 等 2022，“Efficiently Scaling Transformer Inference”，
 # arXiv:2211.05102；模型形状取自 Radford 等 2019（GPT-2）和 Touvron 等 2023，
 # arXiv:2307.09288（Llama 2）。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 某个模型有 24 层，每层 16 个 ``head_dim = 64`` 的键/值头，缓存用 ``bfloat16`` 存放。
+# 它的 KV 缓存每个词元占多少 KiB？一批 8 个序列、每个 2048 个词元，又占多少 MiB？请从缓存为每个
+# 词元存了什么推算出来。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    每个词元、每一层，缓存为每个键/值头存一个键向量和一个值向量，各 ``head_dim`` 个数；再乘以
+#    层数，以及一个 ``bfloat16`` 数的字节数（最先打印）。整批则再乘以序列数和每个序列的词元数。
+#    代码还用真实的缓冲区核对这个公式：为整批建一层的 :class:`mha_ref.KVCache`，按层数累计。
+
+num_layers, kv_heads, kv_head_dim, cache_dtype = 24, 16, 64, torch.bfloat16
+cache_batch, cache_len = 8, 2048
+per_token = kv_cache_bytes_per_token(num_layers, kv_heads, kv_head_dim, cache_dtype)
+one_layer = KVCache(cache_batch, kv_heads, cache_len, kv_head_dim, dtype=cache_dtype)  # 缓冲区 (batch, num_kv_heads, max_len, head_dim)
+itemsize = torch.empty((), dtype=cache_dtype).element_size()
+print("一个 bfloat16 数的字节数：", itemsize)
+print(f"每个词元：2（键和值）× {num_layers} 层 × {kv_heads} 个头 × {kv_head_dim} 个数 × {itemsize} 字节 = {per_token} 字节 = {per_token / 2**10:.0f} KiB")
+print(f"{cache_batch} 个序列 × {cache_len} 个词元：按公式 {per_token * cache_batch * cache_len / 2**20:.0f} MiB，实际分配 "
+      f"{num_layers * one_layer.nbytes() / 2**20:.0f} MiB（{num_layers} 层 KVCache 缓冲区）")
+
+# %%
+# **练习 2.** 生成时每一步只把 **一个** 新词元交给 ``decode``，这时它根本不传掩码。为什么这样是对的？
+# 如果这一步改传 ``is_causal=True``，这个查询能看到哪些缓存的键？它的输出会是什么？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    新词元是序列的最后一个位置，所以每个缓存的词元（包括它自己）都在它之前或就是它：单个查询的
+#    右下角对齐掩码允许所有键，与不加掩码一样。``is_causal=True`` 则把三角按左上角对齐：它把这个
+#    查询放在位置 0，只能看到键 0。对一个键做 softmax，这个键得到全部注意力权重，所以无论查询是什么，
+#    输出都恰好是第一个词元的值。代码打印两种单行掩码，并在掩码一节的 ``q``、``k``、``v`` 上核对
+#    这两点：
+
+newest = q[:, :, -1:]  # (batch, num_heads, 1, head_dim)：最后一个词元的查询
+print("bottom_right：", causal_mask(1, total, alignment="bottom_right", device=device).int().tolist())
+print("top_left：    ", causal_mask(1, total, alignment="top_left", device=device).int().tolist())
+last_row = scaled_dot_product_attention(q, k, v, is_causal=True)[:, :, -1:]  # (batch, num_heads, 1, head_dim)
+no_mask = scaled_dot_product_attention(newest, k, v)  # (batch, num_heads, 1, head_dim)
+top_left_out = scaled_dot_product_attention(newest, k, v, is_causal=True)  # (batch, num_heads, 1, head_dim)
+print(f"不加掩码 与 完整因果注意力的最后一行：{(no_mask - last_row).abs().max().item():.1e}")
+print(f"is_causal=True 与 词元 0 的值：        {(top_left_out - v[:, :, :1]).abs().max().item():.1e}")

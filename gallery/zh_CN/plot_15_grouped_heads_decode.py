@@ -28,9 +28,11 @@ from mha_ref import (
     GroupedQueryAttention,
     MultiHeadAttention,
     causal_mask,
+    kv_cache_bytes_per_token,
     mha_to_gqa,
     pick_device,
     repeat_kv_heads,
+    split_heads,
 )
 from mha_ref.tutorial.bench import (
     environment,
@@ -199,3 +201,83 @@ plt.show()
 # 出处：Shazeer 2019，“Fast Transformer Decoding: One Write-Head is All You Need”，
 # arXiv:1911.02150；Ainslie 等 2023，“GQA: Training Generalized Multi-Query Transformer
 # Models from Multi-Head Checkpoints”，arXiv:2305.13245，第 2.1 节。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 一个 Llama 2 7B 形状的模型（32 层，32 个 ``head_dim = 128`` 的查询头）用 ``float16``
+# 存放 KV 缓存。要让一个 8192 词元的序列的缓存不超过 1 GiB，``num_kv_heads`` （须整除 32）最大
+# 可以取多少？先想一想：缓存随 ``num_kv_heads`` 怎样变化？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    缓存与 ``num_kv_heads`` 成正比：键/值头减半，缓存就减半；查询头的个数根本不出现在公式里。
+#    所以从多头时的缓存出发，一路减半直到放得下为止。下表用 :func:`mha_ref.kv_cache_bytes_per_token`
+#    逐个算出各个因数对应的大小：
+
+budget_layers, budget_heads, budget_head_dim, budget_tokens = 32, 32, 128, 8192
+budget_rows = []
+for kv in (32, 16, 8, 4, 2, 1):
+    cache_bytes = kv_cache_bytes_per_token(budget_layers, kv, budget_head_dim, torch.float16) * budget_tokens
+    budget_rows.append((kv, budget_heads // kv, f"{cache_bytes / 2**30:.3f}", cache_bytes <= 2**30))
+print(text_table(["num_kv_heads", "组大小", f"GiB（{budget_tokens} 个词元）", "不超过 1 GiB"], budget_rows))
+print("放得下的最大 num_kv_heads：", max(kv for kv, _, _, fits in budget_rows if fits))
+
+# %%
+# **练习 2.** ``mha_to_gqa(mha, 4)`` 把 ``mha`` 的 8 个头中每 2 个头的键（和值）投影矩阵取平均，
+# 得到一个键/值头。键/值头 1 来自哪两个头：头 1 和头 5，还是头 2 和头 3？转换后的层里，又是哪些
+# 查询头使用键/值头 1？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    是相邻的头：分组是连续的，键/值头 ``j`` 是头 ``j * group`` 到 ``(j + 1) * group - 1`` 的平均；
+#    同样的规则把查询头 ``i`` 分给键/值头 ``i // group``。代码先把两组候选各自的平均与转换后的层中
+#    键/值头 1 的那几行比较；再对每个查询头，重新算出它与键/值头 1 配对时的注意力权重，列出在层里
+#    注意力权重恰好如此的查询头：
+
+gqa4 = mha_to_gqa(mha, 4)
+key_rows = mha.in_proj_weight.detach()[embed_dim : 2 * embed_dim]  # (embed_dim, embed_dim)：键投影，逐头排列
+kv_head_1 = gqa4.k_proj.weight.detach()[head_dim : 2 * head_dim]  # (head_dim, embed_dim)
+for first, second in ((1, 5), (2, 3)):
+    pooled = (key_rows[first * head_dim : (first + 1) * head_dim] + key_rows[second * head_dim : (second + 1) * head_dim]) / 2  # (head_dim, embed_dim)
+    print(f"头 {first} 与头 {second} 的平均等于键/值头 1：{torch.allclose(pooled, kv_head_1)}")
+with torch.no_grad():
+    _, weights = gqa4(x, need_weights=True)  # (batch, num_heads, seq_len, seq_len)
+    queries = split_heads(gqa4.q_proj(x), num_heads)  # (batch, num_heads, seq_len, head_dim)
+    keys = split_heads(gqa4.k_proj(x), gqa4.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+    with_kv_head_1 = torch.softmax(queries @ keys[:, 1:2].transpose(-2, -1) / head_dim**0.5, dim=-1)  # (batch, num_heads, seq_len, seq_len)
+print("使用键/值头 1 的查询头：", [h for h in range(num_heads) if torch.allclose(with_kv_head_1[:, h], weights[:, h])])
+
+# %%
+# **练习 3.** 键/值头与查询头一样多时，取平均是精确的。把 ``mha`` 复制一份，让每个奇数头 ``h`` 使用
+# 头 ``h - 1`` 的键投影和值投影（查询投影保持不变，所以这些头仍然各不相同）。对这份副本做
+# ``mha_to_gqa``，取 4 个键/值头时是精确的吗？取 2 个呢？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    取 4 个键/值头时，每组是一对键投影和值投影相同的头：它们的平均就是这同一个投影，每个查询头
+#    保留自己的查询投影和输出投影那几行，转换后的层计算的就是副本的函数，只差舍入误差。取 2 个时，
+#    每组包含两对互不相同的头，平均又成了近似。取平均损失的是组内各头在键和值上的差别，而不是共享
+#    一个头的头数。代码把副本和原来的 ``mha`` 分别与各自的转换结果比较：
+
+twin = MultiHeadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64).to(device).eval()
+twin.load_state_dict(mha.state_dict())
+with torch.no_grad():
+    for h in range(1, num_heads, 2):  # 奇数头 h 取头 h - 1 的键投影和值投影那几行
+        for start in (embed_dim, 2 * embed_dim):  # 先是 in_proj_weight 的键那一块，再是值那一块
+            rows_h = slice(start + h * head_dim, start + (h + 1) * head_dim)
+            rows_before = slice(start + (h - 1) * head_dim, start + h * head_dim)
+            twin.in_proj_weight[rows_h] = twin.in_proj_weight[rows_before]  # (head_dim, embed_dim)
+            twin.in_proj_bias[rows_h] = twin.in_proj_bias[rows_before]  # (head_dim,)
+    twin_rows = []
+    for num_kv_heads in (4, 2):
+        diffs = []
+        for module in (twin, mha):
+            reference, _ = module(x, x, x, attn_mask=~causal_mask(16, device=device), need_weights=False)  # (batch, seq_len, embed_dim)
+            out, _ = mha_to_gqa(module, num_kv_heads)(x, is_causal=True)  # (batch, seq_len, embed_dim)
+            diffs.append(f"{(out - reference).abs().max().item():.0e}")
+        twin_rows.append((num_kv_heads, *diffs))
+print(text_table(["num_kv_heads", "成对相同的副本：最大绝对差", "原来的 mha：最大绝对差"], twin_rows))

@@ -198,6 +198,58 @@ def test_no_table_is_cut_off_on_a_phone(watched, site_url, lang):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+SCROLL_CUES = """() => Array.from(document.querySelectorAll('article.bd-article pre'), pre => ({
+  hidden_right: pre.scrollWidth - pre.clientWidth - pre.scrollLeft,
+  right: pre.classList.contains('mha-more-right'),
+  left: pre.classList.contains('mha-more-left'),
+  shadow: getComputedStyle(pre).boxShadow,
+}))"""
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_block_that_scrolls_sideways_shows_a_shadow_where_text_is_hidden(
+    watched, site_url, lang
+):
+    """On a phone, printed tables and long code lines scroll inside their box: the box shows a
+    shadow on its right edge while text is hidden there, and on its left edge once scrolled;
+    a block that fits shows none (scroll-cue.js)."""
+    watch = watched()
+    page = watch.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{site_url}/{lang}/auto_examples/plot_04_masks.html", wait_until="load")
+    blocks = page.evaluate(SCROLL_CUES)
+    wide = [b for b in blocks if b["hidden_right"] > 1]
+    fits = [b for b in blocks if b["hidden_right"] <= 1]
+    assert len(wide) >= 3 and fits, (len(wide), len(fits))  # the page has both kinds
+    assert all(b["right"] and not b["left"] and b["shadow"] != "none" for b in wide), wide
+    assert not any(b["right"] or b["left"] for b in fits), fits
+    # scrolled to its end, the first wide block hides text on the left only
+    page.evaluate(
+        """() => { const pre = Array.from(document.querySelectorAll('article.bd-article pre'))
+            .find(p => p.scrollWidth > p.clientWidth + 1);
+          pre.scrollLeft = pre.scrollWidth; pre.dispatchEvent(new Event('scroll')); }"""
+    )
+    after = [b for b in page.evaluate(SCROLL_CUES) if b["left"]]
+    assert len(after) == 1 and not after[0]["right"], after
+    assert not watch.errors, "\n".join(watch.errors)
+
+
+def test_chinese_pages_emphasise_without_a_fake_slant(watched, site_url):
+    """Chinese has no italics: emphasis on zh pages is upright and bold, on en pages italic."""
+    watch = watched()
+    page = watch.page
+    style = "() => Array.from(document.querySelectorAll('article.bd-article p em'), " \
+        "e => [getComputedStyle(e).fontStyle, getComputedStyle(e).fontWeight])"
+    page.goto(f"{site_url}/zh_CN/errors.html", wait_until="load")
+    zh = page.evaluate(style)
+    page.goto(f"{site_url}/en/errors.html", wait_until="load")
+    en = page.evaluate(style)
+    assert zh and en, (zh, en)  # both pages emphasise something
+    assert all(s == "normal" and int(w) >= 600 for s, w in zh), zh
+    assert all(s == "italic" for s, _ in en), en
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 SECTION_IDS = (
     "() => Array.from(document.querySelectorAll('article.bd-article section[id]'), s => s.id)"
 )
