@@ -257,7 +257,7 @@ with expect_error(TypeError):
 
 # %%
 # 第二种是每个序列一个掩码，即 ``(batch, seq_len, seq_len)``。三维的 ``attn_mask`` 必须为每个
-# 序列的 **每个头** 各给一个掩码，即 ``(batch * num_heads, seq_len, seq_len)``。PyTorch 的报错
+# 序列的 *每个头* 各给一个掩码，即 ``(batch * num_heads, seq_len, seq_len)``。PyTorch 的报错
 # 取决于调用走哪条路径：开启求导时，它会写出期望的形状；在推理快速路径中（``torch.no_grad()``
 # 之下）则不会。
 
@@ -270,7 +270,7 @@ with expect_error(ValueError):
     ours_right(x, x, x, attn_mask=per_sequence)
 
 # %%
-# 第三种不会报错：0/1 的 **浮点** 掩码。浮点掩码是 **加** 到分数上的，所以“被屏蔽”的键得到
+# 第三种不会报错：0/1 的 *浮点* 掩码。浮点掩码是 **加** 到分数上的，所以“被屏蔽”的键得到
 # ``+1``，权重反而更大。没有任何报错；把本该被屏蔽的键上的权重，和完全不加掩码时的同一组权重
 # 放在一起比一比就知道了：
 

@@ -59,7 +59,7 @@ print("x：", tuple(x.shape))
 #    算完所有头；即使调用时传入 ``need_weights=False``，权重张量
 #    ``(batch, num_heads, seq_len, seq_len)`` 也会被完整算出来。
 # 3. **打包 QKV**：与上一种相同，但 Q、K、V 由打包的 ``in_proj_weight``
-#    ``(3 * embed_dim, embed_dim)`` 经 **一次** 矩阵乘法得到。
+#    ``(3 * embed_dim, embed_dim)`` 经 *一次* 矩阵乘法得到。
 # 4. **F.scaled_dot_product_attention**：打包投影之后调用 PyTorch 的融合注意力，它不返回注意力权重，
 #    也可能根本不在内存里存下完整的注意力权重矩阵。
 # 5. **默认设置的 mha_ref.MultiHeadAttention** （``use_fused=True``）：与
