@@ -25,8 +25,11 @@ EXERCISES = {
     "plot_02_one_head_to_many": 3,
     "plot_03_scaling": 2,
     "plot_04_masks": 3,
+    "plot_05_what_heads_learn": 3,
+    "plot_06_how_many_heads": 3,
     "plot_07_torch_mha_in_practice": 2,
     "plot_08_common_errors": 2,
+    "plot_09_implementations_compared": 2,
 }
 
 
