@@ -369,9 +369,9 @@ print(f"always the most frequent target: {chance:.3f}")
 #    Near :math:`\xi_h = 1` the trained model is right with a large margin, so a small nudge
 #    changes its loss very little: the slope there is small. The cost builds up as the gate
 #    shrinks and the margin runs out, each step costing more than the one before, so the loss
-#    ends far above the straight line. That is why
-#    the table prints the loss increase beside the importance: the gradient ranks heads to first
-#    order, it does not measure what removing one costs.
+#    ends far above the straight line. That is why the table prints the loss increase beside
+#    the importance: the gradient ranks heads to first order, it does not measure what removing
+#    one costs.
 
 from mha_ref.tutorial.ablation import gated_forward
 from mha_ref.tutorial.tasks import IGNORE_INDEX
