@@ -29,7 +29,7 @@ EXERCISES = {
     "plot_06_how_many_heads": 3,
     "plot_07_torch_mha_in_practice": 2,
     "plot_08_common_errors": 2,
-    "plot_09_implementations_compared": 2,
+    "plot_09_implementations_compared": 3,
 }
 
 

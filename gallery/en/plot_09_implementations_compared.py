@@ -427,3 +427,37 @@ with torch.no_grad():
         _, weights = module(x, need_weights=True)  # (batch, num_heads, seq_len, seq_len)
         size_rows.append((name, tuple(keys.shape), f"{mib(keys):.3f}", tuple(weights.shape), f"{mib(weights):.3f}"))
 print(text_table(["implementation", "key shape", "keys MiB", "weights shape", "weights MiB"], size_rows))
+
+# %%
+# **Exercise 3.** The check compared every implementation with a float64 reference, within a
+# tolerance. Why not simply test two float32 implementations with ``torch.equal``? Predict: is
+# the output of the loop over heads equal bit for bit to that of the batched explicit path, of
+# packed QKV and of ``F.scaled_dot_product_attention``? If not, how large are the differences
+# next to float32's precision at the scale of the output?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    They compute the same function but not the same sequence of roundings: each adds the same
+#    products in its own order (one head at a time or all at once, three matrix products or one
+#    packed product, a kernel that may walk the keys in blocks). Every float32 operation rounds
+#    to a relative error of about ``torch.finfo(torch.float32).eps``, so the outputs differ in
+#    their last bits, by a few roundings at the output's scale. ``torch.equal`` would call equal
+#    functions different; the test that says "the same function" compares with a more precise
+#    reference and allows rounding error, as the check above does.
+
+with torch.no_grad():
+    loop_output = naive_loop(x)  # (batch, seq_len, embed_dim)
+for name, fn in {
+    "batched explicit (mha_ref)": batched_explicit,
+    "packed QKV": packed_qkv,
+    "F.scaled_dot_product_attention": fused_sdpa,
+}.items():
+    with torch.no_grad():
+        other = fn(x)  # (batch, seq_len, embed_dim)
+    print(
+        f"loop over heads vs {name}: equal bit for bit {torch.equal(loop_output, other)}, "
+        f"max abs diff {(loop_output - other).abs().max().item():.0e}"
+    )
+eps = torch.finfo(torch.float32).eps
+print(f"float32 eps times the output scale: {eps * expected.abs().max().item():.0e}")

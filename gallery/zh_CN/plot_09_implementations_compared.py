@@ -405,3 +405,34 @@ with torch.no_grad():
         _, weights = module(x, need_weights=True)  # (batch, num_heads, seq_len, seq_len)
         size_rows.append((name, tuple(keys.shape), f"{mib(keys):.3f}", tuple(weights.shape), f"{mib(weights):.3f}"))
 print(text_table(["实现", "键的形状", "键 MiB", "注意力权重的形状", "注意力权重 MiB"], size_rows))
+
+# %%
+# **练习 3.** 上面的检查把每个实现与 float64 参考结果相比，并允许一定的误差。为什么不直接用
+# ``torch.equal`` 比较两个 float32 实现？预测一下：朴素循环的输出，与批量显式计算、打包 QKV 和
+# ``F.scaled_dot_product_attention`` 的输出是否逐位相同？如果不同，差异与输出量级下 float32 的精度
+# 相比有多大？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    它们计算的是同一个函数，但舍入的顺序不同：每种实现都按自己的顺序累加同样的乘积（逐个头还是
+#    所有头一起，三次矩阵乘法还是一次打包的乘法，算子是否分块遍历键）。float32 的每次运算都带有约
+#    ``torch.finfo(torch.float32).eps`` 的相对误差，所以输出在最后几位上不同，差异相当于输出量级下
+#    的几次舍入。``torch.equal`` 会把相同的函数判为不同；要判断“是同一个函数”，应当像上面的检查
+#    那样，与更精确的参考结果比较，并允许舍入误差。
+
+with torch.no_grad():
+    loop_output = naive_loop(x)  # (batch, seq_len, embed_dim)
+for name, fn in {
+    "批量显式计算（mha_ref）": batched_explicit,
+    "打包 QKV": packed_qkv,
+    "F.scaled_dot_product_attention": fused_sdpa,
+}.items():
+    with torch.no_grad():
+        other = fn(x)  # (batch, seq_len, embed_dim)
+    print(
+        f"朴素循环对比 {name}：逐位相同 {torch.equal(loop_output, other)}，"
+        f"最大绝对差 {(loop_output - other).abs().max().item():.0e}"
+    )
+eps = torch.finfo(torch.float32).eps
+print(f"float32 的 eps 乘以输出的量级：{eps * expected.abs().max().item():.0e}")
