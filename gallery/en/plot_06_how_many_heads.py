@@ -376,7 +376,7 @@ for h, width, count in zip(head_counts, widths, counts, strict=True):
     print(
         f"h={h}: embed_dim={width}, parameters {count}, "
         f"equal to 4 * (embed_dim**2 + embed_dim): {count == 4 * (width**2 + width)}, "
-        f"{count / counts[0]:.1f} x the count at h=1 (h**2 = {h**2})"
+        f"ratio to the count at h=1: {count / counts[0]:.1f} (h**2 = {h**2})"
     )
 
 # %%

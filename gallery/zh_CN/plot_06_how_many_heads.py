@@ -342,7 +342,7 @@ for h, width, count in zip(head_counts, widths, counts, strict=True):
     print(
         f"h={h}：embed_dim={width}，参数量 {count}，"
         f"等于 4 * (embed_dim**2 + embed_dim)：{count == 4 * (width**2 + width)}，"
-        f"是 h=1 时的 {count / counts[0]:.1f} 倍（h**2 = {h**2}）"
+        f"与 h=1 时的参数量之比：{count / counts[0]:.1f}（h**2 = {h**2}）"
     )
 
 # %%
