@@ -25,8 +25,11 @@ EXERCISES = {
     "plot_02_one_head_to_many": 3,
     "plot_03_scaling": 2,
     "plot_04_masks": 3,
+    "plot_05_what_heads_learn": 3,
+    "plot_06_how_many_heads": 3,
     "plot_07_torch_mha_in_practice": 2,
     "plot_08_common_errors": 2,
+    "plot_09_implementations_compared": 3,
     "plot_10_induction_heads": 2,
     "plot_11_heads_decomposed": 2,
     "plot_12_low_rank_bottleneck": 2,
@@ -100,6 +103,14 @@ def test_fold_answers_leaves_other_dropdowns_alone():
 
 # -- the built pages -------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_example_has_exercises():
+    """Every example of both galleries ends with exercises (at least two each)."""
+    for lang in LANGUAGES:
+        examples = {p.stem for p in (ROOT / "gallery" / lang).glob("plot_*.py")}
+        assert examples == set(EXERCISES), f"{lang}: {sorted(examples ^ set(EXERCISES))}"
+    assert min(EXERCISES.values()) >= 2
+
+
 @pytest.mark.parametrize("name", sorted(EXERCISES))
 def test_exercise_answers_are_folded_with_their_output(lang, name):
     """Every answer is a closed dropdown holding the code that answers it and that code's
