@@ -101,8 +101,6 @@ def test_fold_answers_leaves_other_dropdowns_alone():
     assert fold_answers(plain) == plain
 
 
-# -- the built pages -------------------------------------------------------------------------
-@pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_example_has_exercises():
     """Every example of both galleries ends with exercises (at least two each)."""
     for lang in LANGUAGES:
@@ -111,6 +109,8 @@ def test_every_example_has_exercises():
     assert min(EXERCISES.values()) >= 2
 
 
+# -- the built pages -------------------------------------------------------------------------
+@pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("name", sorted(EXERCISES))
 def test_exercise_answers_are_folded_with_their_output(lang, name):
     """Every answer is a closed dropdown holding the code that answers it and that code's
