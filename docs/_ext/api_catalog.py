@@ -226,9 +226,12 @@ def extract_pot(outdir: Path) -> Path:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     srcdir = ROOT / "docs" / LANGUAGE
+    # no catalogs: what is extracted must not depend on what is translated (nor warn about it)
+    no_catalogs = outdir / "no-catalogs"
+    no_catalogs.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable, "-m", "sphinx", "-b", "gettext", "-c", str(ROOT), "-q",
-        "-D", f"language={LANGUAGE}", "-D", "plot_gallery=0",
+        "-D", f"language={LANGUAGE}", "-D", "plot_gallery=0", "-D", f"locale_dirs={no_catalogs}",
         "-d", str(outdir / ".doctrees"),
         str(srcdir), str(outdir), str(srcdir / f"{DOMAIN}.md"),
     ]  # fmt: skip
