@@ -176,8 +176,10 @@ def test_cheat_sheet_is_symbolic(lang):
 
 
 # -- Chinese terminology (zh review S1-S3) ----------------------------------------------------
-ZH_FILES = sorted((ROOT / "docs" / "zh_CN").glob("*.md")) + sorted(
-    (ROOT / "gallery" / "zh_CN").glob("plot_*.py")
+ZH_FILES = (
+    sorted((ROOT / "docs" / "zh_CN").glob("*.md"))
+    + sorted((ROOT / "gallery" / "zh_CN").glob("plot_*.py"))
+    + [ROOT / "docs" / "_locale" / "zh_CN" / "LC_MESSAGES" / "api.po"]  # the docstrings' Chinese
 )
 #: a Chinese ordinal with a 0-based number reads one too low: "第 0 个头" is the first head, and
 #: "第 2 个头" means the second head to a reader, head 1 to the code. Write labels: "头 2".
