@@ -113,6 +113,9 @@ def test_to_myst_gives_a_msgstr_with_the_same_markup():
         (":doc:`/auto_examples/plot_03_scaling`", False),  # markup alone
         ("``(H, L)``", False),
         ("``(H,)`` float64", False),  # an identifier is not prose
+        ("\\mathrm{MultiHead}(X) = \\sum_h A^h X W_V^h W_O^h + b^O", False),  # a formula
+        ("m' = \\max(m, \\max_{j \\in B} s_{ij}),\\quad l' = e^{m - m'} l", False),
+        ("Scores are scaled by :math:`1/\\sqrt{d_k}` first.", True),  # prose with math
     ],
 )
 def test_needs_translation(msgid, expected):

@@ -198,10 +198,21 @@ def is_type_expression(text: str) -> bool:
     return all(name in _TYPE_NAMES or "." in name for name in names)
 
 
+#: a LaTeX command with its first argument (``\\max``, ``\\mathrm{MultiHead}``)
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+(?:\{[^{}]*\})?")
+
+
+def is_formula(text: str) -> bool:
+    """A display formula (a docstring's ``.. math::`` block): LaTeX, with no word of three or
+    more letters once its commands are taken out. The page shows it as it is."""
+    return "\\" in text and not re.search(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", text))
+
+
 def needs_translation(msgid: str) -> bool:
     """Whether a message has English prose to translate: no Chinese in it, not a type
-    expression, and Latin letters left once its markup and identifiers are taken out."""
-    if not msgid or is_chinese(msgid) or is_type_expression(msgid):
+    expression or a formula, and Latin letters left once its markup and identifiers are taken
+    out."""
+    if not msgid or is_chinese(msgid) or is_type_expression(msgid) or is_formula(msgid):
         return False
     return bool(_LATIN.search(prose(msgid)))
 
