@@ -7,6 +7,7 @@
     nox -s browser   # headless Chromium and an axe-core audit over the built site (after docs)
     nox -s downloads # every downloadable .py and .ipynb in a fresh environment (after docs)
     nox -s bench     # speed ratios against PyTorch, and the built site's size
+    nox -s translations  # refresh the Chinese API page's catalog after a docstring changed
 
 Every session installs from ``requirements/constraints.txt`` (exact pins, torch==2.13.0 among
 them) into a virtualenv that nox reuses. Sessions run on the interpreter nox itself runs on
@@ -217,6 +218,52 @@ def docs_live(session: nox.Session) -> None:
         str(BUILD / "live" / lang),
         env=BUILD_ENV,
     )
+
+
+@nox.session
+def translations(session: nox.Session) -> None:
+    """Refresh the Chinese API page's catalog after a docstring changed.
+
+    The Chinese API page (``docs/zh_CN/api.md``) shows the docstrings through Sphinx's own
+    internationalisation: ``docs/_locale/zh_CN/LC_MESSAGES/api.po`` holds a Chinese ``msgstr``
+    for each English paragraph, and the docstrings stay English, once, in the code. This session
+
+    1. runs Sphinx's gettext builder on ``docs/zh_CN`` for ``api.md``, without executing the
+       examples (``-D plot_gallery=0``), into ``build/gettext/sphinx/api.pot``;
+    2. keeps the messages that need translation in ``build/gettext/template/api.pot``
+       (``docs/_ext/api_catalog.py``);
+    3. merges that template into ``api.po`` with ``sphinx-intl update``: a new paragraph arrives
+       with an empty ``msgstr``, a changed one keeps its old translation marked ``fuzzy``, a
+       removed one is dropped;
+    4. prints how many messages are translated, fuzzy and empty.
+
+    Then translate the empty and fuzzy entries (delete the ``#, fuzzy`` line once a translation
+    is right); ``tests/test_api_translation.py`` fails until none is left. A msgid is the
+    docstring's reST, a msgstr is MyST Markdown, the syntax of the page Sphinx parses it in:
+    ``code`` as it is, :func:`x` written {func}`x`, :math:`x` written {math}`x`.
+
+    Messages that are already Chinese (the page's own paragraphs and headings), type expressions
+    (``dict[str, float]``) and messages that are nothing but markup (``:doc:`...```) are kept out
+    of the catalog: the page shows them as they are, and a translator never sees them. A message
+    needs translation when, its inline literals, roles, links and identifiers taken out, Latin
+    letters are left (``api_catalog.needs_translation``).
+    """
+    install(session, "docs", "translations")
+    session.install(*CONSTRAINTS, "setuptools")  # conf.py's extensions: the wheel (docs/_ext)
+    out = BUILD / "gettext"
+    session.run("python", "docs/_ext/api_catalog.py", "pot", str(out), env=BUILD_ENV)
+    session.run(
+        "sphinx-intl",
+        "update",
+        "--pot-dir",
+        str(out / "template"),  # api.pot alone: the theme's catalog (sphinx.po) is hand-written
+        "--locale-dir",
+        str(ROOT / "docs" / "_locale"),
+        "--language",
+        "zh_CN",
+        "--no-obsolete",
+    )
+    session.run("python", "docs/_ext/api_catalog.py", "stat")
 
 
 @nox.session(name="vendor-mathjax", venv_backend="none")

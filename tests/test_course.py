@@ -25,8 +25,11 @@ EXERCISES = {
     "plot_02_one_head_to_many": 3,
     "plot_03_scaling": 2,
     "plot_04_masks": 3,
+    "plot_05_what_heads_learn": 3,
+    "plot_06_how_many_heads": 3,
     "plot_07_torch_mha_in_practice": 2,
     "plot_08_common_errors": 2,
+    "plot_09_implementations_compared": 3,
     "plot_10_induction_heads": 2,
     "plot_11_heads_decomposed": 2,
     "plot_12_low_rank_bottleneck": 2,
@@ -98,6 +101,14 @@ def test_fold_answers_leaves_other_dropdowns_alone():
     assert fold_answers(plain) == plain
 
 
+def test_every_example_has_exercises():
+    """Every example of both galleries ends with exercises (at least two each)."""
+    for lang in LANGUAGES:
+        examples = {p.stem for p in (ROOT / "gallery" / lang).glob("plot_*.py")}
+        assert examples == set(EXERCISES), f"{lang}: {sorted(examples ^ set(EXERCISES))}"
+    assert min(EXERCISES.values()) >= 2
+
+
 # -- the built pages -------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("name", sorted(EXERCISES))
@@ -166,8 +177,10 @@ def test_cheat_sheet_is_symbolic(lang):
 
 
 # -- Chinese terminology (zh review S1-S3) ----------------------------------------------------
-ZH_FILES = sorted((ROOT / "docs" / "zh_CN").glob("*.md")) + sorted(
-    (ROOT / "gallery" / "zh_CN").glob("plot_*.py")
+ZH_FILES = (
+    sorted((ROOT / "docs" / "zh_CN").glob("*.md"))
+    + sorted((ROOT / "gallery" / "zh_CN").glob("plot_*.py"))
+    + [ROOT / "docs" / "_locale" / "zh_CN" / "LC_MESSAGES" / "api.po"]  # the docstrings' Chinese
 )
 #: a Chinese ordinal with a 0-based number reads one too low: "第 0 个头" is the first head, and
 #: "第 2 个头" means the second head to a reader, head 1 to the code. Write labels: "头 2".

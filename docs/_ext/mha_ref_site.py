@@ -177,6 +177,10 @@ def _write_stamp(app: Sphinx, exception: Exception | None) -> None:
     """Record what the examples were run against, once the build has succeeded."""
     if exception is not None or app.statuscode != 0:
         return
+    if not app.config.sphinx_gallery_conf.get("plot_gallery", True):
+        # nothing ran (-D plot_gallery=0, as the API catalog's extraction does): the pages of
+        # the examples are not outputs of this code, and the next build must still run them
+        return
     stamp = Path(app.srcdir) / GALLERY_DIR / DEPS_STAMP
     if stamp.parent.is_dir():
         stamp.write_text(app.env_dependency_hash + "\n")  # type: ignore[attr-defined]
@@ -451,6 +455,17 @@ def _neighbour_text(node, step: int) -> str:
     return ""
 
 
+# -- html-page-context: full-width colons after Chinese field labels -------------------------------
+#: docutils' HTML writer ends every field label with an ASCII colon (``参数:``); Chinese
+#: punctuation is full-width (``参数：``)
+_FIELD_COLON = '<span class="colon">:</span>'
+
+
+def _full_width_field_colons(app: Sphinx, pagename, templatename, context: dict, doctree) -> None:
+    if (app.config.language or "").startswith("zh") and "body" in context:
+        context["body"] = context["body"].replace(_FIELD_COLON, '<span class="colon">：</span>')
+
+
 # -- Chinese search: one-character words too -------------------------------------------------------
 #: Chinese function words left out of the index even though single characters are kept
 _ZH_STOPWORDS = frozenset("的了和与及或是在把被也就都而之其这那个着吗呢吧啊")
@@ -588,6 +603,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", _translate_gallery_text)
     app.connect("autodoc-process-docstring", _translate_docstring_sections, priority=600)
     app.add_post_transform(JoinChineseText)
+    app.connect("html-page-context", _full_width_field_colons)
     app.connect("build-finished", _write_stamp)
     app.connect("build-finished", _drop_source_maps)
     return {

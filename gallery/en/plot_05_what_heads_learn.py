@@ -310,3 +310,114 @@ plt.show()
 # report the numbers, not a reading of the heatmaps.
 # :ref:`The next example <sphx_glr_auto_examples_plot_06_how_many_heads.py>` asks how the number
 # of heads changes how fast this task is learned and how well.
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** Remove both heads that attend to offset ``-1``: the pairs printed above give
+# the accuracy that is left. The heads on offset ``-2`` are untouched (the gate acts after
+# attention). What is the best accuracy that *any* read-out could reach knowing only the token
+# two back? Is the ablated model close to that bound, or below it? And the same question the
+# other way round, with the heads on ``-2`` removed. What does your answer say about what zero
+# ablation measures?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Knowing one token only, the best guess for each of its values is the target that occurs most
+#    often with it; counting on the evaluation set gives that bound exactly. The ablated model
+#    stays below it, much nearer to always guessing the most frequent target: its read-out was
+#    trained to combine both tokens, and nothing was retrained after the heads went. Zero
+#    ablation measures what *this trained model* loses, not how much information the remaining
+#    heads could still carry.
+
+eval_tokens, eval_targets = result.eval_batch()  # (N, seq_len), (N, seq_len)
+vocab_size, seq_len = result.config["vocab_size"], eval_tokens.shape[1]
+first = -min(result.config["offsets"])  # first position with a target
+
+
+def best_accuracy_knowing(offset):
+    """Accuracy of the best guess of each target from the token at ``offset`` alone."""
+    known = eval_tokens[:, first + offset : seq_len + offset].flatten()  # (n,)
+    target = eval_targets[:, first:].flatten()  # (n,)
+    counts = torch.zeros(vocab_size, vocab_size)  # (known token, target)
+    counts.index_put_((known, target), torch.ones(len(known)), accumulate=True)
+    return (counts.amax(dim=1).sum() / counts.sum()).item()
+
+
+for offset in result.relations_found():
+    removed = tuple(h.head for h in result.heads if h.focused and h.offset == offset)
+    (kept,) = [o for o in result.config["offsets"] if o != offset]
+    print(
+        f"heads {removed} on offset {offset:+d} removed: accuracy {report.pairs[removed]:.3f}; "
+        f"best possible from the token at {kept:+d} alone: {best_accuracy_knowing(kept):.3f}"
+    )
+print(f"always the most frequent target: {chance:.3f}")
+
+# %%
+# **Exercise 2.** The gradient importance is the mean size of the slope of the loss with respect
+# to a head's gate, taken at :math:`\xi_h = 1`. Take the head whose removal raised the loss
+# most. If the loss rose along a straight line with that slope while the gate goes from 1 to 0,
+# what would removing the head cost? Predict whether the real loss stays below that line or
+# rises above it, and where along the way it rises fastest.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Lower the gate in steps with :func:`~mha_ref.tutorial.ablation.gated_forward` and measure.
+#    Near :math:`\xi_h = 1` the trained model is right with a large margin, so a small nudge
+#    changes its loss very little: the slope there is small. The cost builds up as the gate
+#    shrinks and the margin runs out, each step costing more than the one before, so the loss
+#    ends far above the straight line. That is why the table prints the loss increase beside
+#    the importance: the gradient ranks heads to first order, it does not measure what removing
+#    one costs.
+
+from mha_ref.tutorial.ablation import gated_forward
+from mha_ref.tutorial.tasks import IGNORE_INDEX
+
+head = max(range(len(result.heads)), key=lambda h: report.loss_increase[h])
+slope = report.importance[head]
+narrow_model = result.model()
+has_target = eval_targets != IGNORE_INDEX  # (N, seq_len)
+print(f"head {head}: gradient importance {slope:.4f}, full-model loss {report.loss:.4f}")
+for gate_value in [1.0, 0.75, 0.5, 0.25, 0.0]:
+    gate = torch.ones(len(result.heads))  # (num_heads,)
+    gate[head] = gate_value
+    with torch.no_grad():
+        logits, _ = gated_forward(narrow_model, eval_tokens, gate)  # (N, seq_len, vocab_size)
+    loss = torch.nn.functional.cross_entropy(
+        logits.transpose(1, 2), eval_targets, ignore_index=IGNORE_INDEX
+    )
+    accuracy = (logits.argmax(dim=-1) == eval_targets)[has_target].double().mean()
+    line = report.loss + slope * (1 - gate_value)
+    print(
+        f"gate {gate_value:.2f}: straight line {line:.4f}, measured loss {loss.item():.4f}, "
+        f"accuracy {accuracy.item():.3f}"
+    )
+
+# %%
+# **Exercise 3.** Voita et al.'s confidence costs one forward pass and no intervention. Prune
+# the wide model's heads in order of confidence, the least confident first, instead of in order
+# of gradient importance. Predict: does that curve fall sooner, later, or about as the
+# importance curve printed above?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    In this model the cheap proxy does about as well: the first half of the two orders holds
+#    the same heads, and the two curves stay close until only a few heads are left. That
+#    agreement is itself a measurement: it is known only because the pruning was run. The
+#    confidence says how sharply a head looks, not what it writes; every head of the wide model
+#    looks sharply, and the ablation found some that can go. Whether the proxy ranks well in
+#    another model is again a question for an intervention.
+
+from mha_ref.tutorial.ablation import pruning_curve
+
+wide_tokens, wide_targets = wide.eval_batch()  # (N, seq_len), (N, seq_len)
+by_confidence = sorted(range(len(wide.heads)), key=lambda h: (wide_report.confidence[h], h))
+confidence_curve = pruning_curve(wide.model(), wide_tokens, wide_targets, by_confidence)
+print("wide model, confidence per head:", [f"{c:.3f}" for c in wide_report.confidence])
+print("least to most confident:        ", by_confidence)
+print("least to most important:        ", wide_report.order)
+print("pruning curve, confidence order:", [f"{a:.3f}" for a in confidence_curve])
+print("pruning curve, importance order:", [f"{a:.3f}" for a in wide_report.pruning])

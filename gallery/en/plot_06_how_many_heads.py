@@ -353,3 +353,90 @@ print(
 )
 mha_parameters = sum(p.numel() for p in MultiHeadAttention(model_dim, num_heads).parameters())
 print(f"MultiHeadAttention({model_dim}, {num_heads}) parameters, for comparison: {mha_parameters}")
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** The costs table kept ``embed_dim`` fixed, so adding heads only cut the width
+# finer. Many model families instead keep ``head_dim`` fixed and add heads, so that
+# ``embed_dim = num_heads * head_dim`` grows with them. Keep ``head_dim = 4`` (the toy model's)
+# and predict how the attention layer's parameter count grows from ``h = 1`` to ``h = 8``: not at
+# all, like ``h``, or like ``h**2``?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The layer holds four projections of shape ``(embed_dim, embed_dim)`` and their biases,
+#    ``4 * (embed_dim**2 + embed_dim)`` parameters. With ``embed_dim = h * head_dim`` the squares
+#    dominate, so the count grows nearly like ``h**2``: each head added this way makes every
+#    projection both wider and taller. At fixed ``embed_dim`` the heads only split the width; at
+#    fixed ``head_dim`` adding heads is adding width.
+
+fixed_head_dim = 4
+widths = [h * fixed_head_dim for h in head_counts]
+counts = [
+    sum(p.numel() for p in MultiHeadAttention(width, h, batch_first=True).parameters())
+    for width, h in zip(widths, head_counts, strict=True)
+]
+for h, width, count in zip(head_counts, widths, counts, strict=True):
+    print(
+        f"h={h}: embed_dim={width}, parameters {count}, "
+        f"equal to 4 * (embed_dim**2 + embed_dim): {count == 4 * (width**2 + width)}, "
+        f"ratio to the count at h=1: {count / counts[0]:.1f} (h**2 = {h**2})"
+    )
+
+# %%
+# **Exercise 2.** The costs table showed the softmax FLOPs growing with ``h`` while the matrix
+# products stayed fixed. Does that growth matter? Guess what share of all FLOPs the softmax is in
+# the tiny setting at ``h = 8`` (``embed_dim = 16``, batch 8, 128 tokens), and at a realistic
+# width with many heads, ``h = 32`` (``embed_dim = 512``, one sequence of 256 tokens). Which
+# share is larger?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    :func:`~mha_ref.tutorial.head_count.attention_flops` gives both. The matrix products grow
+#    with ``embed_dim`` (the projections with its square), the softmax only with ``h`` and the
+#    square of ``seq_len``. At ``embed_dim = 16`` the products are so small that the element-wise
+#    softmax is a large share of the work; at ``embed_dim = 512`` the projections dwarf it even
+#    with the largest ``h``. So at a realistic width the number of heads hardly changes the
+#    FLOPs; what still grows with ``h`` is the memory of the weights, where a path materialises
+#    them.
+
+for label, (n, length, width, h) in {
+    "tiny": (batch, seq_len, embed_dim, 8),
+    "realistic": (1, 256, 512, 32),
+}.items():
+    flops = attention_flops(n, length, width, h)
+    share = flops["softmax"] / flops["total"]
+    print(
+        f"{label}: embed_dim={width}, h={h}, seq_len={length}: "
+        f"softmax {flops['softmax'] / 1e6:.1f} of {flops['total'] / 1e6:.1f} MFLOPs, "
+        f"a share of {share:.3f}"
+    )
+
+# %%
+# **Exercise 3.** In the last table, GQA with 2 key/value heads has fewer parameters than MHA,
+# although both have 8 query heads. Which of the four projections lost parameters, and what
+# shape do their matrices have now? How many parameters are saved?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Every query head still exists and still writes through the output projection, so
+#    ``q_proj`` and ``out_proj`` keep their ``(embed_dim, embed_dim)`` matrices. Only the key and
+#    value projections shrink, to ``num_kv_heads * head_dim`` rows. Each row dropped held
+#    ``embed_dim`` weights and one bias, in K and in V, and that is all the saving; the KV cache
+#    shrinks by the same factor as those rows.
+
+kv_counts = {}
+for kv_heads in (num_heads, 2):
+    gqa = GroupedQueryAttention(model_dim, num_heads, kv_heads)
+    kv_counts[kv_heads] = sum(p.numel() for p in gqa.parameters())
+    shapes = {name: tuple(p.shape) for name, p in gqa.named_parameters() if name.endswith("weight")}
+    print(f"num_kv_heads={kv_heads}:", shapes)
+rows_dropped = (num_heads - 2) * (model_dim // num_heads)  # per projection, K and V alike
+print(
+    f"parameters saved: {kv_counts[num_heads] - kv_counts[2]}, "
+    f"2 * rows dropped * (embed_dim + 1): {2 * rows_dropped * (model_dim + 1)}"
+)

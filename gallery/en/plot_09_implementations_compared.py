@@ -365,3 +365,99 @@ fig = plot_benchmark(
     memory_reference_label="size of the attention weights",
 )
 plt.show()
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** Back to the teaching size. Double ``seq_len`` twice (the same batch and
+# width) and predict, for the batched explicit path, the loop over heads and
+# ``F.scaled_dot_product_attention``: does each one's peak memory grow about like ``seq_len``
+# or like its square?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    The batched explicit path stores the whole ``(batch, num_heads, seq_len, seq_len)`` weights
+#    tensor, so its peak follows the square of ``seq_len``. The loop keeps one head's
+#    ``(batch, seq_len, seq_len)`` at a time: a smaller peak, but still a square. Where the fused
+#    kernel never stores the scores whole, what it keeps (queries, keys, values, the output)
+#    grows only like ``seq_len``, and the printed growth says whether this device's kernel does
+#    that. Longer sequences are where the fused kernels earn their keep.
+
+quadratic_paths = {
+    "batched explicit (mha_ref)": batched_explicit,
+    "naive loop over heads": naive_loop,
+    "F.scaled_dot_product_attention": fused_sdpa,
+}
+longer = [x.repeat(1, k, 1) for k in (1, 2, 4)]  # each (batch, k * seq_len, embed_dim)
+print("seq_len:", [t.shape[1] for t in longer])
+for name, fn in quadratic_paths.items():
+    with torch.no_grad():
+        peak = [peak_memory(lambda fn=fn, t=t: fn(t), device).peak_bytes for t in longer]
+    growth = [f"{b / a:.1f} x" for a, b in zip(peak[:-1], peak[1:], strict=True)]
+    print(f"{name}: peak MiB {[f'{p / 2**20:.2f}' for p in peak]}, growth per doubling {growth}")
+
+# %%
+# **Exercise 2.** MQA keeps a single key/value head, an eighth of the keys and values of MHA
+# here. Yet in the peak-memory table its peak is close to the batched explicit path's, far
+# above the fused kernels'. Which tensor keeps it there? Predict the size of the keys and of the
+# attention weights for MHA, GQA and MQA.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Grouping shares keys and values between query heads, but every query head still scores
+#    every key: the weights keep one ``(seq_len, seq_len)`` matrix per *query* head, the same
+#    size for all three. The keys shrink with ``num_kv_heads``; the weights, the largest tensor,
+#    do not. GQA and MQA save the KV cache when generating text; the memory of the weights is
+#    saved only by a kernel that never stores them.
+
+
+def mib(tensor):
+    return tensor.numel() * tensor.element_size() / 2**20
+
+
+size_rows = []
+with torch.no_grad():
+    keys = split_heads(F.linear(x, W_k, b_k), num_heads)  # (batch, num_heads, seq_len, head_dim)
+    _, weights = ref(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+    size_rows.append(("MHA", tuple(keys.shape), f"{mib(keys):.3f}", tuple(weights.shape), f"{mib(weights):.3f}"))
+    for name, module in gqa_modules.items():
+        keys = split_heads(module.k_proj(x), module.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+        _, weights = module(x, need_weights=True)  # (batch, num_heads, seq_len, seq_len)
+        size_rows.append((name, tuple(keys.shape), f"{mib(keys):.3f}", tuple(weights.shape), f"{mib(weights):.3f}"))
+print(text_table(["implementation", "key shape", "keys MiB", "weights shape", "weights MiB"], size_rows))
+
+# %%
+# **Exercise 3.** The check compared every implementation with a float64 reference, within a
+# tolerance. Why not simply test two float32 implementations with ``torch.equal``? Predict: is
+# the output of the loop over heads equal bit for bit to that of the batched explicit path, of
+# packed QKV and of ``F.scaled_dot_product_attention``? If not, how large are the differences
+# next to float32's precision at the scale of the output?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    They compute the same function but not the same sequence of roundings: each adds the same
+#    products in its own order (one head at a time or all at once, three matrix products or one
+#    packed product, a kernel that may walk the keys in blocks). Every float32 operation rounds
+#    to a relative error of about ``torch.finfo(torch.float32).eps``, so the outputs differ in
+#    their last bits, by a few roundings at the output's scale. ``torch.equal`` would call equal
+#    functions different; the test that says "the same function" compares with a more precise
+#    reference and allows rounding error, as the check above does.
+
+with torch.no_grad():
+    loop_output = naive_loop(x)  # (batch, seq_len, embed_dim)
+for name, fn in {
+    "batched explicit (mha_ref)": batched_explicit,
+    "packed QKV": packed_qkv,
+    "F.scaled_dot_product_attention": fused_sdpa,
+}.items():
+    with torch.no_grad():
+        other = fn(x)  # (batch, seq_len, embed_dim)
+    print(
+        f"loop over heads vs {name}: equal bit for bit {torch.equal(loop_output, other)}, "
+        f"max abs diff {(loop_output - other).abs().max().item():.0e}"
+    )
+eps = torch.finfo(torch.float32).eps
+print(f"float32 eps times the output scale: {eps * expected.abs().max().item():.0e}")

@@ -288,3 +288,104 @@ plt.show()
 # 剪枝，看曲线在哪里下跌。检查答案是否依赖模型的宽度。并且报告测得的数字，而不是对热力图的解读。
 # :ref:`下一个示例 <sphx_glr_auto_examples_plot_06_how_many_heads.py>` 研究头数如何影响这个任务
 # 学得多快、学得多好。
+
+# %%
+# 练习
+# ----
+# **练习 1.** 去掉看向偏移 ``-1`` 的两个头：上面成对去掉头的结果给出了剩下的准确率。偏移 ``-2``
+# 上的头没有被动过（门控作用在注意力之后）。如果只知道往前数第二个词元， *任何* 读出层最多能达到
+# 多高的准确率？消融后的模型接近这个上限，还是低于它？反过来，去掉偏移 ``-2`` 上的头，再问同样的
+# 问题。你的答案说明置零消融测的到底是什么？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    只知道一个词元时，对它的每个取值，最好的猜法是和它一起出现次数最多的那个目标；在评估集上
+#    数一数，就能准确得到这个上限。消融后的模型低于上限，离“总是猜最常见的目标”近得多：它的读出层
+#    是为组合两个词元而训练的，去掉头之后也没有重新训练。置零消融测的是 *这个训练好的模型* 损失了
+#    多少，而不是剩下的头还能携带多少信息。
+
+eval_tokens, eval_targets = result.eval_batch()  # (N, seq_len), (N, seq_len)
+vocab_size, seq_len = result.config["vocab_size"], eval_tokens.shape[1]
+first = -min(result.config["offsets"])  # 第一个有目标的位置
+
+
+def best_accuracy_knowing(offset):
+    """只凭偏移 ``offset`` 处的词元猜每个目标，最好能达到的准确率。"""
+    known = eval_tokens[:, first + offset : seq_len + offset].flatten()  # (n,)
+    target = eval_targets[:, first:].flatten()  # (n,)
+    counts = torch.zeros(vocab_size, vocab_size)  # 行：已知的词元，列：目标
+    counts.index_put_((known, target), torch.ones(len(known)), accumulate=True)
+    return (counts.amax(dim=1).sum() / counts.sum()).item()
+
+
+for offset in result.relations_found():
+    removed = tuple(h.head for h in result.heads if h.focused and h.offset == offset)
+    (kept,) = [o for o in result.config["offsets"] if o != offset]
+    print(
+        f"去掉头 {removed}（偏移 {offset:+d}）：准确率 {report.pairs[removed]:.3f}；"
+        f"只凭偏移 {kept:+d} 处的词元，最好能达到 {best_accuracy_knowing(kept):.3f}"
+    )
+print(f"总是猜最常见的目标：{chance:.3f}")
+
+# %%
+# **练习 2.** 梯度重要性是损失对某个头的门控的斜率（取绝对值后平均），在 :math:`\xi_h = 1` 处
+# 求得。取去掉后损失增加最多的那个头。假如门控从 1 降到 0 的过程中，损失沿着以这个斜率上升的
+# 直线变化，去掉这个头的代价会是多少？预测一下：真实的损失会留在这条直线下方，还是升到它上方？
+# 一路上哪一段升得最快？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    用 :func:`~mha_ref.tutorial.ablation.gated_forward` 把门控一级一级调低，逐级测量。在
+#    :math:`\xi_h = 1` 附近，训练好的模型以很大的余量答对，轻轻推一下，损失几乎不变：那里的斜率
+#    很小。门控越小，余量越少，代价越积越多，每一级都比上一级涨得多，所以损失最终远远高于那条
+#    直线。这就是表格把损失增量和重要性并列的原因：梯度只在一阶意义上给头排序，并不衡量去掉一个头
+#    的代价。
+
+from mha_ref.tutorial.ablation import gated_forward
+from mha_ref.tutorial.tasks import IGNORE_INDEX
+
+head = max(range(len(result.heads)), key=lambda h: report.loss_increase[h])
+slope = report.importance[head]
+narrow_model = result.model()
+has_target = eval_targets != IGNORE_INDEX  # (N, seq_len)
+print(f"头 {head}：梯度重要性 {slope:.4f}，完整模型的损失 {report.loss:.4f}")
+for gate_value in [1.0, 0.75, 0.5, 0.25, 0.0]:
+    gate = torch.ones(len(result.heads))  # (num_heads,)
+    gate[head] = gate_value
+    with torch.no_grad():
+        logits, _ = gated_forward(narrow_model, eval_tokens, gate)  # (N, seq_len, vocab_size)
+    loss = torch.nn.functional.cross_entropy(
+        logits.transpose(1, 2), eval_targets, ignore_index=IGNORE_INDEX
+    )
+    accuracy = (logits.argmax(dim=-1) == eval_targets)[has_target].double().mean()
+    line = report.loss + slope * (1 - gate_value)
+    print(
+        f"门控 {gate_value:.2f}：直线 {line:.4f}，实测损失 {loss.item():.4f}，"
+        f"准确率 {accuracy.item():.3f}"
+    )
+
+# %%
+# **练习 3.** Voita 等人的置信度只需一次前向传播，不做任何干预。按置信度给宽模型的头剪枝，最不
+# 确定的先去掉，而不是按梯度重要性。预测一下：这条曲线比上面打印的按重要性剪枝的曲线跌得更早、
+# 更晚，还是差不多？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    在这个模型里，这个便宜的代理指标做得差不多一样好：两种顺序的前一半是同一批头，两条曲线一直
+#    靠得很近，直到只剩下少数几个头。这种一致本身也是测量的结果：只有真的做了剪枝才知道。置信度
+#    说明一个头看得多集中，不说明它写出了什么；宽模型的每个头都看得很集中，而消融发现其中有些头
+#    可以去掉。代理指标在别的模型里排得准不准，仍然要靠干预来回答。
+
+from mha_ref.tutorial.ablation import pruning_curve
+
+wide_tokens, wide_targets = wide.eval_batch()  # (N, seq_len), (N, seq_len)
+by_confidence = sorted(range(len(wide.heads)), key=lambda h: (wide_report.confidence[h], h))
+confidence_curve = pruning_curve(wide.model(), wide_tokens, wide_targets, by_confidence)
+print("宽模型，各头的置信度：", [f"{c:.3f}" for c in wide_report.confidence])
+print("按置信度从低到高排列的头：", by_confidence)
+print("按重要性从低到高排列的头：", wide_report.order)
+print("剪枝曲线，按置信度顺序：", [f"{a:.3f}" for a in confidence_curve])
+print("剪枝曲线，按重要性顺序：", [f"{a:.3f}" for a in wide_report.pruning])

@@ -319,3 +319,83 @@ print(
 )
 mha_parameters = sum(p.numel() for p in MultiHeadAttention(model_dim, num_heads).parameters())
 print(f"作为对照，MultiHeadAttention({model_dim}, {num_heads}) 的参数量：{mha_parameters}")
+
+# %%
+# 练习
+# ----
+# **练习 1.** 开销表固定了 ``embed_dim``，所以加头只是把宽度切得更细。许多模型系列的做法相反：
+# 固定 ``head_dim``，再增加头数，于是 ``embed_dim = num_heads * head_dim`` 随头数一起变大。取
+# ``head_dim = 4`` （小模型的取值），预测从 ``h = 1`` 到 ``h = 8``，注意力层的参数量如何增长：
+# 不变、与 ``h`` 成正比，还是与 ``h**2`` 成正比？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    这一层有四个形状为 ``(embed_dim, embed_dim)`` 的投影矩阵，外加它们的偏置，共
+#    ``4 * (embed_dim**2 + embed_dim)`` 个参数。由于 ``embed_dim = h * head_dim``，平方项占了
+#    大头，所以参数量差不多按 ``h**2`` 增长：这样每加一个头，每个投影矩阵都变宽又变高。固定
+#    ``embed_dim`` 时，头只是切分宽度；固定 ``head_dim`` 时，加头就是加宽。
+
+fixed_head_dim = 4
+widths = [h * fixed_head_dim for h in head_counts]
+counts = [
+    sum(p.numel() for p in MultiHeadAttention(width, h, batch_first=True).parameters())
+    for width, h in zip(widths, head_counts, strict=True)
+]
+for h, width, count in zip(head_counts, widths, counts, strict=True):
+    print(
+        f"h={h}：embed_dim={width}，参数量 {count}，"
+        f"等于 4 * (embed_dim**2 + embed_dim)：{count == 4 * (width**2 + width)}，"
+        f"与 h=1 时的参数量之比：{count / counts[0]:.1f}（h**2 = {h**2}）"
+    )
+
+# %%
+# **练习 2.** 开销表显示，softmax 的 FLOPs 随 ``h`` 增长，矩阵乘法的 FLOPs 不变。这种增长要紧吗？
+# 猜一猜：在小宽度、``h = 8`` 时（``embed_dim = 16``，一批 8 个序列，每个 128 个词元），softmax
+# 占全部 FLOPs 的比例是多少？在头数很多的真实宽度下，``h = 32`` 时（``embed_dim = 512``，一个
+# 256 个词元的序列）又是多少？哪个比例更大？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    :func:`~mha_ref.tutorial.head_count.attention_flops` 能给出两者。矩阵乘法随 ``embed_dim``
+#    增长（投影随它的平方增长），softmax 只随 ``h`` 和 ``seq_len`` 的平方增长。``embed_dim = 16``
+#    时矩阵乘法很小，逐元素的 softmax 在总工作量里占了很大一块；``embed_dim = 512`` 时，即使取最大
+#    的 ``h``，投影也远远压过它。所以在真实宽度下，头数几乎不改变 FLOPs；仍然随 ``h`` 增长的，是
+#    注意力权重占用的内存（在把它们完整存下来的那条路径上）。
+
+for label, (n, length, width, h) in {
+    "小宽度": (batch, seq_len, embed_dim, 8),
+    "真实宽度": (1, 256, 512, 32),
+}.items():
+    flops = attention_flops(n, length, width, h)
+    share = flops["softmax"] / flops["total"]
+    print(
+        f"{label}：embed_dim={width}，h={h}，seq_len={length}："
+        f"softmax {flops['softmax'] / 1e6:.1f} MFLOPs，总计 {flops['total'] / 1e6:.1f} MFLOPs，"
+        f"占比 {share:.3f}"
+    )
+
+# %%
+# **练习 3.** 在最后一张表里，有 2 个键/值头的 GQA 参数比 MHA 少，尽管两者都有 8 个查询头。四个
+# 投影中哪几个少了参数？它们的矩阵现在是什么形状？一共省下多少参数？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    每个查询头都还在，也都还经过输出投影写出结果，所以 ``q_proj`` 和 ``out_proj`` 仍是
+#    ``(embed_dim, embed_dim)`` 的矩阵。只有键和值的投影缩小了，变成 ``num_kv_heads * head_dim``
+#    行。去掉的每一行原有 ``embed_dim`` 个参数和一个偏置，K 和 V 各去掉这么多行，省下的就是这些；
+#    KV 缓存缩小的倍数与这些行数缩小的倍数相同。
+
+kv_counts = {}
+for kv_heads in (num_heads, 2):
+    gqa = GroupedQueryAttention(model_dim, num_heads, kv_heads)
+    kv_counts[kv_heads] = sum(p.numel() for p in gqa.parameters())
+    shapes = {name: tuple(p.shape) for name, p in gqa.named_parameters() if name.endswith("weight")}
+    print(f"num_kv_heads={kv_heads}：", shapes)
+rows_dropped = (num_heads - 2) * (model_dim // num_heads)  # 每个投影去掉的行数，K 和 V 相同
+print(
+    f"省下的参数：{kv_counts[num_heads] - kv_counts[2]}，"
+    f"2 × 去掉的行数 × (embed_dim + 1)：{2 * rows_dropped * (model_dim + 1)}"
+)

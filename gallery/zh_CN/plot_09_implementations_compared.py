@@ -347,3 +347,92 @@ fig = plot_benchmark(
     memory_reference_label="注意力权重张量的大小",
 )
 plt.show()
+
+# %%
+# 练习
+# ----
+# **练习 1.** 回到教学用的尺寸。保持批大小和宽度不变，把 ``seq_len`` 连续翻倍两次。预测批量
+# 显式计算、朴素循环（逐个头）和 ``F.scaled_dot_product_attention`` 三者的峰值内存：各自大致与
+# ``seq_len`` 成正比，还是与它的平方成正比？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    批量显式计算要存下整个 ``(batch, num_heads, seq_len, seq_len)`` 的注意力权重张量，所以峰值
+#    随 ``seq_len`` 的平方增长。朴素循环一次只保留一个头的 ``(batch, seq_len, seq_len)``：峰值
+#    小一些，但仍然是平方增长。如果融合算子从不完整存下分数，它保留的东西（查询、键、值和输出）
+#    只随 ``seq_len`` 线性增长；打印出的增长倍数会告诉你这台设备上的算子是否如此。序列越长，融合
+#    算子的优势越明显。
+
+quadratic_paths = {
+    "批量显式计算（mha_ref）": batched_explicit,
+    "朴素循环（逐个头）": naive_loop,
+    "F.scaled_dot_product_attention": fused_sdpa,
+}
+longer = [x.repeat(1, k, 1) for k in (1, 2, 4)]  # 每个都是 (batch, k * seq_len, embed_dim)
+print("seq_len：", [t.shape[1] for t in longer])
+for name, fn in quadratic_paths.items():
+    with torch.no_grad():
+        peak = [peak_memory(lambda fn=fn, t=t: fn(t), device).peak_bytes for t in longer]
+    growth = [f"{b / a:.1f} 倍" for a, b in zip(peak[:-1], peak[1:], strict=True)]
+    print(f"{name}：峰值 MiB {[f'{p / 2**20:.2f}' for p in peak]}，每翻一倍增长 {growth}")
+
+# %%
+# **练习 2.** MQA 只保留一个键/值头，这里键和值只有 MHA 的八分之一。然而在峰值内存表里，它的峰值
+# 接近批量显式计算，远高于融合算子。是哪个张量把它撑在那里的？预测 MHA、GQA 和 MQA 的键和注意力
+# 权重各有多大。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    分组让查询头共用键和值，但每个查询头仍然要给每个键打分：注意力权重为每个 *查询* 头保留一个
+#    ``(seq_len, seq_len)`` 矩阵，三者大小相同。键随 ``num_kv_heads`` 缩小；最大的张量，即注意力
+#    权重，却不变。GQA 和 MQA 省下的是生成文本时的 KV 缓存；注意力权重的内存，只有从不存下它们的
+#    算子才能省。
+
+
+def mib(tensor):
+    return tensor.numel() * tensor.element_size() / 2**20
+
+
+size_rows = []
+with torch.no_grad():
+    keys = split_heads(F.linear(x, W_k, b_k), num_heads)  # (batch, num_heads, seq_len, head_dim)
+    _, weights = ref(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len)
+    size_rows.append(("MHA", tuple(keys.shape), f"{mib(keys):.3f}", tuple(weights.shape), f"{mib(weights):.3f}"))
+    for name, module in gqa_modules.items():
+        keys = split_heads(module.k_proj(x), module.num_kv_heads)  # (batch, num_kv_heads, seq_len, head_dim)
+        _, weights = module(x, need_weights=True)  # (batch, num_heads, seq_len, seq_len)
+        size_rows.append((name, tuple(keys.shape), f"{mib(keys):.3f}", tuple(weights.shape), f"{mib(weights):.3f}"))
+print(text_table(["实现", "键的形状", "键 MiB", "注意力权重的形状", "注意力权重 MiB"], size_rows))
+
+# %%
+# **练习 3.** 上面的检查把每个实现与 float64 参考结果相比，并允许一定的误差。为什么不直接用
+# ``torch.equal`` 比较两个 float32 实现？预测一下：朴素循环的输出，与批量显式计算、打包 QKV 和
+# ``F.scaled_dot_product_attention`` 的输出是否逐位相同？如果不同，差异与输出量级下 float32 的精度
+# 相比有多大？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    它们计算的是同一个函数，但舍入的顺序不同：每种实现都按自己的顺序累加同样的乘积（逐个头还是
+#    所有头一起，三次矩阵乘法还是一次打包的乘法，算子是否分块遍历键）。float32 的每次运算都带有约
+#    ``torch.finfo(torch.float32).eps`` 的相对误差，所以输出在最后几位上不同，差异相当于输出量级下
+#    的几次舍入。``torch.equal`` 会把相同的函数判为不同；要判断“是同一个函数”，应当像上面的检查
+#    那样，与更精确的参考结果比较，并允许舍入误差。
+
+with torch.no_grad():
+    loop_output = naive_loop(x)  # (batch, seq_len, embed_dim)
+for name, fn in {
+    "批量显式计算（mha_ref）": batched_explicit,
+    "打包 QKV": packed_qkv,
+    "F.scaled_dot_product_attention": fused_sdpa,
+}.items():
+    with torch.no_grad():
+        other = fn(x)  # (batch, seq_len, embed_dim)
+    print(
+        f"朴素循环对比 {name}：逐位相同 {torch.equal(loop_output, other)}，"
+        f"最大绝对差 {(loop_output - other).abs().max().item():.0e}"
+    )
+eps = torch.finfo(torch.float32).eps
+print(f"float32 的 eps 乘以输出的量级：{eps * expected.abs().max().item():.0e}")
