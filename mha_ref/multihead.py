@@ -157,12 +157,14 @@ class MultiHeadAttention(nn.MultiheadAttention):
     **Two paths, like PyTorch.** When the weights are returned (``need_weights=True``, the
     default) the attention step is the explicit ``mha_ref.scaled_dot_product_attention``: every
     intermediate is a tensor you can inspect. When they are not (``need_weights=False``) the
-    step calls ``torch.nn.functional.scaled_dot_product_attention``, which computes the same
-    thing with fused kernels that never store the ``(batch, num_heads, L, S)`` weights, as
-    ``torch.nn.MultiheadAttention`` does. Everything around that one call (projections, head
-    split, masks, merge, output projection) is the same code. ``use_fused=False`` keeps the
-    explicit path for ``need_weights=False`` too (slower; for study, debugging, and
-    higher-order gradients: some fused kernels have no double backward).
+    step calls ``torch.nn.functional.scaled_dot_product_attention``, as
+    ``torch.nn.MultiheadAttention`` does: it computes the same thing, with a fused kernel where
+    the device and inputs allow one. Whether the ``(batch, num_heads, L, S)`` weights are ever
+    stored depends on the kernel: flash attention never stores them, the math backend does
+    (example 9 measures the peak memory of each path). Everything around that one call
+    (projections, head split, masks, merge, output projection) is the same code.
+    ``use_fused=False`` keeps the explicit path for ``need_weights=False`` too (slower; for
+    study, debugging, and higher-order gradients: some fused kernels have no double backward).
 
     Args:
         embed_dim: Total model width :math:`d_{model}` (query features and output features).

@@ -118,7 +118,7 @@ plt.show()
 # trained: the table above measures the cost for these targets. More heads buy more patterns
 # side by side, each less expressive. Bhojanapalli et al. argue that this is one reason why too
 # many heads hurt (compare the ``h = 32`` row of Vaswani et al.'s Table 3 in
-# :ref:`the head-count example <sphx_glr_auto_examples_plot_06_how_many_heads.py>`), and propose
+# :ref:`Example 6 <sphx_glr_auto_examples_plot_06_how_many_heads.py>`), and propose
 # to decouple the two: set ``head_dim`` to the sequence length whatever the number of heads, and
 # pay for it in parameters. The targets here are random, so nothing in them helps a narrow head;
 # how much the bottleneck costs on the patterns a trained model actually needs is a different
