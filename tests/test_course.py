@@ -7,6 +7,7 @@ The tests of the built pages are skipped, with the reason, when ``nox -s docs`` 
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import sys
@@ -205,6 +206,25 @@ def test_zh_terminology_rules_see_what_they_forbid():
     assert not ZERO_BASED_ORDINAL.search("第二个句子，头 0")
     assert PARAMETERS_AS_WEIGHTS.search("因此权重可以在两者之间来回迁移")
     assert not PARAMETERS_AS_WEIGHTS.search("复制注意力权重")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_example_page_says_how_to_install_the_package(lang):
+    """Each example page's install note links the wheel by its file name alone and shows the
+    install command as code; no reST markup leaks into the text (a role followed by "（" once
+    swallowed the rest of the Chinese sentence into the link)."""
+    from mha_ref_course import install_command, wheel_name
+
+    pages = sorted((HTML / lang / "auto_examples").glob("plot_*.html"))
+    assert len(pages) == 15
+    for path in pages:
+        page = _page(lang, f"auto_examples/{path.name}")
+        note = re.search(r"<p class=\"mha-install\"[^>]*>(.*?)</p>", page, re.S)
+        assert note, f"{lang}/{path.name}: no install note"
+        links = re.findall(r"<a [^>]*>(.*?)</a>", note.group(1), re.S)
+        assert [re.sub(r"<[^>]+>", "", a).strip() for a in links] == [wheel_name()], links
+        text = html.unescape(re.sub(r"<[^>]+>", "", note.group(1)))
+        assert "`" not in text and install_command(wheel_name()) in text, text
 
 
 # -- the wheel the site ships --------------------------------------------------------------------

@@ -202,7 +202,9 @@ _INSTALL_NOTE = {
         "in the folder where you saved it, run ``{command}``."
     ),
     "zh_CN": (
-        "要在自己的电脑上运行这个示例，先安装它导入的 ``mha_ref`` 包：下载 :mha-wheel:`{wheel}`"
+        # reST ends inline markup only before a space or some punctuation, not before "（":
+        # an escaped space (removed from the output) ends the role instead
+        "要在自己的电脑上运行这个示例，先安装它导入的 ``mha_ref`` 包：下载 :mha-wheel:`{wheel}`\\ "
         "（与本页出自同一次提交），然后在保存它的目录里运行 ``{command}``。"
     ),
 }

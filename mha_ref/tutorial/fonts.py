@@ -76,10 +76,20 @@ def cjk_font_path() -> Path:
 
 
 def _register_cjk_font() -> None:
-    """Add the bundled collection to matplotlib's font manager once (every face of it)."""
-    known = {entry.name for entry in font_manager.fontManager.ttflist}
-    if CJK_FONT_FAMILY not in known:
-        font_manager.fontManager.addfont(cjk_font_path())
+    """Add the bundled collection to matplotlib's font manager once (every face of it).
+
+    A system may have a font of the same family name (Debian's fonts-noto-cjk does): matplotlib
+    would then take whichever file it met first. The family name is made to mean the bundled
+    file alone, so a figure looks the same with or without system fonts.
+    """
+    manager = font_manager.fontManager
+    path = str(cjk_font_path())
+    if not any(entry.fname == path for entry in manager.ttflist):
+        manager.addfont(path)  # also empties the manager's findfont cache
+    others = [e for e in manager.ttflist if e.name == CJK_FONT_FAMILY and e.fname != path]
+    if others:
+        manager.ttflist = [e for e in manager.ttflist if e not in others]
+        manager._findfont_cached.cache_clear()  # the cache may hold the system file
 
 
 def use_cjk_font() -> str:
