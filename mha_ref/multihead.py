@@ -160,8 +160,9 @@ class MultiHeadAttention(nn.MultiheadAttention):
     step calls ``torch.nn.functional.scaled_dot_product_attention``, as
     ``torch.nn.MultiheadAttention`` does: it computes the same thing, with a fused kernel where
     the device and inputs allow one. Whether the ``(batch, num_heads, L, S)`` weights are ever
-    stored depends on the kernel: flash attention never stores them, the math backend does
-    (example 9 measures the peak memory of each path). Everything around that one call
+    stored depends on the kernel: the fused ones (flash, memory-efficient, cuDNN) never store
+    them; the math backend, which PyTorch falls back to when no fused kernel accepts the inputs,
+    does (example 9 measures the peak memory of each path). Everything around that one call
     (projections, head split, masks, merge, output projection) is the same code.
     ``use_fused=False`` keeps the explicit path for ``need_weights=False`` too (slower; for
     study, debugging, and higher-order gradients: some fused kernels have no double backward).
