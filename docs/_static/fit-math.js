@@ -1,7 +1,8 @@
 /*
  * A display formula wider than the column (a phone's screen) is shown smaller, down to 60% of
  * its size, so that it fits instead of being cut at the edge. One that still does not fit
- * scrolls sideways inside its box, with a shadow at the hidden edge (mha-ref.css).
+ * scrolls sideways inside its box, with a shadow at the hidden edge (mha-ref.css). An inline
+ * formula wider than its paragraph scrolls sideways inside a box of the paragraph's width.
  */
 (function () {
   "use strict";
@@ -13,6 +14,15 @@
       box.style.fontSize = "";
       var ratio = box.clientWidth / box.scrollWidth;
       if (ratio < 1) box.style.fontSize = Math.max(0.98 * ratio, SMALLEST) * 100 + "%";
+    });
+    // an inline formula wider than its paragraph (a long formula on a phone) becomes a box of
+    // the paragraph's width that scrolls sideways, instead of running past the screen's edge
+    document.querySelectorAll('mjx-container:not([display="true"])').forEach(function (box) {
+      box.classList.remove("mha-wide-inline");
+      var column = box.closest("p, li, dd, td") || box.parentElement;
+      if (box.getBoundingClientRect().width > column.clientWidth) {
+        box.classList.add("mha-wide-inline");
+      }
     });
   }
 

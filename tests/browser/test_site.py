@@ -250,6 +250,30 @@ def test_chinese_pages_emphasise_without_a_fake_slant(watched, site_url):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_inline_formula_runs_past_a_phone_screen(watched, site_url, lang):
+    """At 390 px the API page's long inline formulas (the ``Math:`` lines) stay on the screen:
+    one wider than its paragraph scrolls sideways inside a box (fit-math.js)."""
+    watch = watched()
+    page = watch.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{site_url}/{lang}/api.html", wait_until="load")
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    page.evaluate("() => MathJax.startup.promise")
+    page.evaluate("() => window.dispatchEvent(new Event('resize'))")
+    found = page.evaluate(
+        """() => { const w = document.documentElement.clientWidth;
+          const all = Array.from(
+            document.querySelectorAll('article mjx-container:not([display="true"])'));
+          return {count: all.length,
+                  boxed: all.filter(b => b.classList.contains('mha-wide-inline')).length,
+                  past: all.filter(b => b.getBoundingClientRect().right > w + 1).length}; }"""
+    )
+    assert found["count"] > 20 and found["boxed"] >= 1, found  # long formulas were there
+    assert found["past"] == 0, found
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 SECTION_IDS = (
     "() => Array.from(document.querySelectorAll('article.bd-article section[id]'), s => s.id)"
 )
