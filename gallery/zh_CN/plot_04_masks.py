@@ -69,8 +69,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
-# 掩码对权重的影响
-# ----------------
+# 掩码对注意力权重的影响
+# ----------------------
 # ``mha_ref.MultiHeadAttention`` 接收掩码的方式与 ``torch.nn.MultiheadAttention`` 相同：
 # 形状为 ``(seq_len, seq_len)`` 的 ``attn_mask`` 和形状为 ``(batch, seq_len)`` 的
 # ``key_padding_mask``，两者都以 ``True`` 表示 **屏蔽**，所以我们的掩码要先经过
