@@ -8,6 +8,7 @@ from __future__ import annotations
 import html as html_module
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,19 @@ def test_docstring_section_titles_follow_the_page_language():
               for lang in LANGUAGES}
     assert len(fields["en"]) >= 10 and set(fields["en"]) == {"Type"}
     assert fields["zh_CN"] == ["类型"] * len(fields["en"])
+
+
+def test_zh_api_page_keeps_every_cross_reference():
+    """The translated API page links to the same places as the English one: a translation, or a
+    field relabelled in Chinese, can turn a cross-reference into plain text (the attributes' type
+    field did: ``list[HeadSummary]`` lost its link when its label was rewritten to 类型)."""
+    link = re.compile(r'<a class="reference internal" href="([^"]*)"')
+    hrefs = {lang: Counter(link.findall((HTML / lang / "api.html").read_text(encoding="utf-8")))
+             for lang in LANGUAGES}
+    assert hrefs["en"]["#mha_ref.tutorial.heads.HeadSummary"] >= 2
+    assert sum(hrefs["en"].values()) >= 300
+    lost, added = hrefs["en"] - hrefs["zh_CN"], hrefs["zh_CN"] - hrefs["en"]
+    assert not lost and not added, (lost, added)
 
 
 def test_no_space_between_chinese_characters_on_zh_pages():

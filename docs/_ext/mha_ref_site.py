@@ -311,24 +311,36 @@ def _translate_gallery_text(app: Sphinx, docname: str, source: list[str]) -> Non
 #: napoleon translates only its standard titles (Args, Returns, Raises)
 _ZH_DOCSTRING_SECTIONS = {"Shape": "形状", "Source": "出处"}
 _RUBRIC = re.compile(r"(\s*\.\. rubric:: )(\w+)\s*")
-#: the ``:type:`` field napoleon writes under each attribute: a field name Sphinx shows as it is
-#: ("Type"), not one of its translated labels
-_ATTRIBUTE_TYPE = re.compile(r"(\s*):type:(\s.*)")
 
 
 def _translate_docstring_sections(app: Sphinx, what, name, obj, options, lines: list[str]) -> None:
-    """On Chinese pages, title the docstrings' own sections and the attributes' "Type" field in
-    Chinese, as napoleon and Sphinx title their standard ones (参数, 返回). Runs after napoleon
-    (``autodoc-process-docstring``, priority 600)."""
+    """On Chinese pages, title the docstrings' own sections in Chinese, as napoleon and Sphinx
+    title their standard ones (参数, 返回). Runs after napoleon (``autodoc-process-docstring``,
+    priority 600)."""
     if app.config.language != "zh_CN":
         return
     for i, line in enumerate(lines):
         match = _RUBRIC.fullmatch(line)
         if match and match.group(2) in _ZH_DOCSTRING_SECTIONS:
             lines[i] = match.group(1) + _ZH_DOCSTRING_SECTIONS[match.group(2)]
-        match = _ATTRIBUTE_TYPE.fullmatch(line)
-        if match:
-            lines[i] = f"{match.group(1)}:类型:{match.group(2)}"
+
+
+#: the label of the ``:type:`` field napoleon writes under each attribute. Sphinx shows that
+#: field's name as it is, capitalised ("Type"), not as one of its translated labels; it has to
+#: stay ``:type:`` in the docstring, because only a field Sphinx knows gets its type linked
+#: (``list[HeadSummary]``), so the label is changed in the doctree, after Sphinx linked it
+_ZH_ATTRIBUTE_TYPE_LABEL = {"Type": "类型"}
+
+
+def _translate_attribute_type_label(app: Sphinx, doctree) -> None:
+    """On Chinese pages, label the attributes' type field 类型 (``doctree-read``)."""
+    from docutils import nodes
+
+    if app.config.language != "zh_CN":
+        return
+    for name in doctree.findall(nodes.field_name):
+        if (label := _ZH_ATTRIBUTE_TYPE_LABEL.get(name.astext())) is not None:
+            name[:] = [nodes.Text(label)]
 
 
 def _add_provenance(app: Sphinx, docname: str, source: list[str]) -> None:
@@ -602,6 +614,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", _add_provenance)
     app.connect("source-read", _translate_gallery_text)
     app.connect("autodoc-process-docstring", _translate_docstring_sections, priority=600)
+    app.connect("doctree-read", _translate_attribute_type_label)
     app.add_post_transform(JoinChineseText)
     app.connect("html-page-context", _full_width_field_colons)
     app.connect("build-finished", _write_stamp)

@@ -114,7 +114,7 @@ def time_interleaved_spread(
     of load hits every callable alike, so their ratios stay meaningful.
 
     Args:
-        fns: ``{name: callable with no arguments}``.
+        fns: a mapping ``{name: callable}``; each callable takes no arguments.
         warmup: untimed rounds first.
         repeats: timed rounds; each callable is timed once per round.
         device: where the callables run; on CUDA the device is synchronised around each call.
