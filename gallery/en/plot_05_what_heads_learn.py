@@ -325,10 +325,10 @@ plt.show()
 #    :class-container: mha-answer
 #
 #    Knowing one token only, the best guess for each of its values is the target that occurs most
-#    often with it; counting on the evaluation set gives that bound exactly. The ablated model
-#    stays below it, much nearer to always guessing the most frequent target: its read-out was
-#    trained to combine both tokens, and nothing was retrained after the heads went. Zero
-#    ablation measures what *this trained model* loses, not how much information the remaining
+#    often with it; counting on the evaluation set gives that bound exactly. The ablated model stays
+#    below it (how far below depends on the model: retrain with another seed and compare): its
+#    read-out was trained to combine both tokens, and nothing was retrained after the heads went.
+#    Zero ablation measures what *this trained model* loses, not how much information the remaining
 #    heads could still carry.
 
 eval_tokens, eval_targets = result.eval_batch()  # (N, seq_len), (N, seq_len)
@@ -404,12 +404,12 @@ for gate_value in [1.0, 0.75, 0.5, 0.25, 0.0]:
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    In this model the cheap proxy does about as well: the first half of the two orders holds
-#    the same heads, and the two curves stay close until only a few heads are left. That
-#    agreement is itself a measurement: it is known only because the pruning was run. The
-#    confidence says how sharply a head looks, not what it writes; every head of the wide model
-#    looks sharply, and the ablation found some that can go. Whether the proxy ranks well in
-#    another model is again a question for an intervention.
+#    In this model the cheap proxy does about as well: the first half of the two orders holds the
+#    same heads, and the two curves stay close until only a few heads are left (with another seed
+#    the orders can differ more; try it). That agreement is itself a measurement: it is known only
+#    because the pruning was run. The confidence says how sharply a head looks, not what it writes;
+#    every head of the wide model looks sharply, and the ablation found some that can go. Whether
+#    the proxy ranks well in another model is again a question for an intervention.
 
 from mha_ref.tutorial.ablation import pruning_curve
 

@@ -395,24 +395,30 @@ for h, width, count in zip(head_counts, widths, counts, strict=True):
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    :func:`~mha_ref.tutorial.head_count.attention_flops` gives both. The matrix products grow
-#    with ``embed_dim`` (the projections with its square), the softmax only with ``h`` and the
-#    square of ``seq_len``. At ``embed_dim = 16`` the products are so small that the element-wise
-#    softmax is a large share of the work; at ``embed_dim = 512`` the projections dwarf it even
-#    with the largest ``h``. So at a realistic width the number of heads hardly changes the
-#    FLOPs; what still grows with ``h`` is the memory of the weights, where a path materialises
-#    them.
+#    :func:`~mha_ref.tutorial.head_count.attention_flops` gives both. The matrix products grow with
+#    ``embed_dim`` (the projections with its square), the softmax only with ``h`` and the square of
+#    ``seq_len``. At ``embed_dim = 16`` the products are so small that the element-wise softmax is a
+#    large share of the work; at ``embed_dim = 512`` and 256 tokens the projections dwarf it. The
+#    short sequence matters as much as the width there: the two attention products also grow with
+#    the square of ``seq_len``, and against them alone the softmax costs
+#    ``6 * h / (4 * embed_dim) = 1.5 / head_dim``. So what keeps the softmax's share small on long
+#    sequences is a wide head, not a wide model: the last line keeps the realistic width and
+#    ``h = 32`` (``head_dim = 16``) with 4096 tokens, and the share grows. What also grows with
+#    ``h`` is the memory of the weights, where a path materialises them.
 
 for label, (n, length, width, h) in {
     "tiny": (batch, seq_len, embed_dim, 8),
     "realistic": (1, 256, 512, 32),
+    "realistic, long": (1, 4096, 512, 32),
 }.items():
     flops = attention_flops(n, length, width, h)
     share = flops["softmax"] / flops["total"]
+    against_products = flops["softmax"] / (flops["scores"] + flops["weighted_sum"])
     print(
         f"{label}: embed_dim={width}, h={h}, seq_len={length}: "
         f"softmax {flops['softmax'] / 1e6:.1f} of {flops['total'] / 1e6:.1f} MFLOPs, "
-        f"a share of {share:.3f}"
+        f"a share of {share:.3f}; against the two attention products alone {against_products:.3f} "
+        f"(1.5 / head_dim = {1.5 / (width // h):.3f})"
     )
 
 # %%

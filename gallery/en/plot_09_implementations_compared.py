@@ -409,8 +409,12 @@ for name, fn in quadratic_paths.items():
 #    Grouping shares keys and values between query heads, but every query head still scores
 #    every key: the weights keep one ``(seq_len, seq_len)`` matrix per *query* head, the same
 #    size for all three. The keys shrink with ``num_kv_heads``; the weights, the largest tensor,
-#    do not. GQA and MQA save the KV cache when generating text; the memory of the weights is
-#    saved only by a kernel that never stores them.
+#    do not. The keys stay small during the attention step too: this explicit path does not
+#    repeat the shared keys and values to every query head (as ``enable_gqa=True`` in
+#    :func:`mha_ref.scaled_dot_product_attention` does, with ``repeat_interleave``); it stacks
+#    the query heads of each group and scores them against their one key/value head. GQA and MQA
+#    save the KV cache when generating text; the memory of the weights is saved only by a kernel
+#    that never stores them.
 
 
 def mib(tensor):

@@ -211,20 +211,18 @@ print(f"  removed from layer 2 values:  {composition['V']:.3f}")
 # Exercises
 # ---------
 # **Exercise 1.** On a copy of the seeded module, multiply head 0's query projection (its rows of
-# :math:`W^Q` and of the query bias) by a factor; on another copy, do the same to its value
-# projection instead. For each change, predict: do head 0's attention weights change? Is head
-# 0's term multiplied by the factor, changed in some other way, or left alone? Does head 1's
-# term change?
+# :math:`W^Q` and of the query bias) by 2; on another copy, do the same to its value projection
+# instead. For each change, predict: do head 0's attention weights change? Is head 0's term
+# multiplied by 2, changed in some other way, or left alone? Does head 1's term change?
 #
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
 #    The query projection is on the QK side: it multiplies every score of head 0, so the softmax
-#    gets sharper and the attention weights change; the term changes with them, though not by
-#    the factor, and the OV matrix is the same as before. The value projection is on the OV
-#    side: the weights do not move, and the term, a weighted sum of the values, is multiplied by
-#    the factor. Head 1 has its own rows of every projection, so neither change reaches its
-#    term:
+#    gets sharper and the attention weights change; the term changes with them, though not by 2, and
+#    the OV matrix is the same as before. The value projection is on the OV side: the weights do not
+#    move, and the term, a weighted sum of the values, is multiplied by 2. Head 1 has its own rows
+#    of every projection, so neither change reaches its term:
 
 import copy
 

@@ -149,19 +149,34 @@ print(f"queries: {sweep.seq_len}")
 print(text_table(["pattern", "different most-attended keys"], rows))
 
 # %%
-# **Exercise 2.** Keep one head of ``head_dim = 4`` and change the sequence length ``L`` instead.
-# Up to which ``L`` can it match every attention pattern exactly? Check your answer with new
-# random targets and inputs for a range of lengths.
+# **Exercise 2.** Keep one head of ``head_dim = 4`` on ``L = 5`` keys. Then ``head_dim >= L - 1``,
+# so by the threshold at the top of the page the head can match every attention pattern, with inputs
+# of rank ``L``. The sweep's inputs had more features than keys; give them fewer: ``embed_dim = 4``,
+# as narrow as the head (a head is never wider than its inputs). Can the head still match every
+# pattern? Count the numbers the head can choose, and the numbers a pattern needs.
 #
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    The threshold at the top of the page, read the other way: the centred log-probabilities of
-#    ``L`` keys have rank up to ``L - 1``, so the head matches every pattern while
-#    ``L - 1 <= head_dim``, that is up to ``L = head_dim + 1``. For longer sequences neither the
-#    closed form nor gradient descent finds an exact head: the KL stays above zero. The fits
-#    below use the functions of :mod:`mha_ref.tutorial.low_rank` that the sweep uses, with fewer
-#    Adam steps:
+#    No. Whatever :math:`W_Q` and :math:`W_K` are, the scores are :math:`S = X M X^\top` with
+#    :math:`M = W_Q W_K^\top / \sqrt{d_k}`, an ``embed_dim`` by ``embed_dim`` matrix: at most
+#    ``embed_dim**2`` numbers to choose, and the per-row constants that the softmax ignores add
+#    ``L`` more. The log-probabilities of a pattern are ``L**2`` numbers, and with
+#    ``embed_dim = L - 1`` there are fewer numbers to choose than that. So the reachable matrices
+#    :math:`X M X^\top + c \mathbf{1}^\top` fill only a subspace of all ``L`` by ``L`` matrices, and
+#    the log-probabilities of a random target almost surely lie outside it. Then no head matches
+#    that target exactly, however it is trained: :math:`\mathrm{softmax}(S) = P` would put
+#    :math:`\log P` in the subspace. With inputs of rank ``L``, :math:`X M X^\top` can be any
+#    matrix, and the threshold applies. The table measures both sides: first the distance from each
+#    target's centred log-probabilities to the nearest :math:`X M X^\top + c \mathbf{1}^\top` (a
+#    least-squares projection, relative to their size, averaged over the targets; it lets :math:`M`
+#    be any matrix, not only one of rank ``head_dim``), then the fits of a head of width 4, made as
+#    in the sweep. With the narrowest inputs, gradient descent improves on the closed form but does
+#    not reach zero, and the distance says that no training could. (The projections of a real layer
+#    also have biases, which act like one more input feature that is always 1; with them, inputs of
+#    width ``L - 1`` would do.)
+
+import torch
 
 from mha_ref.tutorial.low_rank import (
     fit_closed_form,
@@ -172,16 +187,37 @@ from mha_ref.tutorial.low_rank import (
     make_targets,
 )
 
-head_dim, embed_dim, steps = 4, 8, 100
+head_dim, seq_len, steps = 4, 5, 300
+small_targets = make_targets(8, seq_len)  # (8, seq_len, seq_len)
+log_p = small_targets.log()  # (8, seq_len, seq_len)
+centred = log_p - log_p.mean(dim=-1, keepdim=True)  # (8, seq_len, seq_len)
+flat = centred.flatten(1).T  # (seq_len * seq_len, 8) one column per target
+row_constants = torch.kron(torch.eye(seq_len, dtype=flat.dtype), torch.ones(seq_len, 1, dtype=flat.dtype))
 rows = []
-for seq_len in range(3, 9):
+for embed_dim in (4, 5, 6, 8):
     x = make_inputs(seq_len, embed_dim)  # (seq_len, embed_dim)
-    small_targets = make_targets(8, seq_len)  # (8, seq_len, seq_len)
+    # X M X^T + c 1^T, flattened, is linear in (M, c): one column per entry of M and of c
+    basis = torch.cat([torch.kron(x, x), row_constants], dim=1)  # (seq_len**2, embed_dim**2 + seq_len)
+    nearest = basis @ torch.linalg.pinv(basis) @ flat  # (seq_len**2, 8)
+    distance = ((flat - nearest).norm(dim=0) / flat.norm(dim=0)).mean()
     w_q, w_k = fit_closed_form(x, small_targets, head_dim)  # (8, embed_dim, head_dim) each
     closed = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
     w_q, w_k = fit_descent(x, small_targets, w_q, w_k, steps=steps)  # (8, embed_dim, head_dim) each
     descent = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
-    rows.append([seq_len, f"{closed.clamp(min=0):.4f}", f"{descent.clamp(min=0):.4f}"])
-print(f"head_dim: {head_dim}, embed_dim: {embed_dim}, Adam steps: {steps}")
-print(f"longest L with L - 1 <= head_dim: {head_dim + 1}")
-print(text_table(["L", "KL closed form", "KL gradient descent"], rows))
+    rows.append(
+        [
+            embed_dim,
+            int(torch.linalg.matrix_rank(x)),
+            embed_dim**2 + seq_len,
+            f"{distance:.3f}",
+            f"{closed.clamp(min=0):.4f}",
+            f"{descent.clamp(min=0):.4f}",
+        ]
+    )
+print(f"head_dim: {head_dim}, L: {seq_len}, numbers in log P: L**2 = {seq_len**2}, Adam steps: {steps}")
+print(
+    text_table(
+        ["embed_dim", "rank of X", "embed_dim**2 + L", "distance of log P", "KL closed form", "KL gradient descent"],
+        rows,
+    )
+)

@@ -72,12 +72,13 @@ print(f"key/value projections for {seq_len} tokens: {with_cache} with the cache,
 # Which causal mask the new tokens need
 # -------------------------------------
 # When several new tokens arrive at once (the prompt, or a chunk of it), their queries are the
-# *last* rows of the sequence: ``new_len`` queries against ``cached_len`` keys, with
-# ``new_len <= cached_len``. The correct mask puts the last query at the last key: the causal
-# triangle aligned **bottom-right**, which ``decode`` builds with
-# ``causal_mask(new_len, cached_len, alignment="bottom_right")``. PyTorch's ``is_causal=True``
-# means the *top-left* alignment, right only when ``new_len == cached_len``. See
-# :ref:`masks-kv-cache` and :ref:`sphx_glr_auto_examples_plot_04_masks.py`.
+# *last* rows of the sequence: ``new_len`` queries against all the keys, cached and new, ``total``
+# of them (the code below calls it so), with ``new_len <= total``. The correct mask puts the last
+# query at the last key: the causal triangle aligned **bottom-right**, which ``decode`` builds once
+# it has appended the new keys, when the cache's ``cached_len`` is that total:
+# ``causal_mask(new_len, cached_len, alignment="bottom_right")``. PyTorch's ``is_causal=True`` means
+# the *top-left* alignment, right only when ``new_len == total``, that is when nothing was cached
+# before. See :ref:`masks-kv-cache` and :ref:`sphx_glr_auto_examples_plot_04_masks.py`.
 #
 # Below, 3 new tokens arrive when 4 are cached. The bottom-right mask reproduces the last 3
 # rows of full causal attention; the top-left one does not.

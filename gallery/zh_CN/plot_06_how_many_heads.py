@@ -358,22 +358,28 @@ for h, width, count in zip(head_counts, widths, counts, strict=True):
 # .. dropdown:: 参考答案
 #    :class-container: mha-answer
 #
-#    :func:`~mha_ref.tutorial.head_count.attention_flops` 能给出两者。矩阵乘法随 ``embed_dim``
-#    增长（投影随它的平方增长），softmax 只随 ``h`` 和 ``seq_len`` 的平方增长。``embed_dim = 16``
-#    时矩阵乘法很小，逐元素的 softmax 在总工作量里占了很大一块；``embed_dim = 512`` 时，即使取最大
-#    的 ``h``，投影也远远压过它。所以在真实宽度下，头数几乎不改变 FLOPs；仍然随 ``h`` 增长的，是
-#    注意力权重占用的内存（在把它们完整存下来的那条路径上）。
+#    :func:`~mha_ref.tutorial.head_count.attention_flops` 能给出两者。矩阵乘法随 ``embed_dim`` 增长
+#    （投影随它的平方增长），softmax 只随 ``h`` 和 ``seq_len`` 的平方增长。``embed_dim = 16`` 时矩阵
+#    乘法很小，逐元素的 softmax 在总工作量里占了很大一块；``embed_dim = 512``、256 个词元时，投影远
+#    远压过它。这里序列短和宽度大同样要紧：注意力的两次矩阵乘法也随 ``seq_len`` 的平方增长，只与它们
+#    相比，softmax 的开销是 ``6 * h / (4 * embed_dim) = 1.5 / head_dim``。所以在长序列上，让 softmax
+#    占比保持很小的是宽的头，而不是宽的模型：最后一行保持真实宽度和 ``h = 32``
+#    （``head_dim = 16``），换成 4096 个词元，占比就变大了。同样随 ``h`` 增长的，还有注意力权重占用
+#    的内存（在把它们完整存下来的那条路径上）。
 
 for label, (n, length, width, h) in {
     "小宽度": (batch, seq_len, embed_dim, 8),
     "真实宽度": (1, 256, 512, 32),
+    "真实宽度，长序列": (1, 4096, 512, 32),
 }.items():
     flops = attention_flops(n, length, width, h)
     share = flops["softmax"] / flops["total"]
+    against_products = flops["softmax"] / (flops["scores"] + flops["weighted_sum"])
     print(
         f"{label}：embed_dim={width}，h={h}，seq_len={length}："
         f"softmax {flops['softmax'] / 1e6:.1f} MFLOPs，总计 {flops['total'] / 1e6:.1f} MFLOPs，"
-        f"占比 {share:.3f}"
+        f"占比 {share:.3f}；只与注意力的两次矩阵乘法相比 {against_products:.3f}"
+        f"（1.5 / head_dim = {1.5 / (width // h):.3f}）"
     )
 
 # %%

@@ -386,9 +386,11 @@ for name, fn in quadratic_paths.items():
 #    :class-container: mha-answer
 #
 #    分组让查询头共用键和值，但每个查询头仍然要给每个键打分：注意力权重为每个 *查询* 头保留一个
-#    ``(seq_len, seq_len)`` 矩阵，三者大小相同。键随 ``num_kv_heads`` 缩小；最大的张量，即注意力
-#    权重，却不变。GQA 和 MQA 省下的是生成文本时的 KV 缓存；注意力权重的内存，只有从不存下它们的
-#    算子才能省。
+#    ``(seq_len, seq_len)`` 矩阵，三者大小相同。键随 ``num_kv_heads`` 缩小；最大的张量，即注意力权
+#    重，却不变。在注意力这一步里，键也一直这么小：这条显式路径不会把共用的键和值复制给每个查询头
+#    （:func:`mha_ref.scaled_dot_product_attention` 的 ``enable_gqa=True`` 会用
+#    ``repeat_interleave`` 这样复制），而是把每组的查询头叠在一起，用这一组唯一的键/值头给它们打分。
+#    GQA 和 MQA 省下的是生成文本时的 KV 缓存；注意力权重的内存，只有从不存下它们的算子才能省。
 
 
 def mib(tensor):

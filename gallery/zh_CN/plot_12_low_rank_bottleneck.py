@@ -136,16 +136,29 @@ print(f"查询数：{sweep.seq_len}")
 print(text_table(["模式", "不同的最受关注的键"], rows))
 
 # %%
-# **练习 2.** 保持一个 ``head_dim = 4`` 的头不变，改为改变序列长度 ``L``。``L`` 最大到多少时，它还能
-# 精确匹配每一种注意力模式？用新的随机目标和输入，在一系列长度上检验你的答案。
+# **练习 2.** 保持一个 ``head_dim = 4`` 的头，键有 ``L = 5`` 个。这时 ``head_dim >= L - 1``，按本页
+# 开头的门槛，只要输入的秩为 ``L``，这个头就能精确匹配每一种注意力模式。扫描用的输入，特征比键多；现
+# 在让特征少一些：``embed_dim = 4``，和头一样窄（头从来不会比它的输入更宽）。这个头还能匹配每一种模
+# 式吗？数一数这个头能选多少个数，一个模式又需要多少个数。
 #
 # .. dropdown:: 参考答案
 #    :class-container: mha-answer
 #
-#    把本页开头的门槛反过来读：``L`` 个键的居中后的对数概率，秩最多为 ``L - 1``，所以只要
-#    ``L - 1 <= head_dim``，也就是 ``L`` 不超过 ``head_dim + 1``，这个头就能匹配每一种模式。序列更长
-#    时，闭式解和梯度下降都找不到精确的头：KL 始终大于零。下面的拟合使用扫描所用的
-#    :mod:`mha_ref.tutorial.low_rank` 中的同一批函数，只是 Adam 步数更少：
+#    不能。无论 :math:`W_Q` 和 :math:`W_K` 取什么，分数都是 :math:`S = X M X^\top`，其中
+#    :math:`M = W_Q W_K^\top / \sqrt{d_k}` 是一个 ``embed_dim`` 行 ``embed_dim`` 列的矩阵：可选的数
+#    最多 ``embed_dim**2`` 个，softmax 不在乎的每行常数再添 ``L`` 个。一个模式的对数概率有 ``L**2``
+#    个数，而 ``embed_dim = L - 1`` 时，可选的数比这少。所以能达到的矩阵
+#    :math:`X M X^\top + c \mathbf{1}^\top` 只铺满所有 ``L`` 行 ``L`` 列矩阵中的一个子空间，随机目标
+#    的对数概率几乎必然落在它外面。这样，无论怎样训练，都没有哪个头能精确匹配这个目标：
+#    :math:`\mathrm{softmax}(S) = P` 就意味着 :math:`\log P` 落在这个子空间里。输入的秩为 ``L`` 时，
+#    :math:`X M X^\top` 可以是任意矩阵，开头的门槛才适用。下表把两方面都测了出来：先是每个目标居中后
+#    的对数概率到最近的 :math:`X M X^\top + c \mathbf{1}^\top` 的距离（用最小二乘投影求得，相对于对
+#    数概率本身的大小，再对各个目标取平均；这里允许 :math:`M` 是任意矩阵，而不只是秩不超过
+#    ``head_dim`` 的矩阵），再是宽度为 4 的头的拟合结果，做法与扫描相同。输入最窄时，梯度下降比闭式
+#    解好，但到不了零；距离一列说明，怎样训练都到不了。（真实注意力层的投影还带偏置，偏置相当于多一
+#    个恒为 1 的输入特征；有了它，宽度为 ``L - 1`` 的输入就够了。）
+
+import torch
 
 from mha_ref.tutorial.low_rank import (
     fit_closed_form,
@@ -156,16 +169,37 @@ from mha_ref.tutorial.low_rank import (
     make_targets,
 )
 
-head_dim, embed_dim, steps = 4, 8, 100
+head_dim, seq_len, steps = 4, 5, 300
+small_targets = make_targets(8, seq_len)  # (8, seq_len, seq_len)
+log_p = small_targets.log()  # (8, seq_len, seq_len)
+centred = log_p - log_p.mean(dim=-1, keepdim=True)  # (8, seq_len, seq_len)
+flat = centred.flatten(1).T  # (seq_len * seq_len, 8) 每个目标一列
+row_constants = torch.kron(torch.eye(seq_len, dtype=flat.dtype), torch.ones(seq_len, 1, dtype=flat.dtype))
 rows = []
-for seq_len in range(3, 9):
+for embed_dim in (4, 5, 6, 8):
     x = make_inputs(seq_len, embed_dim)  # (seq_len, embed_dim)
-    small_targets = make_targets(8, seq_len)  # (8, seq_len, seq_len)
+    # 展平后的 X M X^T + c 1^T 对 (M, c) 是线性的：M 和 c 的每个元素各占一列
+    basis = torch.cat([torch.kron(x, x), row_constants], dim=1)  # (seq_len**2, embed_dim**2 + seq_len)
+    nearest = basis @ torch.linalg.pinv(basis) @ flat  # (seq_len**2, 8)
+    distance = ((flat - nearest).norm(dim=0) / flat.norm(dim=0)).mean()
     w_q, w_k = fit_closed_form(x, small_targets, head_dim)  # 两个都是 (8, embed_dim, head_dim)
     closed = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
     w_q, w_k = fit_descent(x, small_targets, w_q, w_k, steps=steps)  # 两个都是 (8, embed_dim, head_dim)
     descent = kl_divergence(small_targets, head_scores(x, w_q, w_k)).mean()
-    rows.append([seq_len, f"{closed.clamp(min=0):.4f}", f"{descent.clamp(min=0):.4f}"])
-print(f"head_dim：{head_dim}，embed_dim：{embed_dim}，Adam 步数：{steps}")
-print(f"满足 L - 1 <= head_dim 的最大 L：{head_dim + 1}")
-print(text_table(["L", "KL（闭式解）", "KL（梯度下降）"], rows))
+    rows.append(
+        [
+            embed_dim,
+            int(torch.linalg.matrix_rank(x)),
+            embed_dim**2 + seq_len,
+            f"{distance:.3f}",
+            f"{closed.clamp(min=0):.4f}",
+            f"{descent.clamp(min=0):.4f}",
+        ]
+    )
+print(f"head_dim：{head_dim}，L：{seq_len}，log P 中数的个数：L**2 = {seq_len**2}，Adam 步数：{steps}")
+print(
+    text_table(
+        ["embed_dim", "X 的秩", "embed_dim**2 + L", "log P 的距离", "KL（闭式解）", "KL（梯度下降）"],
+        rows,
+    )
+)

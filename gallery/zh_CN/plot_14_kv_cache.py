@@ -65,11 +65,13 @@ print(f"键/值投影次数，共 {seq_len} 个词元：有缓存 {with_cache} �
 # %%
 # 新词元需要哪种因果掩码
 # ----------------------
-# 几个新词元同时到来时（提示，或提示的一段），它们的查询是序列的 *最后* 几行：``new_len`` 个查询对
-# ``cached_len`` 个键，且 ``new_len <= cached_len``。正确的掩码让最后一个查询对准最后一个键：
-# **右下角对齐** 的因果三角，``decode`` 用 ``causal_mask(new_len, cached_len, alignment="bottom_right")``
-# 构造它。PyTorch 的 ``is_causal=True`` 指的是 *左上角* 对齐，只有 ``new_len == cached_len`` 时才正确。
-# 参见 :ref:`masks-kv-cache` 和 :ref:`sphx_glr_auto_examples_plot_04_masks.py`。
+# 几个新词元同时到来时（提示，或提示的一段），它们的查询是序列的 *最后* 几行：``new_len`` 个查询对全
+# 部的键，包括缓存中的和新来的，共 ``total`` 个（下面的代码就这样称呼它），且 ``new_len <= total``。
+# 正确的掩码让最后一个查询对准最后一个键：**右下角对齐** 的因果三角。``decode`` 先把新的键追加进缓
+# 存，这时缓存的 ``cached_len`` 就是这个总数，再用
+# ``causal_mask(new_len, cached_len, alignment="bottom_right")`` 构造它。PyTorch 的
+# ``is_causal=True`` 指的是 *左上角* 对齐，只有 ``new_len == total``，也就是之前什么都没有缓存时，才
+# 正确。参见 :ref:`masks-kv-cache` 和 :ref:`sphx_glr_auto_examples_plot_04_masks.py`。
 #
 # 下面，缓存里已有 4 个词元时来了 3 个新词元。右下角对齐的掩码重现了完整因果注意力的最后 3 行；
 # 左上角对齐的掩码则不然。
