@@ -44,8 +44,10 @@ class GroupedQueryAttention(nn.Module):
     ``attn_mask=padding_mask(lengths)[:, None, None, :]`` (shape ``(N, 1, 1, S)``).
 
     **Two paths, as in** ``MultiHeadAttention``. With ``need_weights=True`` the attention step is
-    the explicit ``mha_ref.scaled_dot_product_attention(..., enable_gqa=True)``, whose
-    intermediates you can inspect. With ``need_weights=False`` (the default here) it calls
+    explicit: the queries of each group are stacked against their group's one key/value head, so
+    the keys and values are never repeated or copied (the same numbers as
+    ``mha_ref.scaled_dot_product_attention(..., enable_gqa=True)``, which repeats them), and every
+    intermediate can be inspected. With ``need_weights=False`` (the default here) it calls
     ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``, which computes
     the same thing with fused kernels, unless ``use_fused=False``. Inputs and masks are checked
     the same way on both paths, and a float mask is cast to the query's dtype on both.

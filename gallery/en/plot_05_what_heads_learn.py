@@ -314,12 +314,13 @@ plt.show()
 # %%
 # Exercises
 # ---------
-# **Exercise 1.** Remove both heads that attend to offset ``-1``: the pairs printed above give
-# the accuracy that is left. The heads on offset ``-2`` are untouched (the gate acts after
-# attention). What is the best accuracy that *any* read-out could reach knowing only the token
-# two back? Is the ablated model close to that bound, or below it? And the same question the
-# other way round, with the heads on ``-2`` removed. What does your answer say about what zero
-# ablation measures?
+# **Exercise 1.** The pairs removed together above give the accuracy left without the two heads
+# that attend to offset ``-1``; the heads on offset ``-2`` still work (the gate zeroes one head's
+# output and does not change where the others look). What is the best accuracy that *any*
+# read-out could reach knowing only the token two back? Say how to compute that bound, then
+# whether the ablated model is close to it or well below it. And the same question the other way
+# round, with the heads on ``-2`` removed. What does your answer say about what zero ablation
+# measures?
 #
 # .. dropdown:: Answer
 #    :class-container: mha-answer

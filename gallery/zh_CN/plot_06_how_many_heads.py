@@ -359,7 +359,8 @@ for h, width, count in zip(head_counts, widths, counts, strict=True):
 #    :class-container: mha-answer
 #
 #    :func:`~mha_ref.tutorial.head_count.attention_flops` 能给出两者。矩阵乘法随 ``embed_dim`` 增长
-#    （投影随它的平方增长），softmax 只随 ``h`` 和 ``seq_len`` 的平方增长。``embed_dim = 16`` 时矩阵
+#    （投影部分与 ``embed_dim`` 的平方成正比）；softmax 则与 ``h`` 成正比、与 ``seq_len`` 的平方成正比，
+#    和 ``embed_dim`` 无关。``embed_dim = 16`` 时矩阵
 #    乘法很小，逐元素的 softmax 在总工作量里占了很大一块；``embed_dim = 512``、256 个词元时，投影远
 #    远压过它。这里序列短和宽度大同样要紧：注意力的两次矩阵乘法也随 ``seq_len`` 的平方增长，只与它们
 #    相比，softmax 的开销是 ``6 * h / (4 * embed_dim) = 1.5 / head_dim``。所以在长序列上，让 softmax
@@ -390,9 +391,11 @@ for label, (n, length, width, h) in {
 #    :class-container: mha-answer
 #
 #    每个查询头都还在，也都还经过输出投影写出结果，所以 ``q_proj`` 和 ``out_proj`` 仍是
-#    ``(embed_dim, embed_dim)`` 的矩阵。只有键和值的投影缩小了，变成 ``num_kv_heads * head_dim``
-#    行。去掉的每一行原有 ``embed_dim`` 个参数和一个偏置，K 和 V 各去掉这么多行，省下的就是这些；
-#    KV 缓存缩小的倍数与这些行数缩小的倍数相同。
+#    ``(embed_dim, embed_dim)`` 的矩阵。只有键和值的投影缩小了：各从 ``embed_dim`` 行缩到
+#    ``num_kv_heads * head_dim`` 行。每去掉一行，就少了 ``embed_dim`` 个参数和 1 个偏置参数，K 和 V
+#    各去掉 ``embed_dim - num_kv_heads * head_dim`` 行，所以一共省下
+#    ``2 * (embed_dim - num_kv_heads * head_dim) * (embed_dim + 1)`` 个参数（下面打印了这个数，并与
+#    两个模块的参数之差核对）；KV 缓存缩小的倍数与这些行数缩小的倍数相同。
 
 kv_counts = {}
 for kv_heads in (num_heads, 2):
