@@ -45,7 +45,7 @@ class GroupedQueryAttention(nn.Module):
 
     **Two paths, as in** ``MultiHeadAttention``. With ``need_weights=True`` the attention step is
     explicit: the queries of each group are stacked against their group's one key/value head, so
-    the keys and values are never repeated or copied (the same numbers as
+    the keys and values are never repeated to the query heads (the same numbers as
     ``mha_ref.scaled_dot_product_attention(..., enable_gqa=True)``, which repeats them), and every
     intermediate can be inspected. With ``need_weights=False`` (the default here) it calls
     ``torch.nn.functional.scaled_dot_product_attention(..., enable_gqa=True)``, which computes

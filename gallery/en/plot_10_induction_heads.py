@@ -222,10 +222,12 @@ print(f"predicts the original token: {(predicted == tokens[batch_index, query + 
 #    what came next?". Nothing in that search depends on how far back the earlier copy is, so
 #    one would expect no fall. The rows below say otherwise. The full model stays near perfect
 #    over the distances seen in training and one position beyond them; after that its accuracy
-#    falls with every row. From row to row only the distance changes (the filler uses tokens
-#    that are not in the segment), but every input vector also carries its position through the
-#    learned position embedding, so nothing forces this model's search to ignore distance: it
-#    generalises only a little beyond the distances it was trained on. The last column is
+#    falls with every row. From row to row the distance grows and the first copy starts earlier
+#    (the filler uses tokens that are not in the segment). Why the search fails there is not
+#    measured on this page; a likely cause is that every input vector also carries its position
+#    through the learned position embedding, so nothing forces this model's search to ignore
+#    distance. What the rows do show is that it generalises only a little beyond the distances
+#    it was trained on. The last column is
 #    another matter: the search still goes through the keys that the previous-token head
 #    prepares, so without that head it fails at every gap. The sequences all have the same
 #    period; the last line shows one of them with the largest gap, the first copy at the start:

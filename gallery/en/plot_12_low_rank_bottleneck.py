@@ -153,13 +153,14 @@ print(text_table(["pattern", "different most-attended keys"], rows))
 # so by the threshold at the top of the page the head can match every attention pattern, with inputs
 # of rank ``L``. The sweep's inputs had more features than keys; give them fewer: ``embed_dim = 4``,
 # as narrow as the head (a head is never wider than its inputs). Can the head still match every
-# pattern? Count the numbers the head can choose, and the numbers a pattern needs.
+# pattern? Count the numbers the scores can depend on, and the numbers a pattern needs.
 #
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
 #    No. Whatever :math:`W_Q` and :math:`W_K` are, the scores are :math:`S = X M X^\top` with
-#    :math:`M = W_Q W_K^\top / \sqrt{d_k}`, an ``embed_dim`` by ``embed_dim`` matrix: at most
+#    :math:`M = W_Q W_K^\top / \sqrt{d_k}`, an ``embed_dim`` by ``embed_dim`` matrix (the two
+#    projections hold more numbers, but the scores see them only through :math:`M`): at most
 #    ``embed_dim**2`` numbers to choose, and the per-row constants that the softmax ignores add
 #    ``L`` more. The log-probabilities of a pattern are ``L**2`` numbers, and with
 #    ``embed_dim = L - 1`` there are fewer numbers to choose than that. So the reachable matrices
@@ -170,7 +171,7 @@ print(text_table(["pattern", "different most-attended keys"], rows))
 #    matrix, and the threshold applies. The table measures both sides: first the distance from each
 #    target's centred log-probabilities to the nearest :math:`X M X^\top + c \mathbf{1}^\top` (a
 #    least-squares projection, relative to their size, averaged over the targets; it lets :math:`M`
-#    be any matrix, not only one of rank ``head_dim``), then the fits of a head of width 4, made as
+#    be any matrix, not only one of rank at most ``head_dim``), then the fits of a head of width 4, made as
 #    in the sweep. With the narrowest inputs, gradient descent improves on the closed form but does
 #    not reach zero, and the distance says that no training could. (The projections of a real layer
 #    also have biases, which act like one more input feature that is always 1; with them, inputs of

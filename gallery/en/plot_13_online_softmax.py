@@ -288,8 +288,8 @@ print(f"first {block_size} keys masked: tiled output finite: {tiled.isfinite().a
 #    maximum of the whole row, and :math:`l = \sum_j e^{s_j - m}` over the whole row, whatever the
 #    blocks. Only the roundings change: the additions come in another order, and whenever a block
 #    brings a new maximum the running sum is rescaled by :math:`e^{m - m'}`, one more multiplication
-#    that rounds (with blocks of 1, at every new maximum of the stream). Hence a difference of a few
-#    roundings at most. One block of the whole row is the ordinary softmax, computed in one pass.
+#    that rounds (with blocks of 1, at every new maximum of the stream). Hence a difference of rounding
+#    size (here a few roundings: the printed differences). One block of the whole row is the ordinary softmax, computed in one pass.
 
 whole_row_sum = torch.exp(row - row.max()).sum().item()
 for block in (1, 3, 4, len(row)):
