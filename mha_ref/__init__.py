@@ -9,6 +9,9 @@ Modules
     ``CausalAttention``, ``MultiHeadAttentionWrapper``, ``CausalMultiHeadAttention``,
     ``wrapper_to_batched``, ``MultiHeadAttention`` (drop-in for
     ``torch.nn.MultiheadAttention``), ``GroupedQueryAttention``, ``mha_to_gqa``.
+Positions inside attention
+    ``RotaryEmbedding``, ``apply_rotary``, ``rotary_frequencies``, ``rope_pairing_permutation``
+    (rotary position embedding, both pairings), ``alibi_slopes``, ``alibi_bias`` (ALiBi).
 Running fast
     ``tiled_attention`` (the online softmax), ``KVCache``, ``kv_cache_bytes_per_token``.
 Device
@@ -21,6 +24,7 @@ sub-package :mod:`mha_ref.tutorial`, installed with ``pip install "mha-ref[tutor
 
 __version__ = "0.1.0"
 
+from mha_ref.alibi import alibi_bias, alibi_slopes
 from mha_ref.causal import (
     CausalAttention,
     CausalMultiHeadAttention,
@@ -44,6 +48,7 @@ from mha_ref.masks import (
     padding_mask,
 )
 from mha_ref.multihead import MultiHeadAttention
+from mha_ref.rope import RotaryEmbedding, apply_rotary, rope_pairing_permutation, rotary_frequencies
 from mha_ref.tiled import tiled_attention
 
 __all__ = [
@@ -64,6 +69,12 @@ __all__ = [
     "MultiHeadAttention",
     "GroupedQueryAttention",
     "mha_to_gqa",
+    "RotaryEmbedding",
+    "apply_rotary",
+    "rotary_frequencies",
+    "rope_pairing_permutation",
+    "alibi_slopes",
+    "alibi_bias",
     "tiled_attention",
     "KVCache",
     "kv_cache_bytes_per_token",

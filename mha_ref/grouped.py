@@ -22,6 +22,7 @@ from mha_ref.functional import (
 )
 from mha_ref.kv_cache import KVCache
 from mha_ref.masks import causal_mask
+from mha_ref.rope import RotaryEmbedding, _require_positions
 
 __all__ = ["GroupedQueryAttention", "mha_to_gqa"]
 
@@ -66,23 +67,30 @@ class GroupedQueryAttention(nn.Module):
             Can also be changed later through the attribute ``use_fused``. Use
             ``use_fused=False`` for higher-order gradients (some fused kernels have no double
             backward). Default: ``True``, as in ``MultiHeadAttention``.
+        rope: Keyword-only. A ``mha_ref.RotaryEmbedding`` with this layer's ``head_dim``:
+            every head's queries and keys are rotated by their positions after the head split
+            and before the scores (and the KV cache stores the keys after rotation). Default:
+            ``None`` (no position information inside the layer).
 
     Shape:
         - query: ``(N, L, embed_dim)`` (``(L, N, embed_dim)`` if not ``batch_first``).
         - key, value: ``(N, S, embed_dim)``; default to ``query`` (self-attention).
         - attn_mask: broadcastable to ``(N, num_heads, L, S)``.
+        - positions, key_positions (with ``rope``): ``(L,)`` and ``(S,)``, or ``(N, L)`` and
+          ``(N, S)``, integer.
         - Output: ``(N, L, embed_dim)``; weights ``(N, num_heads, L, S)``.
 
     Raises:
-        TypeError: If a size is not an integer.
+        TypeError: If a size is not an integer, or ``rope`` is not a ``RotaryEmbedding``.
         ValueError: If a size is not positive, ``embed_dim`` is not divisible by
-            ``num_heads``, ``num_kv_heads`` does not divide ``num_heads``, or ``dropout`` is
-            outside ``[0, 1)``.
+            ``num_heads``, ``num_kv_heads`` does not divide ``num_heads``, ``dropout`` is
+            outside ``[0, 1)``, or ``rope`` was built for another ``head_dim``.
 
     Source:
         Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from
         Multi-Head Checkpoints", arXiv:2305.13245, Sec. 2.2; Shazeer 2019, "Fast Transformer
-        Decoding: One Write-Head is All You Need", arXiv:1911.02150 (MQA).
+        Decoding: One Write-Head is All You Need", arXiv:1911.02150 (MQA); Su et al. 2021,
+        "RoFormer", arXiv:2104.09864, Sec. 3.4 (``rope``).
     """
 
     def __init__(
@@ -97,6 +105,7 @@ class GroupedQueryAttention(nn.Module):
         dtype: torch.dtype | None = None,
         *,
         use_fused: bool = True,
+        rope: RotaryEmbedding | None = None,
     ) -> None:
         check.require_positive_int("embed_dim", embed_dim, "model width")
         check.require_positive_int("num_heads", num_heads, "number of query heads")
@@ -118,6 +127,8 @@ class GroupedQueryAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)
         self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
+        _check_rope(rope, self.head_dim)
+        self.rope = rope
 
     def kv_cache_size_per_token(self) -> int:
         """Numbers stored in a KV cache per token (one layer): ``2 * num_kv_heads * head_dim``.
@@ -137,8 +148,14 @@ class GroupedQueryAttention(nn.Module):
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        *,
+        positions: torch.Tensor | None = None,
+        key_positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Project, split into query and key/value heads, attend in groups, merge, project out.
+
+        With ``rope``, the queries and keys are rotated by their positions after the head
+        split: ``apply_rotary(queries, positions)`` and ``apply_rotary(keys, key_positions)``.
 
         Args:
             query: Queries, ``(N, L, embed_dim)``.
@@ -148,6 +165,10 @@ class GroupedQueryAttention(nn.Module):
                 ``(N, num_heads, L, S)``.
             is_causal: Apply the top-left causal mask; not together with ``attn_mask``.
             need_weights: Also return the per-head weights ``(N, num_heads, L, S)``.
+            positions: Keyword-only, with ``rope``: the queries' positions. Default:
+                ``torch.arange(L)``.
+            key_positions: Keyword-only, with ``rope``: the keys' positions. Default:
+                ``torch.arange(S)``.
 
         Returns:
             tuple[torch.Tensor, torch.Tensor | None]: ``(output, weights)``, ``weights`` is
@@ -156,13 +177,20 @@ class GroupedQueryAttention(nn.Module):
         Raises:
             TypeError: If an input is not a floating-point tensor of the parameters' dtype.
             ValueError: If shapes do not fit, an input is on another device than the
-                parameters, ``attn_mask`` is on another device than ``query``, or both
-                ``attn_mask`` and ``is_causal`` are given.
+                parameters, ``attn_mask`` is on another device than ``query``, both
+                ``attn_mask`` and ``is_causal`` are given, positions are given without
+                ``rope``, or they do not fit the inputs or the rotary table.
         """
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
         self._check_attn_mask(attn_mask, is_causal, query, key)
+        batch_dim, seq_dim = (0, 1) if self.batch_first else (1, 0)
+        batch = query.shape[batch_dim]
+        positions = self._check_positions("positions", positions, batch, query.shape[seq_dim])
+        key_positions = self._check_positions(
+            "key_positions", key_positions, batch, key.shape[seq_dim]
+        )
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             attn_mask = attn_mask.to(query.dtype)  # float mask: same dtype on both paths
         if not self.batch_first:  # (seq_len, batch, embed_dim) -> (batch, seq_len, embed_dim)
@@ -174,6 +202,9 @@ class GroupedQueryAttention(nn.Module):
         queries = _split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
         keys = _split_heads(keys, self.num_kv_heads)  # (batch, num_kv_heads, key_len, head_dim)
         values = _split_heads(values, self.num_kv_heads)  # (batch, num_kv_heads, key_len, ..)
+        if self.rope is not None:  # position enters here, inside each head
+            queries = self.rope._rotate(queries, positions)  # (batch, num_heads, query_len, hd)
+            keys = self.rope._rotate(keys, key_positions)  # (batch, num_kv_heads, key_len, hd)
         context, weights = self._attend(
             queries, keys, values, attn_mask, is_causal, need_weights
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, key_len)
@@ -238,7 +269,10 @@ class GroupedQueryAttention(nn.Module):
         (``mha_ref.causal_mask(new_len, cached_len, alignment="bottom_right")``), not the
         top-left one of ``is_causal=True``. Feeding a sequence through ``decode`` in pieces
         (a prompt, then one token per step) gives the rows of ``forward(x, is_causal=True)``
-        on the whole sequence.
+        on the whole sequence. With ``rope``, the new tokens sit at positions
+        ``cached_len, ..., cached_len + new_len - 1``; their queries and keys are rotated there
+        before the keys are cached, so the cache holds rotated keys and no cached key is ever
+        rotated again.
 
         Args:
             query: The new tokens' features (self-attention: keys and values come from them).
@@ -268,6 +302,12 @@ class GroupedQueryAttention(nn.Module):
         queries = _split_heads(self.q_proj(x), self.num_heads)  # (batch, num_heads, new_len, hd)
         new_keys = _split_heads(self.k_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
         new_values = _split_heads(self.v_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
+        if self.rope is not None:  # the new tokens' positions follow the cached ones
+            start = cache.cached_len
+            positions = torch.arange(start, start + x.shape[1], device=x.device)  # (new_len,)
+            self._check_positions("positions", positions, x.shape[0], x.shape[1])
+            queries = self.rope._rotate(queries, positions)  # (batch, num_heads, new_len, hd)
+            new_keys = self.rope._rotate(new_keys, positions)  # (batch, kv, new_len, hd)
         cache._append(new_keys, new_values)
         keys, values = cache.keys, cache.values  # (batch, num_kv_heads, cached_len, head_dim)
         new_len, cached_len = x.shape[1], cache.cached_len
@@ -308,6 +348,25 @@ class GroupedQueryAttention(nn.Module):
                 f"and cannot take {new_len} more. Build it with a larger max_len."
             )
 
+    def _check_positions(
+        self, name: str, positions: torch.Tensor | None, batch: int, seq_len: int
+    ) -> torch.Tensor | None:
+        """Validate ``positions`` for the rotary table; default ``arange(seq_len)``."""
+        if self.rope is None:
+            if positions is not None:
+                raise ValueError(
+                    f"{name} was given, but this layer has no rotary embedding: positions "
+                    f"matter only with rope. Build it with rope=mha_ref.RotaryEmbedding("
+                    f"{self.head_dim}), or leave {name} out."
+                )
+            return None
+        device = self.q_proj.weight.device
+        if positions is None:
+            positions = torch.arange(seq_len, device=device)  # (seq_len,)
+        shape = torch.empty(batch, 1, seq_len, self.head_dim, device="meta")  # its shape only
+        _require_positions(positions, shape, max_len=self.rope.max_len)
+        return positions
+
     def _check_inputs(self, query: object, key: object, value: object) -> None:
         """Validate the forward inputs: 3-D float tensors of width ``embed_dim``, same batch."""
         parameter = self.q_proj.weight
@@ -342,6 +401,22 @@ class GroupedQueryAttention(nn.Module):
         scores_shape = (query.shape[batch_dim], self.num_heads, query.shape[seq_dim],
                         key.shape[seq_dim])
         check.require_mask_broadcasts("attn_mask", attn_mask, scores_shape)
+
+
+def _check_rope(rope: object, head_dim: int) -> None:
+    """Raise unless ``rope`` is ``None`` or a ``RotaryEmbedding`` for ``head_dim``."""
+    if rope is None:
+        return
+    if not isinstance(rope, RotaryEmbedding):
+        raise TypeError(
+            f"rope must be an mha_ref.RotaryEmbedding or None, got {type(rope).__name__}. "
+            f"Build one with mha_ref.RotaryEmbedding(head_dim={head_dim})."
+        )
+    if rope.head_dim != head_dim:
+        raise ValueError(
+            f"rope was built for head_dim={rope.head_dim}, but this layer's head_dim is "
+            f"{head_dim} (embed_dim / num_heads). Build it with RotaryEmbedding({head_dim})."
+        )
 
 
 def _grouped_attention(
