@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -68,6 +68,17 @@ def _shape(tensor: torch.Tensor) -> tuple[int, ...]:
 def _join(numbers: Sequence[int]) -> str:
     """Join numbers as ``"1, 2, 5, 10"``."""
     return ", ".join(str(number) for number in numbers)
+
+
+#: advice for an error message: the text, or a function that writes it. A function is called
+#: only when the check fails, so that nothing builds a message on the success path (where
+#: ``torch.compile`` traces every line, and building text from symbolic sizes breaks the graph)
+Hint = str | Callable[[], str]
+
+
+def _hint_text(hint: Hint) -> str:
+    """The text of ``hint``, calling it if it is a function."""
+    return hint() if callable(hint) else hint
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,6 +172,21 @@ def require_probability(name: str, value: object) -> None:
         )
 
 
+def require_bool(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is ``True`` or ``False`` (a Python ``bool``).
+
+    ``torch.nn.functional.scaled_dot_product_attention`` accepts nothing else for its flags
+    (``is_causal``, ``enable_gqa``): not ``0``/``1``, not ``numpy.bool_``, not a tensor. A
+    truthy stand-in would be worse than an error: ``is_causal="False"`` is truthy.
+    """
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be a bool (True or False), got {type(value).__name__} ({value!r}). "
+            f"Pass {name}=True or {name}=False; convert a flag held in another type with "
+            f"bool(...) (a string such as 'False' is not converted: bool('False') is True)."
+        )
+
+
 def require_alignment(alignment: object) -> None:
     """Raise ValueError unless ``alignment`` names a known causal-mask alignment."""
     if alignment not in ("top_left", "bottom_right"):
@@ -183,11 +209,13 @@ def require_finite_scale(scale: object) -> None:
         return
     if isinstance(scale, torch.Tensor):
         is_number = scale.dim() == 0 and not scale.is_complex()
-        given = f"a tensor of shape {_shape(scale)} and dtype {scale.dtype}"
     else:
         is_number = isinstance(scale, numbers.Real)
-        given = f"{type(scale).__name__} ({scale!r})"
     if not is_number:
+        if isinstance(scale, torch.Tensor):
+            given = f"a tensor of shape {_shape(scale)} and dtype {scale.dtype}"
+        else:
+            given = f"{type(scale).__name__} ({scale!r})"
         raise TypeError(
             f"scale must be a real number or None, got {given}. "
             f"Pass a float, e.g. scale=0.125, or scale=None for the default 1 / sqrt(head_dim)."
@@ -451,14 +479,15 @@ def require_within_context(num_tokens: int, context_length: int) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def require_mask_dtype(name: str, mask: torch.Tensor, polarity: str, hint: str = "") -> None:
+def require_mask_dtype(name: str, mask: torch.Tensor, polarity: str, hint: Hint = "") -> None:
     """Raise TypeError unless ``mask`` is bool or floating point.
 
     Args:
         name: Argument name, e.g. ``"attn_mask"``.
         mask: The mask to check.
         polarity: What ``True`` means for this argument, e.g. ``"True = may attend"``.
-        hint: Advice that replaces the default one (convert a 0/1 mask with ``.bool()``).
+        hint: Advice that replaces the default one (convert a 0/1 mask with ``.bool()``), or
+            a function that writes it (called only if the check fails).
     """
     if mask.dtype != torch.bool and not torch.is_floating_point(mask):
         default = (
@@ -467,12 +496,12 @@ def require_mask_dtype(name: str, mask: torch.Tensor, polarity: str, hint: str =
         )
         raise TypeError(
             f"{name} must be a bool mask ({polarity}) or a float mask (added to the scores), "
-            f"got {name}.dtype={mask.dtype}. {hint or default}"
+            f"got {name}.dtype={mask.dtype}. {_hint_text(hint) or default}"
         )
 
 
 def require_mask_shape(
-    name: str, mask: torch.Tensor, accepted: Sequence[tuple[str, tuple[int, ...]]], hint: str = ""
+    name: str, mask: torch.Tensor, accepted: Sequence[tuple[str, tuple[int, ...]]], hint: Hint = ""
 ) -> None:
     """Raise ValueError unless ``mask.shape`` is one of the ``accepted`` shapes.
 
@@ -480,14 +509,23 @@ def require_mask_shape(
         name: Argument name, e.g. ``"attn_mask"``.
         mask: The mask to check.
         accepted: Pairs of (layout in words, shape), e.g. ``("(query_len, key_len)", (5, 7))``.
-        hint: Extra advice appended to the message.
+        hint: Extra advice appended to the message, or a function that writes it (called
+            only if the check fails).
     """
-    if _shape(mask) in [tuple(shape) for _, shape in accepted]:
-        return
+    for _, shape in accepted:
+        if _shape(mask) == tuple(shape):
+            return
+    _raise_mask_shape(name, mask, accepted, hint)
+
+
+def _raise_mask_shape(
+    name: str, mask: torch.Tensor, accepted: Sequence[tuple[str, tuple[int, ...]]], hint: Hint
+) -> None:
+    """The error of :func:`require_mask_shape`, built only when the shape is wrong."""
     listed = " or ".join(f"{layout} = {tuple(shape)}" for layout, shape in accepted)
     raise ValueError(
         f"{name} must have shape {listed}, got {name}.shape={_shape(mask)}. "
-        f"{hint or 'Build it for these query and key lengths (and batch size).'}"
+        f"{_hint_text(hint) or 'Build it for these query and key lengths (and batch size).'}"
     )
 
 

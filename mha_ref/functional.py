@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from mha_ref import _validation as check
-from mha_ref.masks import causal_mask
+from mha_ref.masks import _causal_mask
 
 __all__ = ["scaled_dot_product_attention", "split_heads", "merge_heads", "repeat_kv_heads"]
 
@@ -65,10 +65,11 @@ def scaled_dot_product_attention(
     Three deliberate differences (see ``MultiHeadAttention``'s list): ``attn_mask`` together
     with ``is_causal=True`` is computed for inputs of any rank, where PyTorch's math backend
     (which it uses e.g. for 3-D inputs) raises ``RuntimeError``; a non-finite ``scale``
-    raises ``ValueError``, where PyTorch returns NaN (``inf``) or zeros (``nan``); and
-    ``scale=0`` with ``is_causal=True`` gives uniform weights over the allowed keys, as
-    PyTorch's math backend does, where PyTorch's default CPU kernel returns NaN (it multiplies
-    the blocked scores, ``-inf``, by the scale ``0``).
+    raises ``ValueError``, where PyTorch returns NaN (``inf``) or zeros (``nan``); and a
+    ``scale <= 0`` with ``is_causal=True`` gives the formula's weights over the allowed keys
+    (uniform for ``0``, each query's preference reversed for a negative scale), as PyTorch's
+    math backend does, where PyTorch's default CPU kernel returns NaN (it multiplies the
+    blocked scores, ``-inf``, by the scale).
 
     **Rows whose keys are all masked.** If every key of a query row is blocked, the softmax
     would divide ``0`` by ``0``. Here that row gets weights ``0`` and therefore output ``0``
@@ -90,13 +91,15 @@ def scaled_dot_product_attention(
         attn_mask: Optional bool or float mask, broadcastable to ``(..., L, S)``.
         dropout_p: Probability of zeroing an attention weight, in ``[0, 1]``; the survivors
             are scaled by ``1 / (1 - dropout_p)``. Default: ``0.0``.
-        is_causal: Apply a top-left causal mask (as well as ``attn_mask``, if given).
-            Default: ``False``.
+        is_causal: Apply a top-left causal mask (as well as ``attn_mask``, if given). A
+            ``bool``, as in PyTorch (``0``/``1``, ``numpy.bool_`` or a string raise
+            ``TypeError``). Default: ``False``.
         scale: Factor multiplying the scores: a finite real number (``float``, ``int``,
             ``bool``, NumPy scalar) or a 0-d tensor. Default: ``1 / sqrt(head_dim)``.
         enable_gqa: Grouped-query attention: each group of ``Hq / H`` query heads shares one
             key head and each group of ``Hq / Hv`` one value head (``key`` and ``value`` are
-            repeated along dim ``-3``; ``H`` and ``Hv`` may differ).
+            repeated along dim ``-3``; ``H`` and ``Hv`` may differ). A ``bool``, as
+            ``is_causal``. Default: ``False``.
         return_weights: Also return the attention weights (after dropout). Default: ``False``.
 
     Shape:
@@ -119,8 +122,8 @@ def scaled_dot_product_attention(
         ``(output, attn_weights)`` when ``return_weights=True``. Same dtype as ``query``.
 
     Raises:
-        TypeError: If an input is not a floating-point tensor, or a mask is neither bool nor
-            float.
+        TypeError: If an input is not a floating-point tensor, a mask is neither bool nor
+            float, or ``is_causal`` or ``enable_gqa`` is not a ``bool``.
         ValueError: If ranks or shapes do not fit, a tensor is on another device than
             ``query``, ``scale`` is not finite, or ``dropout_p`` is outside ``[0, 1]``.
 
@@ -137,7 +140,7 @@ def scaled_dot_product_attention(
         key = _repeat_heads(key, num_heads=query.shape[-3])  # (..., Hq, S, head_dim)
         value = _repeat_heads(value, num_heads=query.shape[-3])  # (..., Hq, S, value_dim)
     if is_causal:
-        allowed = causal_mask(query_len, key_len, device=query.device)  # (L, S)
+        allowed = _causal_mask(query_len, key_len, device=query.device)  # (L, S)
         attn_mask = allowed if attn_mask is None else _and_causal(attn_mask, allowed)
     output, attn_weights = _attention(query, key, value, attn_mask, dropout_p, scale)
     if return_weights:
@@ -254,6 +257,8 @@ def _check_sdpa_inputs(
     enable_gqa: bool,
 ) -> None:
     """Validate the arguments of ``scaled_dot_product_attention``; raise on the first problem."""
+    check.require_bool("is_causal", is_causal)
+    check.require_bool("enable_gqa", enable_gqa)
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         check.require_tensor(name, tensor)
         check.require_min_rank(name, tensor, 2, "(..., seq_len, head_dim)")

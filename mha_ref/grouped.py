@@ -21,7 +21,7 @@ from mha_ref.functional import (
     _split_heads,
 )
 from mha_ref.kv_cache import KVCache
-from mha_ref.masks import causal_mask
+from mha_ref.masks import _causal_mask
 from mha_ref.rope import RotaryEmbedding, _require_positions
 
 __all__ = ["GroupedQueryAttention", "mha_to_gqa"]
@@ -163,7 +163,8 @@ class GroupedQueryAttention(nn.Module):
             value: Values, ``(N, S, embed_dim)``. Default: ``key``.
             attn_mask: Bool (``True`` = may attend) or float (added) mask, broadcastable to
                 ``(N, num_heads, L, S)``.
-            is_causal: Apply the top-left causal mask; not together with ``attn_mask``.
+            is_causal: Apply the top-left causal mask (a ``bool``); not together with
+                ``attn_mask``.
             need_weights: Also return the per-head weights ``(N, num_heads, L, S)``.
             positions: Keyword-only, with ``rope``: the queries' positions. Default:
                 ``torch.arange(L)``.
@@ -175,7 +176,8 @@ class GroupedQueryAttention(nn.Module):
             ``None`` unless ``need_weights``.
 
         Raises:
-            TypeError: If an input is not a floating-point tensor of the parameters' dtype.
+            TypeError: If an input is not a floating-point tensor of the parameters' dtype, or
+                ``is_causal`` is not a ``bool``.
             ValueError: If shapes do not fit, an input is on another device than the
                 parameters, ``attn_mask`` is on another device than ``query``, both
                 ``attn_mask`` and ``is_causal`` are given, positions are given without
@@ -183,6 +185,7 @@ class GroupedQueryAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
+        check.require_bool("is_causal", is_causal)
         self._check_inputs(query, key, value)
         self._check_attn_mask(attn_mask, is_causal, query, key)
         batch_dim, seq_dim = (0, 1) if self.batch_first else (1, 0)
@@ -233,7 +236,7 @@ class GroupedQueryAttention(nn.Module):
             )  # (batch, num_heads, query_len, head_dim)
             return context, None
         if is_causal:
-            attn_mask = causal_mask(queries.shape[2], keys.shape[2], device=queries.device)
+            attn_mask = _causal_mask(queries.shape[2], keys.shape[2], device=queries.device)
         context, weights = _grouped_attention(
             queries, keys, values, attn_mask, dropout_p, scale=_default_scale(self.head_dim)
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, key_len)
@@ -274,6 +277,11 @@ class GroupedQueryAttention(nn.Module):
         before the keys are cached, so the cache holds rotated keys and no cached key is ever
         rotated again.
 
+        Autograd goes through decoding: a loss on the outputs of several ``decode`` steps has
+        the gradients of ``forward(x, is_causal=True)`` on the whole sequence (the cache then
+        writes out of place, see ``mha_ref.KVCache``). Generation itself belongs under
+        ``torch.no_grad()`` or ``torch.inference_mode()``, where the cache writes in place.
+
         Args:
             query: The new tokens' features (self-attention: keys and values come from them).
             cache: The cache of this layer (``new_cache``); updated in place.
@@ -296,16 +304,17 @@ class GroupedQueryAttention(nn.Module):
             Shazeer 2019, "Fast Transformer Decoding", arXiv:1911.02150, Sec. 2.4
             (incremental decoding); PyTorch ``torch.nn.attention.bias.CausalVariation.LOWER_RIGHT``.
         """
-        self._check_inputs(query, query, query)
+        self._check_query(query)
         x = query if self.batch_first else query.transpose(0, 1)  # (batch, new_len, embed_dim)
         self._check_cache(cache, x.shape[0], x.shape[1])
+        if self.rope is not None:
+            self._check_rope_table(cache.cached_len + x.shape[1])
         queries = _split_heads(self.q_proj(x), self.num_heads)  # (batch, num_heads, new_len, hd)
         new_keys = _split_heads(self.k_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
         new_values = _split_heads(self.v_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
         if self.rope is not None:  # the new tokens' positions follow the cached ones
             start = cache.cached_len
             positions = torch.arange(start, start + x.shape[1], device=x.device)  # (new_len,)
-            self._check_positions("positions", positions, x.shape[0], x.shape[1])
             queries = self.rope._rotate(queries, positions)  # (batch, num_heads, new_len, hd)
             new_keys = self.rope._rotate(new_keys, positions)  # (batch, kv, new_len, hd)
         cache._append(new_keys, new_values)
@@ -313,7 +322,7 @@ class GroupedQueryAttention(nn.Module):
         new_len, cached_len = x.shape[1], cache.cached_len
         attn_mask = None  # one new token: it may attend to every cached key
         if new_len > 1:
-            attn_mask = causal_mask(
+            attn_mask = _causal_mask(
                 new_len, cached_len, alignment="bottom_right", device=x.device
             )  # (new_len, cached_len)
         context, _ = self._attend(queries, keys, values, attn_mask, False, need_weights=False)
@@ -360,28 +369,46 @@ class GroupedQueryAttention(nn.Module):
                     f"{self.head_dim}), or leave {name} out."
                 )
             return None
-        device = self.q_proj.weight.device
-        if positions is None:
-            positions = torch.arange(seq_len, device=device)  # (seq_len,)
+        if positions is None:  # built here, 0 ... seq_len - 1: only its length needs a check
+            self._check_rope_table(seq_len)
+            return torch.arange(seq_len, device=self.q_proj.weight.device)  # (seq_len,)
         shape = torch.empty(batch, 1, seq_len, self.head_dim, device="meta")  # its shape only
         _require_positions(positions, shape, max_len=self.rope.max_len)
         return positions
 
+    def _check_rope_table(self, num_positions: int) -> None:
+        """Raise unless the rotary table covers positions ``0 ... num_positions - 1``."""
+        if num_positions > self.rope.max_len:
+            raise ValueError(
+                f"positions must be below max_len={self.rope.max_len} (the rotary table's "
+                f"size), got a position of {num_positions - 1}. Build RotaryEmbedding with "
+                f"max_len={num_positions} or more."
+            )
+
     def _check_inputs(self, query: object, key: object, value: object) -> None:
         """Validate the forward inputs: 3-D float tensors of width ``embed_dim``, same batch."""
-        parameter = self.q_proj.weight
-        layout = "(batch, seq_len, features)" if self.batch_first else "(seq_len, batch, features)"
         for name, tensor in (("query", query), ("key", key), ("value", value)):
-            check.require_tensor(name, tensor)
-            check.require_rank(name, tensor, (3,), layout)
-            check.require_floating(name, tensor)
-            if not _autocast_active(tensor.device.type):  # autocast casts in the projections
-                check.require_matching_dtype(name, tensor, parameter.dtype)
-            check.require_matching_device(name, tensor, parameter.device)
-            check.require_feature_size(name, tensor, self.embed_dim, "embed_dim")
+            self._check_features(name, tensor)
         check.require_same_batch(query, "key", key, self.batch_first)
         check.require_same_batch(query, "value", value, self.batch_first)
         check.require_same_length(key, value, seq_dim=1 if self.batch_first else 0)
+
+    def _check_query(self, query: object) -> None:
+        """Validate the one input of ``decode`` (keys and values are projected from it)."""
+        self._check_features("query", query)
+
+    def _check_features(self, name: str, tensor: object) -> None:
+        """Raise unless ``tensor`` is 3-D, floating point, of width ``embed_dim``, on the
+        parameters' device and (outside autocast) of their dtype."""
+        parameter = self.q_proj.weight
+        layout = "(batch, seq_len, features)" if self.batch_first else "(seq_len, batch, features)"
+        check.require_tensor(name, tensor)
+        check.require_rank(name, tensor, (3,), layout)
+        check.require_floating(name, tensor)
+        if not _autocast_active(tensor.device.type):  # autocast casts in the projections
+            check.require_matching_dtype(name, tensor, parameter.dtype)
+        check.require_matching_device(name, tensor, parameter.device)
+        check.require_feature_size(name, tensor, self.embed_dim, "embed_dim")
 
     def _check_attn_mask(
         self, attn_mask: object, is_causal: bool, query: torch.Tensor, key: torch.Tensor

@@ -29,6 +29,14 @@ class KVCache:
     counts, device and dtype from the module, and pass it to
     ``GroupedQueryAttention.decode``.
 
+    **Autograd.** Generation runs under ``torch.no_grad()`` or ``torch.inference_mode()``, and
+    then the new tokens are written into the buffers in place. When the keys or values being
+    appended require gradients (training through several decode steps), writing in place
+    would overwrite what the earlier steps saved for their backward pass; the cache then
+    writes out of place instead (``Tensor.slice_scatter``: new buffers, one copy of the cache
+    per step), so gradients flow back through every step to the keys and values of every
+    token. The results are the same either way.
+
     Args:
         batch: Number of sequences decoded together.
         num_kv_heads: Key/value heads of the attention layer.
@@ -115,10 +123,20 @@ class KVCache:
         return self.keys, self.values
 
     def _append(self, key: torch.Tensor, value: torch.Tensor) -> None:
-        """``append`` on tensors a module built itself (no checks)."""
+        """``append`` on tensors a module built itself (no checks).
+
+        In place, unless autograd records the write (see the class docstring).
+        """
         start, stop = self.cached_len, self.cached_len + key.shape[2]
-        self._keys[:, :, start:stop] = key  # (batch, num_kv_heads, new_len, head_dim)
-        self._values[:, :, start:stop] = value  # (batch, num_kv_heads, new_len, head_dim)
+        recorded = torch.is_grad_enabled() and (
+            key.requires_grad or value.requires_grad or self._keys.requires_grad
+        )
+        if recorded:  # earlier steps saved views of the buffers: build new ones
+            self._keys = self._keys.slice_scatter(key, dim=2, start=start, end=stop)
+            self._values = self._values.slice_scatter(value, dim=2, start=start, end=stop)
+        else:
+            self._keys[:, :, start:stop] = key  # (batch, num_kv_heads, new_len, head_dim)
+            self._values[:, :, start:stop] = value  # (batch, num_kv_heads, new_len, head_dim)
         self.cached_len = stop
 
     def crop(self, length: int) -> None:

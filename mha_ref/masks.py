@@ -86,6 +86,20 @@ def causal_mask(
     check.require_non_negative_int("query_len", query_len, "number of query positions")
     check.require_non_negative_int("key_len", key_len, "number of key positions")
     check.require_alignment(alignment)
+    return _causal_mask(query_len, key_len, alignment=alignment, device=device)
+
+
+def _causal_mask(
+    query_len: int,
+    key_len: int,
+    *,
+    alignment: str = "top_left",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """``causal_mask`` without the checks, for the lengths of tensors a module holds.
+
+    Shape: output ``(query_len, key_len)``, bool, ``True`` = may attend.
+    """
     offset = 0 if alignment == "top_left" else key_len - query_len
     ones = torch.ones(query_len, key_len, dtype=torch.bool, device=device)  # (query_len, key_len)
     return torch.tril(ones, diagonal=offset)  # (query_len, key_len)
@@ -237,5 +251,13 @@ def allowed_to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) 
             f"dtype must be a floating-point dtype, got dtype={dtype}. "
             f"Pass the dtype of your query, e.g. dtype=torch.float32."
         )
+    return _allowed_to_additive(mask, dtype)
+
+
+def _allowed_to_additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``allowed_to_additive`` without the checks, for masks a module built or checked.
+
+    Shape: mask any shape, bool ``True`` = may attend; output the same shape, ``0`` or ``-inf``.
+    """
     additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)  # same shape as mask
     return additive.masked_fill(~mask, float("-inf"))  # same shape as mask

@@ -38,7 +38,7 @@ from mha_ref.functional import (
     _merge_heads,
     _split_heads,
 )
-from mha_ref.masks import allowed_to_additive, causal_mask
+from mha_ref.masks import _allowed_to_additive, _causal_mask
 
 __all__ = ["MultiHeadAttention"]
 
@@ -117,6 +117,11 @@ class MultiHeadAttention(nn.MultiheadAttention):
       ``key_padding_mask``, or the reverse) is accepted silently: each becomes additive and
       they are summed. PyTorch computes the same result but warns (``UserWarning``: "Support
       for mismatched key_padding_mask and attn_mask is deprecated").
+    * ``is_causal`` must be a ``bool``: anything else (``1``, ``numpy.bool_``, a tensor, the
+      string ``"False"``) raises ``TypeError``. PyTorch's module raises ``TypeError`` there
+      only with ``need_weights=False`` (``F.scaled_dot_product_attention`` takes nothing but a
+      ``bool``); with ``need_weights=True`` it takes any truthy object as ``True``, so
+      ``is_causal="False"`` applies the causal mask.
     * Bad input raises ``ValueError``/``TypeError`` with a message that names the argument and
       the fix, instead of ``AssertionError``/``RuntimeError``. This includes a mask on another
       device than the inputs, which PyTorch does not check: a ``meta`` mask with CPU inputs
@@ -142,8 +147,10 @@ class MultiHeadAttention(nn.MultiheadAttention):
       PyTorch's default CPU kernel does for 4-D inputs; PyTorch's math backend, which it uses
       e.g. for 3-D inputs, raises ``RuntimeError`` there. It raises ``ValueError`` for a
       non-finite ``scale`` (PyTorch returns NaN for ``inf`` and zeros for ``nan``). With
-      ``scale=0`` and ``is_causal=True`` it gives uniform weights over the allowed keys, as
-      PyTorch's math backend does; PyTorch's default CPU kernel returns NaN there.
+      ``scale <= 0`` and ``is_causal=True`` it computes the formula over the allowed keys
+      (uniform weights for ``0``, each query's preference reversed for a negative scale), as
+      PyTorch's math backend does; PyTorch's default CPU kernel returns NaN there, for a
+      negative scale as for ``0``.
     * No inference fast path and no NestedTensor support in ``forward``. Inside
       ``nn.TransformerEncoderLayer`` in its own fast path (evaluation mode, no autograd,
       ``batch_first=True``, ``bias=True``...), PyTorch does not call ``self_attn.forward``: its
@@ -323,9 +330,9 @@ class MultiHeadAttention(nn.MultiheadAttention):
             attn_mask: ``(L, S)`` or ``(N * num_heads, L, S)``; bool ``True`` = blocked, or
                 float added to the scores.
             average_attn_weights: Average the returned weights over heads. Default: ``True``.
-            is_causal: Causal attention. Without ``attn_mask`` the top-left causal mask is
-                built here (PyTorch raises, or ignores the flag in its inference fast path: see
-                the class docstring). With ``attn_mask`` it is PyTorch's hint: with
+            is_causal: Causal attention, a ``bool``. Without ``attn_mask`` the top-left causal
+                mask is built here (PyTorch raises, or ignores the flag in its inference fast
+                path: see the class docstring). With ``attn_mask`` it is PyTorch's hint: with
                 ``need_weights=False`` and no ``key_padding_mask`` the top-left triangle
                 replaces ``attn_mask``; otherwise ``attn_mask`` is applied as given.
 
@@ -336,13 +343,13 @@ class MultiHeadAttention(nn.MultiheadAttention):
 
         Raises:
             TypeError: If an input is not a tensor, is not floating point, does not have the
-                parameters' dtype (outside ``torch.autocast``), or a mask is neither bool nor
-                float.
+                parameters' dtype (outside ``torch.autocast``), a mask is neither bool nor
+                float, or ``is_causal`` is not a ``bool``.
             ValueError: If ranks, feature sizes, batch sizes, lengths or mask shapes do not
                 fit, an input is on another device than the parameters, or a mask is on
                 another device than the inputs.
         """
-        self._check_inputs(query, key, value, key_padding_mask, attn_mask)
+        self._check_inputs(query, key, value, key_padding_mask, attn_mask, is_causal)
         is_batched = query.dim() == 3
         query, key, value = (self._to_batch_first(x, is_batched) for x in (query, key, value))
         if not is_batched and key_padding_mask is not None:
@@ -360,8 +367,8 @@ class MultiHeadAttention(nn.MultiheadAttention):
         if _causal_replaces_mask(is_causal, attn_mask, key_padding_mask, need_weights):
             # PyTorch's rule: the hint says attn_mask *is* the causal mask, so the top-left
             # triangle over all keys is used and attn_mask is not read (not even for gradients).
-            allowed = causal_mask(query_len, all_keys, device=queries.device)  # (L, all_keys)
-            mask = allowed_to_additive(allowed, dtype=queries.dtype)  # (query_len, all_keys)
+            allowed = _causal_mask(query_len, all_keys, device=queries.device)  # (L, all_keys)
+            mask = _allowed_to_additive(allowed, dtype=queries.dtype)  # (query_len, all_keys)
         else:
             mask = self._build_mask(
                 attn_mask, key_padding_mask, is_causal, batch, query_len, key_len,
@@ -483,7 +490,7 @@ class MultiHeadAttention(nn.MultiheadAttention):
             ``(batch, num_heads, query_len, key_len)``, or ``None``.
         """
         if attn_mask is None and is_causal:
-            attn_mask = ~causal_mask(query_len, key_len, device=device)  # True = blocked
+            attn_mask = ~_causal_mask(query_len, key_len, device=device)  # True = blocked
         combined = None
         if attn_mask is not None:
             additive = _blocked_to_additive(attn_mask, dtype)  # same shape as attn_mask
@@ -547,13 +554,18 @@ class MultiHeadAttention(nn.MultiheadAttention):
         value: object,
         key_padding_mask: object,
         attn_mask: object,
+        is_causal: object,
     ) -> None:
-        """Validate the forward inputs; raise on the first problem with a message and a fix."""
+        """Validate the forward inputs; raise on the first problem with a message and a fix.
+
+        Every message is written only when its check fails: on the success path nothing here
+        builds text, so ``torch.compile`` traces comparisons alone.
+        """
         check.require_tensor("query", query)
         check.require_tensor("key", key)
         check.require_tensor("value", value)
-        layout = "(batch, seq_len, features)" if self.batch_first else "(seq_len, batch, features)"
-        check.require_rank("query", query, (2, 3), f"{layout} or unbatched (seq_len, features)")
+        check.require_bool("is_causal", is_causal)
+        check.require_rank("query", query, (2, 3), _QUERY_LAYOUTS[self.batch_first])
         check.require_same_rank("key", key, "query", query)
         check.require_same_rank("value", value, "query", query)
         parameter = self.out_proj.weight
@@ -586,19 +598,25 @@ class MultiHeadAttention(nn.MultiheadAttention):
         if mask is None:
             return
         check.require_tensor("key_padding_mask", mask)
-        dtype_hint = ""
-        if batch is not None and mask.shape == (batch,):
-            dtype_hint = _lengths_hint(batch, key_len)
+
+        def dtype_hint() -> str:
+            if batch is not None and mask.shape == (batch,):
+                return _lengths_hint(batch, key_len)
+            return ""
+
         check.require_mask_dtype("key_padding_mask", mask, "True = ignore this key", dtype_hint)
         check.require_same_device("key_padding_mask", mask, "query", device)
         if batch is None:
             accepted = [("(key_len,)", (key_len,))]
         else:
             accepted = [("(batch, key_len)", (batch, key_len))]
-        hint = "Give one row per sequence and one column per key, True = ignore that key."
-        if batch is not None and mask.shape == (key_len, batch):
-            hint = _transposed_padding_hint(self.batch_first, batch, key_len)
-        check.require_mask_shape("key_padding_mask", mask, accepted, hint)
+
+        def shape_hint() -> str:
+            if batch is not None and mask.shape == (key_len, batch):
+                return _transposed_padding_hint(self.batch_first, batch, key_len)
+            return "Give one row per sequence and one column per key, True = ignore that key."
+
+        check.require_mask_shape("key_padding_mask", mask, accepted, shape_hint)
 
     def _check_attn_mask(
         self,
@@ -622,16 +640,21 @@ class MultiHeadAttention(nn.MultiheadAttention):
                 (batch * self.num_heads, query_len, key_len),
             )
         accepted = [("(query_len, key_len)", (query_len, key_len)), per_head]
-        hint = ""
-        if batch is not None and mask.shape == (batch, query_len, key_len) and self.num_heads > 1:
-            hint = (
-                "This looks like one mask per batch element: repeat it for every head with "
-                "attn_mask.repeat_interleave(num_heads, dim=0)."
-            )
-        per_batch_and_head = [(batch, heads, query_len, key_len) for heads in (self.num_heads, 1)]
-        if batch is not None and mask.shape in per_batch_and_head:
-            hint = _four_d_mask_hint(mask, self.num_heads)
-        check.require_mask_shape("attn_mask", mask, accepted, hint)
+
+        def shape_hint() -> str:
+            if batch is None:
+                return ""
+            per_batch_and_head = [(batch, h, query_len, key_len) for h in (self.num_heads, 1)]
+            if mask.shape in per_batch_and_head:
+                return _four_d_mask_hint(mask, self.num_heads)
+            if mask.shape == (batch, query_len, key_len) and self.num_heads > 1:
+                return (
+                    "This looks like one mask per batch element: repeat it for every head with "
+                    "attn_mask.repeat_interleave(num_heads, dim=0)."
+                )
+            return ""
+
+        check.require_mask_shape("attn_mask", mask, accepted, shape_hint)
 
     # ------------------------------------------------------------------------------------------
     # conversion to and from torch.nn.MultiheadAttention
@@ -702,6 +725,13 @@ class MultiHeadAttention(nn.MultiheadAttention):
         return theirs.train(self.training)
 
 
+#: the layouts ``query`` may have, by ``batch_first``, for the message of a wrong rank
+_QUERY_LAYOUTS = {
+    True: "(batch, seq_len, features) or unbatched (seq_len, features)",
+    False: "(seq_len, batch, features) or unbatched (seq_len, features)",
+}
+
+
 def _transposed_padding_hint(batch_first: bool, batch: int, key_len: int) -> str:
     """Advice for a ``key_padding_mask`` of shape ``(key_len, batch)``: layout first, then ``.T``.
 
@@ -770,7 +800,7 @@ def _constructor_arguments(module: nn.Module) -> dict:
 def _blocked_to_additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """MHA convention -> additive: bool ``True`` (blocked) -> ``-inf``; float cast to ``dtype``."""
     if mask.dtype == torch.bool:
-        return allowed_to_additive(~mask, dtype=dtype)  # same shape as mask
+        return _allowed_to_additive(~mask, dtype=dtype)  # same shape as mask
     return mask.to(dtype)  # same shape as mask
 
 

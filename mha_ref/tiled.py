@@ -79,7 +79,8 @@ def tiled_attention(
         key: Keys.
         value: Values.
         attn_mask: Optional bool or float mask, broadcastable to ``(..., L, S)``.
-        is_causal: Apply the top-left causal mask. Default: ``False``.
+        is_causal: Apply the top-left causal mask; a ``bool``, as in
+            ``scaled_dot_product_attention``. Default: ``False``.
         scale: Factor multiplying the scores, a finite real number or a 0-d tensor.
             Default: ``1 / sqrt(head_dim)``.
         block_size: Keys per block, a positive int. Default: ``128``.
@@ -98,7 +99,7 @@ def tiled_attention(
 
     Raises:
         TypeError: If an input is not a floating-point tensor, a mask is neither bool nor float,
-            or ``block_size`` is not an int.
+            ``is_causal`` is not a ``bool``, or ``block_size`` is not an int.
         ValueError: If shapes or devices do not fit, ``scale`` is not finite, or
             ``block_size`` is not positive.
 

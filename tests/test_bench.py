@@ -194,3 +194,62 @@ def test_bench_suite_fast_attention_groups_structure(monkeypatch):
     assert all(r.ratio > 0 for r in results)
     assert notes == ["torch.compile comparisons skipped: no compiler"]
     assert "skipped" in bench_suite.format_report(results, {"torch": "x"}, notes)
+
+
+def test_compare_rounds_alternates_which_side_runs_first():
+    from mha_ref.tutorial import bench_suite
+
+    # one warm-up round (ours, reference), then rounds: ours first, reference first, ours first
+    clock = FakeClock([50.0, 60.0, 1.0, 2.0, 4.0, 3.0, 1.5, 2.5])
+    order = []
+
+    def make(name):
+        def fn():
+            order.append(name)
+            clock.work()
+
+        return fn
+
+    ours, reference = bench_suite.compare_rounds(
+        make("ours"), make("reference"), warmup=1, repeats=3, clock=clock
+    )
+    assert order == ["ours", "reference"] + ["ours", "reference", "reference", "ours"] + [
+        "ours", "reference"]
+    # round 2 ran the reference first: its 4.0 s is the reference's, its 3.0 s ours
+    assert ours == pytest.approx([1.0, 3.0, 1.5])
+    assert reference == pytest.approx([2.0, 4.0, 2.5])
+    with pytest.raises(ValueError, match="repeats"):
+        bench_suite.compare_rounds(make("a"), make("b"), warmup=0, repeats=0)
+
+
+@pytest.mark.parametrize(
+    ("ours", "reference", "verdict"),
+    [
+        ([1.0, 1.0, 1.0], [1.0, 0.96, 1.0], "ok"),  # ratios 1.00, 1.04, 1.00: all <= 1.05
+        ([1.2, 1.3, 1.1], [1.0, 1.0, 1.0], "missed"),  # every round above 1.05
+        ([0.9, 1.3, 1.0], [1.0, 1.0, 1.0], "undecided"),  # 0.9 and 1.0 meet it, 1.3 does not
+    ],
+)
+def test_a_ratio_whose_rounds_straddle_the_target_is_undecided(ours, reference, verdict):
+    from mha_ref.tutorial import bench_suite
+
+    result = bench_suite.summarize("x vs y, forward", "bert-base layer", ours, reference, 1.05)
+    ratios = sorted(o / r for o, r in zip(ours, reference, strict=True))
+    assert result.ratio == pytest.approx(ratios[1])  # the median of the per-round ratios
+    assert (result.ratio_min, result.ratio_max) == pytest.approx((ratios[0], ratios[-1]))
+    assert result.rounds == 3
+    assert result.verdict == verdict
+    line = bench_suite.format_report([result], {"torch": "x"}).splitlines()[-1]
+    assert line.endswith({"ok": "  ok", "missed": "  MISSED", "undecided": "  undecided"}[verdict])
+    assert f"{ratios[0]:.3f}-{ratios[-1]:.3f}" in line
+    no_target = bench_suite.summarize("x", "teaching", ours, reference, None)
+    assert no_target.verdict is None
+
+
+def test_summarize_needs_one_time_per_round_on_each_side():
+    from mha_ref.tutorial import bench_suite
+
+    with pytest.raises(ValueError, match="one time per round"):
+        bench_suite.summarize("x", "s", [1.0, 2.0], [1.0], None)
+    with pytest.raises(ValueError, match="one time per round"):
+        bench_suite.summarize("x", "s", [], [], None)

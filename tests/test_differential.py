@@ -641,17 +641,19 @@ def sdpa_clearer_errors(config, ours, theirs) -> bool:
 
 
 def sdpa_zero_scale_causal(config, ours, theirs) -> bool:
-    """scale=0 with is_causal: uniform over the allowed keys here and in torch's math backend;
-    torch's default CPU kernel returns NaN (it multiplies the -inf of blocked keys by 0)."""
+    """scale <= 0 with is_causal: the formula over the allowed keys here and in torch's math
+    backend (uniform for 0); torch's default CPU kernel returns NaN (it multiplies the -inf of
+    blocked keys by the scale)."""
     return (
-        config.scale == 0.0 and config.is_causal and ours.error is None
+        config.scale is not None and config.scale <= 0.0 and config.is_causal
+        and ours.error is None
         and theirs.error is None and theirs.tensors["output"].isnan().any()
         and not ours.tensors["output"].isnan().any()
     )
 
 
 SDPA_DIFFERENCES = {
-    "scale=0 with is_causal: no NaN": sdpa_zero_scale_causal,
+    "scale <= 0 with is_causal: no NaN": sdpa_zero_scale_causal,
     "attn_mask with is_causal on any rank": sdpa_mask_and_causal_any_rank,
     "float mask of another dtype is cast": sdpa_float_mask_cast,
     "non-finite scale raises": sdpa_non_finite_scale,

@@ -613,3 +613,55 @@ def test_pick_device_cuda_requested_but_unavailable(monkeypatch):
     monkeypatch.setenv("MHA_REF_DEVICE", "cuda")
     with raises(ValueError, "MHA_REF_DEVICE", "'cuda'", "cpu"):
         pick_device()
+
+
+# ----------------------------------------------------------------------------------------------
+# Flags: is_causal and enable_gqa are bool, as torch's scaled_dot_product_attention requires
+# ----------------------------------------------------------------------------------------------
+
+#: what a flag may be given as by mistake; each is truthy or falsy, and none is a bool
+NOT_BOOLS = ["False", "True", 1, 0, np.bool_(True), torch.tensor(True), None, 1.0]
+
+
+def _flag_calls():
+    """(label, flag name, call(flag value)) for every function and module taking the flag."""
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 3, 4)
+    x = torch.randn(1, 3, 8)
+    mha = MultiHeadAttention(8, 2, batch_first=True)
+    gqa = GroupedQueryAttention(8, 2, 1)
+    from mha_ref import tiled_attention
+
+    return [
+        ("sdpa", "is_causal", lambda v: scaled_dot_product_attention(q, q, q, is_causal=v)),
+        ("sdpa", "enable_gqa", lambda v: scaled_dot_product_attention(q, q, q, enable_gqa=v)),
+        ("tiled", "is_causal", lambda v: tiled_attention(q, q, q, is_causal=v)),
+        ("mha weights", "is_causal", lambda v: mha(x, x, x, is_causal=v)),
+        ("mha fused", "is_causal", lambda v: mha(x, x, x, is_causal=v, need_weights=False)),
+        ("gqa", "is_causal", lambda v: gqa(x, is_causal=v)),
+        ("gqa weights", "is_causal", lambda v: gqa(x, is_causal=v, need_weights=True)),
+    ]
+
+
+@pytest.mark.parametrize("value", NOT_BOOLS, ids=repr)
+def test_a_flag_that_is_not_a_bool_raises_type_error(value):
+    """``is_causal="False"`` used to apply the causal mask (a non-empty string is truthy)."""
+    for label, flag, call in _flag_calls():
+        with raises(TypeError, f"{flag} must be a bool", type(value).__name__, "bool(...)"):
+            call(value)
+        assert label  # every call site checked
+
+
+@pytest.mark.parametrize("value", NOT_BOOLS, ids=repr)
+def test_torch_sdpa_takes_only_a_bool_too(value):
+    """What torch accepts: F.scaled_dot_product_attention rejects every non-bool flag."""
+    q = torch.randn(1, 2, 3, 4)
+    for flag in ("is_causal", "enable_gqa"):
+        with pytest.raises(TypeError, match=f"'{flag}' must be bool"):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, **{flag: value})
+
+
+def test_a_bool_flag_still_works_everywhere():
+    for _label, _flag, call in _flag_calls():
+        call(True)
+        call(False)

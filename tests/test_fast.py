@@ -124,6 +124,46 @@ def test_decode_step_by_step_equals_full_causal_attention(num_kv_heads, use_fuse
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("use_fused", [False, True])
+@pytest.mark.parametrize("with_rope", [False, True])
+def test_backward_through_several_decode_steps_equals_full_causal_attention(use_fused, with_rope):
+    """Gradients flow through the cache to every earlier step: the same gradients, for the
+    input and every parameter, as ``forward(x, is_causal=True)`` on the whole sequence."""
+    from mha_ref import RotaryEmbedding
+
+    torch.manual_seed(0)
+    rope = RotaryEmbedding(4, max_len=16) if with_rope else None
+    module = GroupedQueryAttention(16, 4, 2, dtype=F64, use_fused=use_fused, rope=rope)
+    x = torch.randn(2, 7, 16, dtype=F64, requires_grad=True)  # (batch, seq_len, embed_dim)
+    weight = torch.randn(2, 7, 16, dtype=F64)  # a loss that weighs every output differently
+
+    def gradients(output: torch.Tensor) -> list[torch.Tensor]:
+        return torch.autograd.grad((output * weight).sum(), [x, *module.parameters()])
+
+    expected = gradients(module(x, is_causal=True)[0])
+    cache = module.new_cache(batch=2, max_len=7)
+    pieces = [module.decode(x[:, :3], cache)]  # a prompt of 3 tokens, then one token a step
+    pieces += [module.decode(x[:, t : t + 1], cache) for t in range(3, 7)]
+    actual = gradients(torch.cat(pieces, dim=1))
+    assert len(actual) == len(expected) == 1 + len(list(module.parameters()))
+    for got, want in zip(actual, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    # the gradient reaches the first token through the keys cached at the first step
+    assert actual[0][:, 0].abs().sum() > 0
+
+
+def test_decode_without_grad_writes_the_cache_in_place():
+    """Generation (no autograd) keeps the preallocated buffers: no copy of the cache per step."""
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(16, 4, 2)
+    cache = module.new_cache(batch=1, max_len=4)
+    buffer = cache._keys
+    with torch.no_grad():
+        for _ in range(4):
+            module.decode(torch.randn(1, 1, 16), cache)
+    assert cache._keys is buffer and cache.cached_len == 4
+
+
 def test_decode_needs_the_bottom_right_mask():
     """The new tokens' rows of full causal attention are the bottom-right mask, not top-left."""
     q, k, v = _qkv(query_len=6, key_len=6)

@@ -388,3 +388,22 @@ def test_sdpa_zero_scale_with_is_causal_is_uniform_where_torch_cpu_kernel_gives_
     with sdpa_kernel(SDPBackend.MATH):
         math = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.0)
     torch.testing.assert_close(ours, math)
+
+
+@pytest.mark.parametrize("scale", [-0.5, -3.0])
+def test_sdpa_negative_scale_with_is_causal_is_the_formula_where_torch_cpu_kernel_gives_nan(
+    scale,
+):
+    """The same listed difference for a negative scale: the kernel's -inf * scale is +inf."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 3, generator=generator, dtype=torch.float64) for _ in "qkv")
+    ours = scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    allowed = torch.ones(4, 4, dtype=torch.bool).tril()
+    formula = torch.softmax((q @ k.transpose(-2, -1) * scale).masked_fill(~allowed, -math.inf), -1)
+    torch.testing.assert_close(ours, formula @ v)
+    assert F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale).isnan().any()
+    with sdpa_kernel(SDPBackend.MATH):
+        math_backend = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    torch.testing.assert_close(ours, math_backend)

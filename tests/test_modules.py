@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -572,3 +574,171 @@ def test_encoder_layer_fast_path_does_not_call_forward_listed_difference():
     del layer.self_attn.forward
     direct, _ = layer.self_attn(x, x, x, attn_mask=blocked, need_weights=False)
     torch.testing.assert_close(direct, layer.self_attn.out_proj.bias.expand(1, 3, 8))
+
+
+#: (batch, query_len, key_len) and the masks of each call, as a training or serving loop would
+#: change them: the first change of shape makes torch.compile mark the sizes dynamic, and the
+#: masks after it are traced with symbolic sizes (where a message built on the success path
+#: broke the graph: str.join over symbolic shapes)
+COMPILE_SEQUENCE = [
+    ((2, 3, 3), None),
+    ((2, 5, 5), None),
+    ((2, 5, 5), "bool"),
+    ((3, 7, 7), "bool"),
+    ((3, 7, 7), "float"),
+    ((3, 7, 9), "bool"),
+    ((4, 6, 6), "key_padding_mask"),
+    ((4, 6, 6), "bool and key_padding_mask"),
+    ((2, 4, 4), "is_causal with attn_mask"),
+]
+
+
+def _compile_call(shape, masks, generator):
+    batch, query_len, key_len = shape
+    x = torch.randn(batch, query_len, 8, generator=generator)
+    memory = torch.randn(batch, key_len, 8, generator=generator)
+    kwargs = {}
+    if masks in ("bool", "bool and key_padding_mask"):
+        kwargs["attn_mask"] = torch.rand(query_len, key_len, generator=generator) > 0.7
+    if masks == "float":
+        kwargs["attn_mask"] = torch.randn(query_len, key_len, generator=generator)
+    if masks in ("key_padding_mask", "bool and key_padding_mask"):
+        kwargs["key_padding_mask"] = torch.rand(batch, key_len, generator=generator) > 0.7
+    if masks == "is_causal with attn_mask":
+        kwargs["attn_mask"] = ~causal_mask(query_len, key_len)  # True = blocked
+        kwargs["is_causal"] = True
+    return (x, memory, memory), kwargs
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_torch_compile_fullgraph_through_shapes_and_masks(need_weights):
+    """fullgraph=True through a sequence of shapes and masks, with automatic dynamic shapes,
+    as torch.nn.MultiheadAttention compiles through the same sequence.
+
+    The "eager" backend: the graph breaks this guards against happen while Dynamo traces the
+    Python code, whatever compiles the graph afterwards (the inductor test above pays for one
+    compilation; this sequence recompiles several times)."""
+    import torch._dynamo
+
+    outputs = {}
+    for cls in (MultiHeadAttention, torch.nn.MultiheadAttention):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        module = cls(8, 2, batch_first=True)
+        compiled = torch.compile(module, fullgraph=True, backend="eager")
+        generator = torch.Generator().manual_seed(1)
+        results = []
+        for shape, masks in COMPILE_SEQUENCE:
+            args, kwargs = _compile_call(shape, masks, generator)
+            kwargs["need_weights"] = need_weights
+            actual = compiled(*args, **kwargs)[0]
+            torch.testing.assert_close(actual, module(*args, **kwargs)[0])
+            results.append(actual)
+        outputs[cls] = results
+    for ours, theirs in zip(outputs[MultiHeadAttention], outputs[torch.nn.MultiheadAttention],
+                            strict=True):
+        torch.testing.assert_close(ours, theirs)
+    # the checks are as strict when compiled: a wrong mask is reported with its message
+    torch._dynamo.reset()
+    compiled = torch.compile(MultiHeadAttention(8, 2, batch_first=True), fullgraph=True,
+                             backend="eager")
+    x = torch.randn(2, 5, 8)
+    compiled(x, x, x)
+    with pytest.raises(Exception, match=r"attn_mask must have shape \(query_len, key_len\)"):
+        compiled(x, x, x, attn_mask=torch.ones(4, 4, dtype=torch.bool))
+
+
+def test_is_causal_without_mask_compiles_fullgraph_too():
+    """Where torch's module raises (is_causal needs attn_mask there), ours builds the mask;
+    compiled, after a change of shape as well."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    module = MultiHeadAttention(8, 2, batch_first=True)
+    compiled = torch.compile(module, fullgraph=True, backend="eager")
+    for length in (3, 5, 6):
+        x = torch.randn(2, length, 8)
+        expected = module(x, x, x, attn_mask=~causal_mask(length, length))[0]
+        torch.testing.assert_close(compiled(x, x, x, is_causal=True)[0], expected)
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation once per call: the boundary checks, the internal path trusts what it built
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def check_calls(monkeypatch):
+    """Every call of a ``require_*`` check of ``mha_ref._validation``: (check, argument name)."""
+    import mha_ref._validation as validation
+
+    calls = []
+    for name, function in list(vars(validation).items()):
+        if name.startswith("require_") and callable(function):
+
+            def spy(*args, _function=function, _name=name, **kwargs):
+                argument = args[0] if args and isinstance(args[0], str) else ""
+                if _name in ("require_same_batch",):  # (query, other_name, other, ...)
+                    argument = args[1]
+                calls.append((_name, argument))
+                return _function(*args, **kwargs)
+
+            monkeypatch.setattr(validation, name, spy)
+    return calls
+
+
+def _validation_cases():
+    from mha_ref import RotaryEmbedding, tiled_attention
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 8)
+    q = torch.randn(2, 2, 5, 4)
+    mha = MultiHeadAttention(8, 2, batch_first=True)
+    gqa = GroupedQueryAttention(8, 4, 2, rope=RotaryEmbedding(2))
+    blocked = torch.rand(5, 5) > 0.5
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    cache = gqa.new_cache(2, 8)
+    return {
+        "MultiHeadAttention, weights": (
+            lambda: mha(x, x, x, attn_mask=blocked, key_padding_mask=padding),
+            {"query", "key", "value", "attn_mask", "key_padding_mask"},
+        ),
+        "MultiHeadAttention, fused": (
+            lambda: mha(x, x, x, attn_mask=blocked, need_weights=False),
+            {"query", "key", "value", "attn_mask"},
+        ),
+        "GroupedQueryAttention, fused": (
+            lambda: gqa(x, is_causal=True), {"query", "key", "value"}
+        ),
+        "GroupedQueryAttention, weights": (
+            lambda: gqa(x, attn_mask=~blocked, need_weights=True),
+            {"query", "key", "value", "attn_mask"},
+        ),
+        "GroupedQueryAttention.decode": (lambda: gqa.decode(x, cache), {"query"}),
+        "scaled_dot_product_attention": (
+            lambda: scaled_dot_product_attention(q, q, q, attn_mask=~blocked),
+            {"query", "key", "value", "attn_mask"},
+        ),
+        "tiled_attention": (
+            lambda: tiled_attention(q, q, q, is_causal=True), {"query", "key", "value"}
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", list(_validation_cases()))
+def test_each_input_is_checked_once_per_call(case, check_calls):
+    """The public call checks each of its inputs, once; the steps after it (the fused call,
+    the explicit path, the head split, the rotary embedding of positions the module built)
+    check nothing again."""
+    call, tensors = _validation_cases()[case]
+    check_calls.clear()
+    call()
+    repeated = {c: n for c, n in collections.Counter(check_calls).items() if n > 1}
+    assert not repeated, f"{case}: checked more than once: {repeated}"
+    checked_tensors = {argument for check, argument in check_calls if check == "require_tensor"}
+    assert checked_tensors == tensors, f"{case}: checked {checked_tensors}"
+    # nothing the call built itself is checked (a causal mask's lengths, its own positions)
+    arguments = {argument for _, argument in check_calls if argument}
+    others = arguments - tensors - {"is_causal", "enable_gqa", "dropout_p", "block_size"}
+    assert not others, f"{case}: checked what the call built itself: {others}"
+    assert len(check_calls) >= 2 * len(tensors)  # the spy sees the checks: more than the types

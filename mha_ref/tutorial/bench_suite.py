@@ -1,7 +1,13 @@
 """The speed comparison behind ``nox -s bench``: ``mha_ref`` against PyTorch, side by side.
 
-Every pair is measured in one process, interleaved call by call (A, B, A, B, ...), so a change of
-machine load hits both sides alike; the report gives the ratio of the medians. Run it with::
+Every pair is measured in one process, in rounds: each round times both sides once, one right
+after the other, and the order alternates from round to round (A B, B A, A B, ...), so a change
+of machine load hits both sides alike and neither side always runs first. Each round gives one
+ratio (ours / PyTorch); the report gives the median of these ratios, and their lowest and highest
+value over the rounds. A ratio with a target is ``ok`` when even its highest round meets the
+target, ``MISSED`` when even its lowest round misses it, and ``undecided`` when the rounds fall
+on both sides: one loaded run then reads as undecided instead of flipping the verdict. Run it
+with::
 
     python -m mha_ref.tutorial.bench_suite --json build/bench/bench.json
 
@@ -40,7 +46,7 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -55,7 +61,17 @@ from mha_ref.multihead import MultiHeadAttention
 from mha_ref.tiled import tiled_attention
 from mha_ref.tutorial.bench import environment, torch_compile_status
 
-__all__ = ["Comparison", "GROUPS", "SIZES", "TARGETS", "compare", "main", "run_suite"]
+__all__ = [
+    "Comparison",
+    "GROUPS",
+    "SIZES",
+    "TARGETS",
+    "compare",
+    "compare_rounds",
+    "main",
+    "run_suite",
+    "summarize",
+]
 
 #: the groups of comparisons ``run_suite`` can run
 GROUPS = ("modules", "tiled", "decode", "compile")
@@ -77,15 +93,18 @@ TARGETS = {
 
 @dataclass(frozen=True)
 class Comparison:
-    """The medians of two interleaved timings and their ratio.
+    """Two timings taken in rounds, and the ratio of each round.
 
     Attributes:
         name: what is compared, e.g. ``"... vs ..., forward"``.
         size: the size label of :data:`SIZES`.
         ours_ms: median milliseconds of the ``mha_ref`` side.
         reference_ms: median milliseconds of the PyTorch side.
-        ratio: ``ours_ms / reference_ms`` (below 1: ours is faster).
+        ratio: the median over the rounds of ``ours / reference`` (below 1: ours is faster).
+        ratio_min: the lowest ratio of one round.
+        ratio_max: the highest ratio of one round.
         target: the largest acceptable ratio, or ``None`` when there is no goal.
+        rounds: how many rounds were timed.
     """
 
     name: str
@@ -93,12 +112,67 @@ class Comparison:
     ours_ms: float
     reference_ms: float
     ratio: float
+    ratio_min: float
+    ratio_max: float
     target: float | None
+    rounds: int
 
     @property
-    def met(self) -> bool | None:
-        """Whether the ratio is within the target (``None`` without a target)."""
-        return None if self.target is None else self.ratio <= self.target
+    def verdict(self) -> str | None:
+        """``"ok"``, ``"missed"`` or ``"undecided"`` against the target (``None`` without one).
+
+        ``ok``: every round met the target (``ratio_max <= target``); ``missed``: no round did
+        (``ratio_min > target``); ``undecided``: the rounds fall on both sides of it.
+        """
+        if self.target is None:
+            return None
+        if self.ratio_max <= self.target:
+            return "ok"
+        if self.ratio_min > self.target:
+            return "missed"
+        return "undecided"
+
+
+def compare_rounds(
+    ours: Callable[[], object],
+    reference: Callable[[], object],
+    *,
+    warmup: int,
+    repeats: int,
+    device: torch.device | str = "cpu",
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[list[float], list[float]]:
+    """Seconds of ``ours`` and of ``reference`` in each of ``repeats`` rounds.
+
+    A round times both callables once, back to back; even rounds run ``ours`` first, odd rounds
+    ``reference`` first, so that neither side always meets the machine first (a cache warmed
+    by the other side, a frequency change). ``warmup`` untimed rounds come before.
+
+    Args:
+        ours, reference: callables with no arguments.
+        warmup: untimed rounds.
+        repeats: timed rounds, at least 1.
+        device: where they run; on CUDA the device is synchronised around each call.
+        clock: a function returning seconds; tests pass a fake one.
+
+    Returns:
+        ``(ours_seconds, reference_seconds)``, one entry per round, in round order.
+    """
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"warmup must be >= 0 and repeats >= 1, got {warmup} and {repeats}")
+    for _ in range(warmup):
+        ours()
+        reference()
+    times: dict[str, list[float]] = {"ours": [], "reference": []}
+    for round_index in range(repeats):
+        order = (("ours", ours), ("reference", reference))
+        for label, fn in order if round_index % 2 == 0 else order[::-1]:
+            _synchronize(torch.device(device))
+            start = clock()
+            fn()
+            _synchronize(torch.device(device))
+            times[label].append(clock() - start)
+    return times["ours"], times["reference"]
 
 
 def compare(
@@ -107,21 +181,44 @@ def compare(
     *,
     warmup: int,
     repeats: int,
-    device: torch.device,
+    device: torch.device | str = "cpu",
 ) -> tuple[float, float]:
-    """Median seconds of ``ours`` and ``reference``, timed alternately call by call."""
-    for _ in range(warmup):
-        ours()
-        reference()
-    times: dict[str, list[float]] = {"ours": [], "reference": []}
-    for _ in range(repeats):
-        for label, fn in (("ours", ours), ("reference", reference)):
-            _synchronize(device)
-            start = time.perf_counter()
-            fn()
-            _synchronize(device)
-            times[label].append(time.perf_counter() - start)
-    return statistics.median(times["ours"]), statistics.median(times["reference"])
+    """Median seconds of ``ours`` and ``reference``, timed in rounds (:func:`compare_rounds`)."""
+    ours_s, reference_s = compare_rounds(
+        ours, reference, warmup=warmup, repeats=repeats, device=device
+    )
+    return statistics.median(ours_s), statistics.median(reference_s)
+
+
+def summarize(
+    name: str,
+    size: str,
+    ours_seconds: Sequence[float],
+    reference_seconds: Sequence[float],
+    target: float | None,
+) -> Comparison:
+    """The :class:`Comparison` of one pair's rounds: medians, and the ratio of each round.
+
+    Raises:
+        ValueError: If the two lists differ in length or are empty.
+    """
+    if len(ours_seconds) != len(reference_seconds) or not ours_seconds:
+        raise ValueError(
+            f"one time per round on each side, got {len(ours_seconds)} and "
+            f"{len(reference_seconds)}"
+        )
+    ratios = [o / r for o, r in zip(ours_seconds, reference_seconds, strict=True)]
+    return Comparison(
+        name=name,
+        size=size,
+        ours_ms=statistics.median(ours_seconds) * 1e3,
+        reference_ms=statistics.median(reference_seconds) * 1e3,
+        ratio=statistics.median(ratios),
+        ratio_min=min(ratios),
+        ratio_max=max(ratios),
+        target=target,
+        rounds=len(ratios),
+    )
 
 
 def _synchronize(device: torch.device) -> None:
@@ -169,19 +266,11 @@ def run_suite(
     results: list[Comparison] = []
 
     def record(name: str, size: str, ours, reference) -> None:
-        ours_s, reference_s = compare(
+        ours_s, reference_s = compare_rounds(
             ours, reference, warmup=warmup, repeats=repeats, device=device
         )
-        results.append(
-            Comparison(
-                name=name,
-                size=size,
-                ours_ms=ours_s * 1e3,
-                reference_ms=reference_s * 1e3,
-                ratio=ours_s / reference_s,
-                target=TARGETS.get(name) if size != "teaching" else None,
-            )
-        )
+        target = TARGETS.get(name) if size != "teaching" else None
+        results.append(summarize(name, size, ours_s, reference_s, target))
 
     def record_both(name, size, ours_fwd, reference_fwd, inputs, modules) -> None:
         """Record the forward pass (no autograd), then forward + backward."""
@@ -334,14 +423,17 @@ def format_report(results: list[Comparison], env: dict, notes: list[str] = ()) -
     lines = [
         "environment: " + ", ".join(f"{k}={v}" for k, v in env.items()),
         *notes,
-        f"{'size':<16} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'target':>7}  comparison",
+        "ratio: median over the rounds of ours / torch; rounds: its lowest and highest value",
+        f"{'size':<16} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'rounds':>13} "
+        f"{'target':>7}  comparison",
     ]
+    verdicts = {None: "", "ok": "  ok", "missed": "  MISSED", "undecided": "  undecided"}
     for r in results:
         target = f"{r.target:.2f}" if r.target is not None else "-"
-        verdict = "" if r.met is None else ("  ok" if r.met else "  MISSED")
+        spread = f"{r.ratio_min:.3f}-{r.ratio_max:.3f}"
         lines.append(
-            f"{r.size:<16} {r.ours_ms:10.3f} {r.reference_ms:10.3f} {r.ratio:7.3f} {target:>7}"
-            f"  {r.name}{verdict}"
+            f"{r.size:<16} {r.ours_ms:10.3f} {r.reference_ms:10.3f} {r.ratio:7.3f} {spread:>13} "
+            f"{target:>7}  {r.name}{verdicts[r.verdict]}"
         )
     return "\n".join(lines)
 
@@ -369,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         payload = {
             "environment": env,
             "notes": notes,
-            "results": [{**asdict(r), "met": r.met} for r in results],
+            "results": [{**asdict(r), "verdict": r.verdict} for r in results],
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
