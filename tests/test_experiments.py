@@ -1,7 +1,9 @@
 """Tests for mha_ref.tutorial's experiments: task, head read-out, training, sweep, cache."""
 
+import json
 import math
 import pickle
+import struct
 
 import pytest
 import torch
@@ -216,7 +218,7 @@ def test_cache_hit_miss_and_source_change(tmp_path, monkeypatch):
     assert len(list(tmp_path.iterdir())) == 2
 
     # changed mha_ref source: a miss too
-    monkeypatch.setattr(cache, "_source_fingerprint", lambda: "edited source")
+    monkeypatch.setattr(cache, "fingerprint", lambda modules: {"mha_ref/x.py": "edited"})
     training.train(num_heads=2, **SHORT)
     assert len(list(tmp_path.iterdir())) == 3
 
@@ -233,14 +235,80 @@ def test_cache_key_covers_every_input(monkeypatch):
         cache.cache_key("train", {"a": object()})
 
 
-def test_damaged_cache_file_is_recomputed(tmp_path, monkeypatch):
+def _entry_payload(path):
+    """The pickled bytes of a cache entry (after its format line and its JSON header)."""
+    data = path.read_bytes()
+    assert data.startswith(cache._MAGIC)
+    header, _, payload = data[len(cache._MAGIC) :].partition(b"\n")
+    return json.loads(header), payload
+
+
+def test_damaged_cache_file_is_recomputed(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
     first = training.train(num_heads=1, **SHORT)
     (path,) = tmp_path.iterdir()
     path.write_bytes(b"not a pickle")
     again = training.train(num_heads=1, **SHORT)
     assert again.loss_curve == first.loss_curve
-    assert pickle.loads(path.read_bytes()).loss_curve == first.loss_curve
+    assert pickle.loads(_entry_payload(path)[1]).loss_curve == first.loss_curve
+    assert "not a cache entry of this format" in capfd.readouterr().err
+
+
+def test_an_entry_changed_so_that_it_still_loads_is_noticed(tmp_path, monkeypatch, capfd):
+    """One float of the pickled result changed: the pickle loads (to a wrong number), the
+    checksum does not match, the result is computed again and the file replaced."""
+    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
+    first = training.train(num_heads=1, **SHORT)
+    (path,) = tmp_path.iterdir()
+    header, payload = _entry_payload(path)
+    target = struct.pack(">d", first.accuracy)  # pickle writes a float as 'G' + 8 bytes
+    assert payload.count(b"G" + target) == 1
+    damaged = payload.replace(b"G" + target, b"G" + struct.pack(">d", 0.0))
+    assert pickle.loads(damaged).accuracy == 0.0  # it loads: only the checksum can tell
+    path.write_bytes(path.read_bytes().replace(payload, damaged))
+    capfd.readouterr()
+    again = training.train(num_heads=1, **SHORT)
+    report = capfd.readouterr().err
+    assert again.accuracy == first.accuracy != 0.0
+    assert f"{path}: its content does not match its checksum" in report
+    assert "computing it again and replacing the file" in report
+    new_header, new_payload = _entry_payload(path)  # replaced by a sound entry
+    assert new_header["key"] == header["key"] and pickle.loads(new_payload).accuracy != 0.0
+    training.train(num_heads=1, **SHORT)
+    assert capfd.readouterr().err == ""  # now sound: read without a word
+
+
+def test_an_entry_under_another_name_is_not_used(tmp_path, monkeypatch, capfd):
+    """The header holds the key the entry was stored under: a file copied over another key's
+    file is noticed even though its checksum is right."""
+    monkeypatch.setenv(cache.CACHE_ENV_VAR, str(tmp_path))
+    one = training.train(num_heads=1, **SHORT)
+    two = training.train(num_heads=2, **SHORT)
+    path_one, path_two = (p for p in sorted(tmp_path.iterdir(), key=lambda p: p.stat().st_mtime_ns))
+    path_one.write_bytes(path_two.read_bytes())
+    capfd.readouterr()
+    again = training.train(num_heads=1, **SHORT)
+    assert again.loss_curve == one.loss_curve != two.loss_curve
+    assert "it was stored under another key" in capfd.readouterr().err
+
+
+def test_the_key_covers_the_code_the_computation_can_run_and_no_more(monkeypatch):
+    """A training's key holds the files of its import closure: the model and the training
+    loop, the attention reference, not the figures; an ablation report's also holds the
+    training that made the model it measures."""
+    from mha_ref.tutorial.sources import fingerprint
+
+    computes = []
+    monkeypatch.setattr(training, "cached", lambda name, args, compute: computes.append(compute))
+    training.train(num_heads=1, **SHORT)
+    (compute,) = computes
+    assert cache.compute_modules(compute) == ["mha_ref.tutorial.training"]
+    training_files = set(fingerprint(cache.compute_modules(compute)))
+    assert {"mha_ref/tutorial/training.py", "mha_ref/tutorial/tasks.py",
+            "mha_ref/functional.py", "mha_ref/multihead.py"} <= training_files
+    assert "mha_ref/tutorial/plotting.py" not in training_files
+    assert training_files <= set(fingerprint(["mha_ref.tutorial.ablation"]))
+    assert cache.compute_modules(lambda: None) is None  # defined here: all of mha_ref
 
 
 def test_sweep_is_cached(tmp_path, monkeypatch):

@@ -28,6 +28,9 @@ Nothing in ``mha_ref`` itself imports this sub-package. One module per topic:
     multi-head -> grouped-query attention on the tiny model: mean-pooling, then uptraining.
 ``cache``
     the on-disk cache that lets the second language reuse the first one's trainings.
+``sources``
+    which files of ``mha_ref`` a module can run (its import closure): the cache's key, and the
+    docs build's rule for which examples to run again.
 ``plotting`` and ``fonts``
     attention-weight heatmaps, mask pictures, line plots; Chinese labels with a bundled font.
 ``interactive``
