@@ -159,3 +159,100 @@ def test_a_notebook_shows_the_view_under_the_figure(monkeypatch):
     assert len(html) == 1 and 'class="mha-attn"' in html[0]
     assert "function View(" in html[0] and "[[[0.25,0.75],[1.0,0.0]]]" in html[0]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the picture as well
+
+
+#: labels an attacker (or an unlucky tokenizer) could give: HTML that ends the element, reST
+#: that includes a file, and every character that ends a line for docutils or JavaScript
+HOSTILE_LABELS = [
+    "</script><script>alert(1)</script>",
+    "a\n\n.. include:: /etc/hostname\n\n",
+    "b\u2028.. include:: /etc/hostname",
+    "c\u2029.. raw:: html",
+    "d\x85e",
+    "nul\x00",
+    "cr\rvt\x0bff\x0cfs\x1c",
+    "<!--",
+    "&amp;",
+    "中文 ‘quoted’",
+]
+
+
+class _ViewParser:
+    """The elements of a view's HTML and the text of each script, via html.parser."""
+
+    def __init__(self, html: str):
+        from html.parser import HTMLParser
+
+        self.tags, self.scripts = [], []
+        outer = self
+
+        class Parser(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                outer.tags.append((tag, dict(attrs)))
+                if tag == "script":
+                    outer.scripts.append([dict(attrs).get("type"), ""])
+
+            def handle_data(self, data):
+                if outer.tags and outer.tags[-1][0] == "script" and outer.scripts:
+                    outer.scripts[-1][1] += data
+
+        parser = Parser(convert_charrefs=False)
+        parser.feed(html)
+        parser.close()
+
+
+def _assert_view_holds_exactly(html: str, labels: list[str], standalone: bool) -> None:
+    parsed = _ViewParser(html)
+    expected = ["div", "script"] if not standalone else ["style", "div", "script", "script"]
+    assert [tag for tag, _ in parsed.tags] == expected
+    (data,) = [text for kind, text in parsed.scripts if kind == "application/json"]
+    assert data.isascii() and len(data.splitlines()) == 1 and "</" not in data
+    if not standalone:  # what a page embeds (in a reST raw block): one line of ASCII
+        assert html.isascii() and len(html.splitlines()) == 1
+    view = json.loads(data)
+    assert view["queries"] == labels and view["keys"] == labels
+    assert view["title"] == labels[2]
+
+
+def test_hostile_labels_stay_data_in_the_page_and_the_notebook_html():
+    """Through the public API that makes views (attach_view_data, view_html): whatever the
+    labels hold, the HTML is one line of ASCII whose JSON reads back as exactly those labels,
+    for the site (view_html) and for a notebook (standalone=True)."""
+    n = len(HOSTILE_LABELS)
+    fig = plt.figure()
+    interactive.attach_view_data(
+        fig, np.full((1, n, n), 1.0 / n), HOSTILE_LABELS, HOSTILE_LABELS,
+        names=[HOSTILE_LABELS[1]], title=HOSTILE_LABELS[2], vmax=1.0,
+        cmap=matplotlib.colormaps["viridis"], xlabel=HOSTILE_LABELS[3],
+    )
+    for standalone in (False, True):
+        html = interactive.view_html(fig, "en", standalone=standalone)
+        _assert_view_holds_exactly(html, HOSTILE_LABELS, standalone)
+
+
+def test_the_views_script_and_style_cannot_end_their_elements():
+    """A notebook gets the view's JavaScript and CSS inline: neither may contain the end tag."""
+    static = interactive._STATIC_DIR
+    assert "</script" not in (static / "attention-view.js").read_text(encoding="utf-8").lower()
+    assert "</style" not in (static / "attention-view.css").read_text(encoding="utf-8").lower()
+
+
+def test_a_notebook_keeps_hostile_labels_as_data(monkeypatch):
+    """plot_heads in a real kernel, with the hostile labels: its HTML output holds them as data."""
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    code = (
+        "import json, torch, warnings\n"
+        "warnings.simplefilter('ignore')  # matplotlib: no glyph for some of these characters\n"
+        "from mha_ref.tutorial.plotting import plot_heads\n"
+        f"labels = json.loads({json.dumps(json.dumps(HOSTILE_LABELS))})\n"
+        "n = len(labels)\n"
+        "fig = plot_heads(torch.full((1, n, n), 1.0 / n), labels, suptitle=labels[2])"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    (html,) = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    _assert_view_holds_exactly(html, HOSTILE_LABELS, standalone=True)

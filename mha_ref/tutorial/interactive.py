@@ -190,16 +190,26 @@ def view_data(fig: Figure) -> dict | None:
 
 
 def view_json(data: dict, lang: str | None = None) -> str:
-    """``data`` as compact JSON that is safe inside an HTML ``<script>`` element.
+    """``data`` as compact JSON that no label can break out of, wherever it is embedded.
+
+    The text is one line of printable ASCII: every character outside it is written as a JSON
+    escape (``\\u4e2d`` for a Chinese character, ``\\u2028`` for the line separator,
+    ``\\u0000`` for NUL), and so are ``<``, ``>`` and ``&``. So ``</script>`` or ``<!--`` in a
+    label cannot end an HTML ``<script>`` element, and no character can end the line of a reST
+    ``raw`` block (which ends at a line or paragraph separator, U+2028, U+2029 or U+0085, too);
+    JavaScript's ``JSON.parse`` reads the same labels back.
 
     Args:
         data: what :func:`view_data` returns.
         lang: the page's language (``"en"`` or ``"zh_CN"``), for the view's own words; by
             default the language the labels are in.
+
+    Returns:
+        str: the JSON text.
     """
     if lang is not None:
         data = {**data, "lang": lang}
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     # "</script>" or "<!--" inside a label must not end the element
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
