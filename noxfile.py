@@ -58,7 +58,9 @@ def docs(session: nox.Session) -> None:
 
     ``nox -s docs -- --fresh`` first deletes the generated gallery pages, so every example runs;
     other arguments go to every language's Sphinx build
-    (``nox -s docs -- -D abort_on_example_error=1``).
+    (``nox -s docs -- -D abort_on_example_error=1``). The site is published to build/html only
+    when every language succeeded; a failed build removes build/html and leaves what it wrote
+    in build/html-staging (docs/_ext/build_languages.py).
     """
     install(session, "docs")
     # the build makes the package's wheel without build isolation, so without network
@@ -80,7 +82,6 @@ def docs(session: nox.Session) -> None:
     )
     if not all((HTML / lang / "index.html").is_file() for lang in LANGUAGES):
         return  # nothing was built (nox --install-only)
-    shutil.copyfile(ROOT / "docs" / "root_index.html", HTML / "index.html")
     timings = json.loads((BUILD / "timings" / "languages.json").read_text())
     timings["total"] = time.perf_counter() - start
     _report_build_times(session, timings)

@@ -1,11 +1,19 @@
 """Build every language of the site, sharing the start-up work: ``nox -s docs`` runs this.
 
-    python docs/_ext/build_languages.py OUTDIR [SPHINX-BUILD OPTIONS...]
+    python docs/_ext/build_languages.py OUTDIR [--languages=en,zh_CN] [SPHINX-BUILD OPTIONS...]
 
-builds ``docs/<lang>`` into ``OUTDIR/<lang>`` for each language, with the same options as::
+builds ``docs/<lang>`` for each language, with the same options as::
 
     sphinx-build -b html -c . -D language=<lang> -n -W -q -j auto [OPTIONS...] \
-        docs/<lang> OUTDIR/<lang>
+        docs/<lang> OUTDIR-staging/<lang>
+
+**Nothing half-built is published.** Sphinx writes into ``OUTDIR-staging`` (kept from build to
+build, so that a rebuild writes only what changed). Only when every language succeeded is
+``OUTDIR`` replaced, whole, by a copy of it, with the root page that sends a reader to a
+language (``docs/root_index.html``). When a language fails, ``OUTDIR`` is deleted, so that no
+complete-looking site is left from a failed build (nor an older one that the sources no longer
+match), and ``OUTDIR-staging/BUILD-FAILED.txt`` says that the pages there are a failed build's,
+to read, not to publish.
 
 This process imports torch, matplotlib, Sphinx and the extensions once (2-3 s), then each
 language is built, one after the other, in a child process forked from it. The children start
@@ -21,6 +29,7 @@ Within a language, Sphinx reads and writes the pages in parallel on every core (
 
 The first language that fails stops the build with its exit status. Each language's wall time
 is written to ``OUTDIR/../timings/languages.json``; the first language's includes the imports.
+``--languages=en`` builds a subset (the build tests use it on a small site).
 """
 
 from __future__ import annotations
@@ -76,6 +85,51 @@ SHARED_MODULES = (
 )
 
 
+#: written into the staging folder when a build fails
+FAILED_NOTE = "BUILD-FAILED.txt"
+
+
+def staging_dir(outdir: Path) -> Path:
+    """Where Sphinx writes the site before it is published to ``outdir``."""
+    return outdir.with_name(f"{outdir.name}-staging")
+
+
+def publish(staging: Path, outdir: Path) -> None:
+    """Replace ``outdir`` by a copy of ``staging`` and the root page, in one rename.
+
+    The copy is built beside ``outdir`` first, so that ``outdir`` is at every moment either
+    the previous complete site, or nothing, or the new complete site.
+    """
+    fresh, old = outdir.with_name(f"{outdir.name}.new"), outdir.with_name(f"{outdir.name}.old")
+    for leftover in (fresh, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    shutil.copytree(staging, fresh, ignore=shutil.ignore_patterns(FAILED_NOTE))
+    root_page = ROOT / "docs" / "root_index.html"
+    if root_page.is_file():
+        shutil.copyfile(root_page, fresh / "index.html")
+    if outdir.exists():
+        outdir.rename(old)
+    fresh.rename(outdir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def withdraw(staging: Path, outdir: Path, lang: str, status: int) -> None:
+    """After a failed build: delete ``outdir``, and mark the staging folder as failed."""
+    shutil.rmtree(outdir, ignore_errors=True)
+    staging.mkdir(parents=True, exist_ok=True)
+    (staging / FAILED_NOTE).write_text(
+        f"The {lang} build failed (exit status {status}). The pages in this folder are what "
+        f"the failed build wrote: read them to find the problem, never publish them. The "
+        f"site folder ({outdir.name}) was removed; a build in which every language succeeds "
+        f"writes it again, whole.\n"
+    )
+    print(
+        f"the {lang} build failed (exit status {status}): {outdir.name} was removed, nothing "
+        f"was published; what the failed build wrote is in {staging.name}",
+        file=sys.stderr,
+    )
+
+
 def sphinx_arguments(lang: str, outdir: Path, options: list[str]) -> list[str]:
     """The sphinx-build arguments for one language."""
     argv = ["-b", "html", "-c", str(ROOT), "-D", f"language={lang}", "-n", "-W", "-q", "-j", "auto"]
@@ -115,6 +169,12 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     outdir, options = Path(argv[0]).resolve(), argv[1:]
+    languages = LANGUAGES
+    for option in [o for o in options if o.startswith("--languages=")]:
+        languages = tuple(option.removeprefix("--languages=").split(","))
+        options.remove(option)
+    staging = staging_dir(outdir)
+    (staging / FAILED_NOTE).unlink(missing_ok=True)
     build = build_in_child if hasattr(os, "fork") else build_in_new_process
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -125,14 +185,16 @@ def main(argv: list[str]) -> int:
         # that the children neither walk it nor copy the memory pages it would touch
         gc.collect()
         gc.freeze()
-    for lang in LANGUAGES:
-        shutil.rmtree(outdir / lang / ".doctrees", ignore_errors=True)  # from older builds
-        status = build(sphinx_arguments(lang, outdir, options))
+    for lang in languages:
+        shutil.rmtree(staging / lang / ".doctrees", ignore_errors=True)  # from older builds
+        status = build(sphinx_arguments(lang, staging, options))
         timings[lang] = round(time.perf_counter() - start, 2)
         start = time.perf_counter()
         if status != 0:
-            print(f"the {lang} build failed (exit status {status})", file=sys.stderr)
+            withdraw(staging, outdir, lang, status)
             return status
+    publish(staging, outdir)
+    timings["publish"] = round(time.perf_counter() - start, 2)
     timings_file = outdir.parent / "timings" / "languages.json"
     timings_file.parent.mkdir(parents=True, exist_ok=True)
     timings_file.write_text(json.dumps(timings, indent=2) + "\n")

@@ -1,10 +1,17 @@
 """Sphinx extension with what the mha-ref site needs beyond plain configuration.
 
 - Per language: which gallery folder to execute (``gallery/<lang>``) and the search language.
-- Staleness: sphinx-gallery re-runs an example only when the example file changes. Here a change
-  to anything an example's output depends on (the ``mha_ref`` package, ``conf.py``, this file,
-  the pinned toolchain) re-runs every example as well, and the page of every example that ran
-  is written again, so that new figures reach the site even when the text is unchanged.
+- Staleness: sphinx-gallery re-runs an example only when the example file changes. Here an
+  example also runs again when a file its output depends on changed: the ``mha_ref`` modules
+  in the import closure of the script (``mha_ref.tutorial.sources``), and what every example
+  depends on (``conf.py``, this file, the pinned toolchain, the modules this file runs around
+  each example). Each executed example records those files' hashes beside its page
+  (``<name>.deps.json``); the page of every example that ran is written again, so that new
+  figures reach the site even when the text is unchanged.
+- Nothing silently wrong: a generated page whose example was deleted or renamed is removed; an
+  example that prints NaN without declaring it, or draws an empty figure, fails the build;
+  characters that would end a block of the page's reST are escaped, and the building machine's
+  paths are taken out of every example page (tracebacks included).
 - Provenance: each executed example records the torch version, device and thread count it ran
   with, and the page shows it; the footer shows the commit the site was built from.
 - ``reset_example_state``: run by sphinx-gallery before every example (seeds, threads, fonts).
@@ -32,29 +39,145 @@ from sphinx.util import logging
 ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("en", "zh_CN")
 GALLERY_DIR = "auto_examples"
-DEPS_STAMP = ".mha_ref_deps.sha256"
 PROVENANCE_SUFFIX = ".provenance.json"
+#: beside each generated page: the files its example's output depends on, with their hashes
+DEPS_SUFFIX = ".deps.json"
+#: a code cell holding this line may print NaN (the line is not shown: sphinx-gallery removes
+#: ``# sphinx_gallery_...`` comments from the code on the page)
+EXPECTED_NAN_FLAG = "# sphinx_gallery_mha_ref_expected_nan"
 
 logger = logging.getLogger(__name__)
 
 
-# -- what every example depends on ----------------------------------------------------------------
+# -- what an example depends on --------------------------------------------------------------------
+#: the mha_ref modules this file runs around every example: its provenance (the device), its
+#: figure scraper (the fonts' glyph check, the interactive views) and the rerun rule itself
+AROUND_EVERY_EXAMPLE = (
+    "mha_ref.device",
+    "mha_ref.tutorial.fonts",
+    "mha_ref.tutorial.interactive",
+    "mha_ref.tutorial.sources",
+)
+
+
 def dependency_files() -> list[Path]:
-    """The files whose change must re-run every example (besides the example itself)."""
-    files = sorted((ROOT / "mha_ref").rglob("*.py"))
-    files += [ROOT / "conf.py", Path(__file__).resolve(), ROOT / "requirements" / "constraints.txt"]
+    """The files outside ``mha_ref`` whose change must re-run every example."""
+    files = [ROOT / "conf.py", Path(__file__).resolve(), ROOT / "requirements" / "constraints.txt"]
     return [f for f in files if f.is_file()]
 
 
-def dependency_hash() -> str:
-    """SHA-256 over the paths and contents of :func:`dependency_files`."""
-    digest = hashlib.sha256()
-    for path in dependency_files():
-        digest.update(path.relative_to(ROOT).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+def example_dependencies(script: Path) -> dict[str, str]:
+    """SHA-256 of every file the output of the example ``script`` depends on, by path.
+
+    The files of :func:`dependency_files`, the import closure of :data:`AROUND_EVERY_EXAMPLE`,
+    and the import closure of the modules the script imports (``mha_ref.tutorial.sources``:
+    read from its import statements, parents and data files included). A script whose imports
+    cannot be read (a syntax error, an import by a computed name) depends on all of
+    ``mha_ref``.
+    """
+    from mha_ref.tutorial import sources
+
+    files = {
+        path.relative_to(ROOT).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in dependency_files()
+    }
+    try:
+        modules = sources.imported_names(script)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        modules = None  # every module of mha_ref
+    everything = sources.fingerprint(None if modules is None else [*modules,
+                                                                    *AROUND_EVERY_EXAMPLE])
+    return {**files, **everything}
+
+
+def _changed_files(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
+    """The paths whose hash differs, or that only one of the two records lists."""
+    return sorted(p for p in recorded.keys() | current.keys() if recorded.get(p) != current.get(p))
+
+
+def _mark_outdated_examples(gallery: Path, generated: Path) -> None:
+    """Make sphinx-gallery run again every example whose dependencies changed.
+
+    sphinx-gallery skips an example whose ``<name>.py.md5`` matches the script; deleting that
+    file makes it run. An example runs again when no record of its dependencies exists (its
+    first build with this rule) or when a recorded file's hash differs from today's.
+    """
+    for script in sorted(gallery.glob("*.py")):
+        md5 = generated / f"{script.name}.md5"
+        if not md5.is_file():
+            continue  # runs anyway
+        record = generated / f"{script.stem}{DEPS_SUFFIX}"
+        try:
+            recorded = json.loads(record.read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            recorded = None
+        if recorded is None:
+            changed = ["(no record of what it ran with)"]
+        else:
+            changed = _changed_files(recorded, example_dependencies(script))
+        if changed:
+            md5.unlink()
+            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3
+                                              else "")
+            logger.info(f"{script.relative_to(ROOT).as_posix()} runs again: {shown} changed")
+
+
+def _record_dependencies(gallery_conf: dict, fname: str) -> None:
+    """Write what the example about to run depends on (:func:`example_dependencies`).
+
+    Written before it runs: sphinx-gallery writes the example's ``.md5`` only after it ran and
+    its page was written, and :func:`_mark_outdated_examples` deleted the old one first, so a
+    record never vouches for a page that an interrupted or failed run left behind.
+    """
+    examples = Path(gallery_conf["src_dir"], gallery_conf["examples_dirs"][0]).resolve()
+    script = examples / Path(fname).name
+    record = Path(gallery_conf["src_dir"]) / GALLERY_DIR / f"{script.stem}{DEPS_SUFFIX}"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"files": example_dependencies(script)}
+    record.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+
+
+# -- examples that no longer exist ---------------------------------------------------------------
+#: what sphinx-gallery writes into the gallery folder that belongs to no single example
+_GALLERY_FILES = {"index", "sg_execution_times", "auto_examples_python", "auto_examples_jupyter"}
+
+
+def _remove_orphans(gallery: Path, generated: Path, outdir: Path) -> None:
+    """Delete everything generated for an example whose script is gone (deleted, renamed).
+
+    Without this, its old page stays among the sources, in no table of contents: Sphinx warns
+    about it, and the ``-W`` build fails without saying why. The built copies of its page,
+    images and downloads go too, so that the published site does not keep them.
+    """
+    import glob
+
+    if not generated.is_dir():
+        return
+    sources = {script.stem for script in gallery.glob("*.py")}
+    stems = {path.name.split(".")[0] for path in generated.iterdir() if path.is_file()}
+    for stem in sorted(stems - sources - _GALLERY_FILES):
+        name = glob.escape(stem)
+        doomed = [
+            *generated.glob(f"{name}.*"),
+            *generated.glob(f"images/sphx_glr_{name}_[0-9][0-9][0-9]*"),
+            *generated.glob(f"images/thumb/sphx_glr_{name}_thumb.*"),
+            *outdir.glob(f"{GALLERY_DIR}/{name}.html"),
+            *outdir.glob(f"_downloads/*/{name}.*"),
+            *outdir.glob(f"_images/sphx_glr_{name}_[0-9][0-9][0-9]*"),
+            *outdir.glob(f"_images/sphx_glr_{name}_thumb.*"),
+        ]
+        try:
+            for path in doomed:
+                path.unlink()
+        except OSError as error:
+            from sphinx.errors import ExtensionError
+
+            raise ExtensionError(
+                f"the example {stem} no longer exists, and its generated files could not be "
+                f"removed ({error}); remove {generated.relative_to(ROOT)} and build again "
+                f"(nox -s docs -- --fresh)"
+            ) from error
+        logger.info(f"{stem}: its example is gone; removed its {len(doomed)} generated files")
 
 
 def _git(*args: str) -> str:
@@ -142,13 +265,16 @@ def _configure_language(app: Sphinx, config: Config) -> None:
         "build_torch": torch.__version__,
     }
 
-    stamp = Path(app.srcdir) / GALLERY_DIR / DEPS_STAMP
-    current = dependency_hash()
-    previous = stamp.read_text().strip() if stamp.is_file() else None
-    if previous is not None and previous != current:
-        logger.info("mha_ref, conf.py or the toolchain changed: re-running every example")
-        config.sphinx_gallery_conf["run_stale_examples"] = True
-    app.env_dependency_hash = current  # type: ignore[attr-defined]
+    gallery, generated = ROOT / "gallery" / lang, Path(app.srcdir) / GALLERY_DIR
+    _remove_orphans(gallery, generated, Path(app.outdir))
+    if _plots(config):  # -D plot_gallery=0 runs nothing: then nothing is outdated either
+        _mark_outdated_examples(gallery, generated)
+
+
+def _plots(config: Config) -> bool:
+    """Whether sphinx-gallery runs the examples (``plot_gallery``, which ``-D`` sets as text)."""
+    value = getattr(config, "plot_gallery", True)
+    return str(value).strip() not in ("0", "False", "false", "")
 
 
 def _drop_source_maps(app: Sphinx, exception: Exception | None) -> None:
@@ -171,19 +297,6 @@ def _rewrite_executed_examples(app: Sphinx, env, added, changed, removed) -> lis
     if executed:
         executed = executed | {f"{GALLERY_DIR}/index"}  # the thumbnails
     return sorted((executed & env.found_docs) - set(added) - set(changed))
-
-
-def _write_stamp(app: Sphinx, exception: Exception | None) -> None:
-    """Record what the examples were run against, once the build has succeeded."""
-    if exception is not None or app.statuscode != 0:
-        return
-    if not app.config.sphinx_gallery_conf.get("plot_gallery", True):
-        # nothing ran (-D plot_gallery=0, as the API catalog's extraction does): the pages of
-        # the examples are not outputs of this code, and the next build must still run them
-        return
-    stamp = Path(app.srcdir) / GALLERY_DIR / DEPS_STAMP
-    if stamp.parent.is_dir():
-        stamp.write_text(app.env_dependency_hash + "\n")  # type: ignore[attr-defined]
 
 
 # -- before every example ----------------------------------------------------------------------
@@ -218,6 +331,7 @@ def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
         _record_time(key, time.perf_counter() - _started.pop(key, time.perf_counter()))
     else:
         _freeze_survivors()
+        _record_dependencies(gallery_conf, fname)
         _started[key] = time.perf_counter()
         src_dir = str(Path(gallery_conf["src_dir"]).resolve())
         _executed.setdefault(src_dir, set()).add(f"{GALLERY_DIR}/{stem}")
@@ -271,6 +385,103 @@ def _record_time(key: str, seconds: float) -> None:
     times = json.loads(path.read_text()) if path.is_file() else {}
     times[key] = round(seconds, 2)
     path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+
+
+# -- every build: NaN in the printed output -------------------------------------------------------
+#: a NaN as Python, NumPy and torch print it ("nan", "-nan"; "NAN" from an upper-case format),
+#: not inside a word ("nanoGPT"), and not "NaN", the word prose uses ("rows with NaN: [4]")
+_NAN = re.compile(r"(?<![A-Za-z0-9_])(nan|NAN)(?![A-Za-z0-9_])")
+_CELL = re.compile(r"^\.\. GENERATED FROM PYTHON SOURCE LINES (\d+)-(\d+)$", re.MULTILINE)
+_OUTPUT = re.compile(
+    r"^\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n(.*?)(?=\n\S|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def undeclared_nan(rst: str, script: str) -> list[tuple[int, int, str]]:
+    """The printed lines holding NaN in cells that do not declare it, as (first, last, line).
+
+    ``rst`` is a page sphinx-gallery generated from ``script`` (the example's source): each
+    cell follows a ``.. GENERATED FROM PYTHON SOURCE LINES a-b`` comment, its printed output
+    in a ``sphx-glr-script-out`` block. A cell whose source lines hold
+    :data:`EXPECTED_NAN_FLAG` may print NaN.
+    """
+    lines = script.splitlines()
+    marks = list(_CELL.finditer(rst))
+    found = []
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        first, last = int(mark.group(1)), int(mark.group(2))
+        cell = rst[mark.end() : following.start() if following else len(rst)]
+        if any(line.strip() == EXPECTED_NAN_FLAG for line in lines[first - 1 : last]):
+            continue
+        for output in _OUTPUT.finditer(cell):
+            found += [(first, last, line.strip()) for line in output.group(1).splitlines()
+                      if _NAN.search(line)]
+    return found
+
+
+def _check_printed_nan(app: Sphinx, env, docnames: list[str]) -> None:
+    """Warn (a failure with ``-W``) for every undeclared NaN on every example page.
+
+    Every build checks every page, also those whose example did not run again, so that the
+    failure does not vanish on the next build.
+    """
+    if not _plots(app.config):
+        return  # the pages are not this build's output (-D plot_gallery=0)
+    lang = app.config.language or "en"
+    for page in sorted((Path(app.srcdir) / GALLERY_DIR).glob("plot_*.rst")):
+        script = ROOT / "gallery" / lang / f"{page.stem}.py"
+        if not script.is_file():
+            continue
+        for first, last, line in undeclared_nan(page.read_text(encoding="utf-8"),
+                                                script.read_text(encoding="utf-8")):
+            logger.warning(
+                f"{script.relative_to(ROOT).as_posix()}, lines {first}-{last}, printed NaN: "
+                f"{line[:120]!r}. Fix the computation; if the NaN is what the cell shows, add "
+                f"the line {EXPECTED_NAN_FLAG!r} to that cell",
+                type="mha_ref",
+                subtype="nan",
+            )
+
+
+# -- source-read: an example page is text of this build, safe and anonymous ------------------------
+#: what docutils takes as the end of a line besides "\n" (``str.splitlines``), and the other
+#: control characters: on a page, each would end the block it is in (a raw-HTML block, a line of
+#: printed output) and let what follows be read as reST
+_LINE_ENDS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_line_ends(text: str) -> str:
+    """Write each character of :data:`_LINE_ENDS` as its escape, e.g. ``\\u2028``."""
+    return _LINE_ENDS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def machine_paths() -> list[str]:
+    """The building machine's folders that a traceback or a warning may print, longest first:
+    the checkout, the Python installation and its packages, the home folder."""
+    import site
+    import sys
+
+    folders = {str(ROOT), sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path.home())}
+    folders |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return sorted((f for f in folders if len(f) > 1), key=len, reverse=True)
+
+
+def anonymize_paths(text: str) -> str:
+    """Take the building machine's folders out of ``text``: a path inside the checkout or an
+    installed package becomes relative (``gallery/en/plot_01_shapes.py``,
+    ``torch/nn/functional.py``), one in the home folder starts with ``~``."""
+    home = str(Path.home())
+    for folder in machine_paths():
+        inside, itself = ("~/", "~") if folder == home else ("", ".")
+        text = text.replace(folder + "/", inside)
+        text = re.sub(re.escape(folder) + r"(?![\w-]|\.\w)", itself, text)  # the folder alone
+    return text
+
+
+def _clean_example_page(app: Sphinx, docname: str, source: list[str]) -> None:
+    if docname.startswith(f"{GALLERY_DIR}/"):
+        source[0] = anonymize_paths(escape_line_ends(source[0]))
 
 
 # -- source-read: show provenance on each example page ---------------------------------------------
@@ -533,6 +744,14 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
     image_paths = block_vars["image_path_iterator"]  # endless: one name per figure asked for
     for fig_num, image_path in zip(plt.get_fignums(), image_paths, strict=False):
         fig = plt.figure(fig_num)
+        example = Path(block_vars["src_file"]).relative_to(ROOT).as_posix()
+        if not _draws_data(fig):
+            plt.close("all")
+            raise ExtensionError(
+                f"{example}, figure {fig_num}: the figure is empty (no axes holds a line, "
+                f"bar, image or other data with a finite value). Draw into it, or close it "
+                f"(plt.close(fig)) if it is not meant to be shown"
+            )
         image_1x = Path(image_path)
         image_2x = image_1x.with_name(f"{image_1x.stem}_2_00x{image_1x.suffix}")
         dpi = fig.dpi if plt.rcParams["savefig.dpi"] == "figure" else plt.rcParams["savefig.dpi"]
@@ -541,11 +760,15 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
                 picture = _draw_once(fig, 2 * dpi)
         except MissingGlyphError as error:
             plt.close("all")
-            example = Path(block_vars["src_file"]).relative_to(ROOT).as_posix()
             raise ExtensionError(f"{example}, figure {fig_num}: {error}") from error
         except Exception:
             plt.close("all")
             raise
+        if all(low == high for low, high in picture.convert("RGB").getextrema()):
+            plt.close("all")
+            raise ExtensionError(
+                f"{example}, figure {fig_num}: the picture is one flat colour: nothing shows"
+            )
         picture.save(image_2x)
         # each 1x pixel is the mean of 2 x 2 pixels: as sharp as a Lanczos filter here, and
         # faster, with smaller files
@@ -554,6 +777,7 @@ def matplotlib_scraper(block, block_vars: dict, gallery_conf: dict, **kwargs) ->
         # the titles become the image's alt text, which sphinx-gallery writes into the HTML
         # without escaping: a double quote (a title such as alignment="top_left") would end it
         alt = _matplotlib_fig_titles(fig).replace('"', "'")
+        alt = " ".join(_LINE_ENDS.sub(" ", alt).split())  # one line: it is a reST option
         rst = figure_rst([image_1x], gallery_conf["src_dir"], alt, srcset)
         image_rsts.append(rst + _interactive_view_rst(fig, Path(gallery_conf["src_dir"]).name))
     plt.close("all")
@@ -574,12 +798,50 @@ def _interactive_view_rst(fig, lang: str) -> str:
     The view's data is what the plotting function drew (``mha_ref.tutorial.interactive``);
     its script and style sheet are loaded once for the whole site (``conf.py``).
     """
+    from sphinx.errors import ExtensionError
+
     from mha_ref.tutorial.interactive import view_html
 
     html = view_html(fig, lang)
     if html is None:
         return ""
+    if len(html.splitlines()) != 1 or not html.isascii():
+        # one line of ASCII, the block's only line: nothing in it can end the block
+        raise ExtensionError(f"the interactive view's HTML is not one line of ASCII: {html!r}")
     return f"\n.. raw:: html\n\n   {html}\n\n"
+
+
+def _draws_data(fig) -> bool:
+    """Whether some axes of ``fig`` holds data that can show: a line or a collection with a
+    finite point, an image with a finite value, a patch (bars, boxes) of finite size.
+
+    Text alone does not count: a figure of labels and titles over empty axes is a figure whose
+    data went missing.
+    """
+    import numpy as np
+
+    def finite(values) -> bool:
+        """Whether ``values`` hold a finite number, or a row of them (a point, for 2-D)."""
+        array = np.ma.filled(np.ma.asarray(values, dtype=float), np.nan)
+        if array.ndim == 2 and array.shape[1] == 2:  # points (x, y): both finite
+            return bool(np.isfinite(array).all(axis=1).any())
+        return array.size > 0 and bool(np.isfinite(array).any())
+
+    for ax in fig.axes:
+        shown = [
+            *(finite(line.get_xydata()) for line in ax.lines if line.get_visible()),
+            *(finite(image.get_array()) for image in ax.images if image.get_visible()),
+            *(finite(patch.get_verts()) for patch in ax.patches if patch.get_visible()),
+            *(
+                finite(collection.get_offsets())
+                or any(finite(path.vertices) for path in collection.get_paths())
+                for collection in ax.collections
+                if collection.get_visible()
+            ),
+        ]
+        if any(shown):
+            return True
+    return bool(fig.images)
 
 
 def _draw_once(fig, dpi: float):
@@ -611,13 +873,14 @@ def setup(app: Sphinx) -> dict:
     app.add_search_language(_chinese_search_language())
     app.connect("config-inited", _configure_language, priority=5)  # before sphinx-gallery's 10
     app.connect("env-get-outdated", _rewrite_executed_examples)
+    app.connect("source-read", _clean_example_page, priority=100)  # before any other handler
+    app.connect("env-before-read-docs", _check_printed_nan)
     app.connect("source-read", _add_provenance)
     app.connect("source-read", _translate_gallery_text)
     app.connect("autodoc-process-docstring", _translate_docstring_sections, priority=600)
     app.connect("doctree-read", _translate_attribute_type_label)
     app.add_post_transform(JoinChineseText)
     app.connect("html-page-context", _full_width_field_colons)
-    app.connect("build-finished", _write_stamp)
     app.connect("build-finished", _drop_source_maps)
     return {
         "parallel_read_safe": True,

@@ -124,6 +124,7 @@ print("rows sum to 1:", torch.allclose(w_both.sum(-1), torch.ones(()), atol=1e-6
 # (``allowed_to_additive``) and compare each API given a boolean mask of either polarity.
 # Nothing raises an error when the polarity is wrong: the output is just different.
 
+# sphinx_gallery_mha_ref_expected_nan
 q, k, v = torch.randn(3, batch, num_heads, seq_len, embed_dim // num_heads).to(device)  # each (batch, num_heads, seq_len, head_dim)
 allowed = allowed_both[:, None]  # (batch, 1, seq_len, seq_len), broadcasts over heads
 torch_mha = mha.to_torch()

@@ -25,6 +25,7 @@ then timed. Times are printed on ``[timing]`` lines only: they depend on the mac
 # the factor :math:`e^{-m}` cancels) and keeps every exponent at most 0. This is what
 # ``torch.softmax`` does internally.
 
+# sphinx_gallery_mha_ref_expected_nan
 import math
 import warnings
 
@@ -246,6 +247,7 @@ plt.show()
 #    above, with and without that fix; then the tiled and the full computation (in ``float64``)
 #    with the first block of keys masked:
 
+# sphinx_gallery_mha_ref_expected_nan
 masked_row = row.clone()  # (S,)
 masked_row[:4] = float("-inf")  # the first block of keys is masked
 

@@ -118,6 +118,7 @@ print("每行之和为 1：", torch.allclose(w_both.sum(-1), torch.ones(()), ato
 # 两套 API 都是如此。所以我们先用浮点掩码（``allowed_to_additive``）算出参考结果，再把两种
 # 极性的布尔掩码分别交给每个 API，与参考结果比较。极性用反时不会报任何错，只是输出不同。
 
+# sphinx_gallery_mha_ref_expected_nan
 q, k, v = torch.randn(3, batch, num_heads, seq_len, embed_dim // num_heads).to(device)  # 各为 (batch, num_heads, seq_len, head_dim)
 allowed = allowed_both[:, None]  # (batch, 1, seq_len, seq_len)，在头维上广播
 torch_mha = mha.to_torch()

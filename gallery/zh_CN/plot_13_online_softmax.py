@@ -21,6 +21,7 @@ FlashAttention（Dao 等，2022）从不保存这些分数：它借助 Milakov �
 # （:math:`e^{s_j - m} / \sum_k e^{s_k - m}`，因子 :math:`e^{-m}` 约掉了），却让每个指数都不大于 0。
 # ``torch.softmax`` 内部就是这么做的。
 
+# sphinx_gallery_mha_ref_expected_nan
 import math
 import warnings
 
@@ -230,6 +231,7 @@ plt.show()
 #    第一个含有真实分数的块让这一行从头开始。下面先把上面的循环分别不加、加上这个修正各跑一遍；
 #    再在 ``float64`` 下比较屏蔽了第一块键时的分块计算与完整计算：
 
+# sphinx_gallery_mha_ref_expected_nan
 masked_row = row.clone()  # (S,)
 masked_row[:4] = float("-inf")  # 第一块键全被屏蔽
 

@@ -8,8 +8,19 @@ Checked here:
   the page shows the new output; an edit that changes only a figure replaces the figure in the
   built site; editing one example re-runs only that example; a rebuild with nothing changed
   runs none;
+- selective, never stale: an edit to a module of the lab re-runs exactly the examples whose
+  imports reach it (directly or through another module), an edit to ``conf.py`` or to the
+  attention reference re-runs every example, a new module re-runs none;
 - failure is loud: an example that raises fails the build with a non-zero exit that names the
-  example and shows the traceback; a Sphinx warning fails the build;
+  example and shows the traceback; a Sphinx warning fails the build; an undeclared NaN in the
+  printed output and an empty figure fail it too, on every build until fixed;
+- a failed build publishes nothing: ``build/html`` is gone, and what the failed build wrote
+  (its traceback page too) holds no path of the building machine;
+- a damaged training-cache entry that still loads is noticed, and the page prints the right
+  number;
+- hostile labels (``</script>``, line and paragraph separators, reST directives, NUL) stay data
+  on the page: no file of the machine is included, the view reads back the labels;
+- a deleted or renamed example leaves no page behind, and the build passes;
 - reproducible: two clean builds write identical example pages.
 
 These tests run sphinx-build in a subprocess (``pytest -m build``; ``nox -s tests`` runs them).
@@ -18,9 +29,11 @@ The folder is not called ``build``: pytest skips folders of that name when colle
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -96,11 +109,31 @@ def _make_site(tmp_path: Path) -> Path:
 
 
 def _build(site: Path, *extra: str) -> subprocess.CompletedProcess:
+    (site / "build" / "timings" / "examples.json").unlink(missing_ok=True)  # see _executed
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
     env["MHA_REF_CACHE_DIR"] = str(site / "build" / ".cache")
     command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", ".", "-D", "language=en"]
     command += ["-n", "-W", *extra, "docs/en", "build/html/en"]
     return subprocess.run(command, cwd=site, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _build_languages(site: Path, *extra: str) -> subprocess.CompletedProcess:
+    """What ``nox -s docs`` runs (the staging folder, the publication), English only."""
+    (site / "build" / "timings" / "examples.json").unlink(missing_ok=True)  # see _executed
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    env["MHA_REF_CACHE_DIR"] = str(site / "build" / ".cache")
+    command = [sys.executable, "docs/_ext/build_languages.py", "build/html", "--languages=en"]
+    return subprocess.run(
+        [*command, *extra], cwd=site, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def _executed(site: Path) -> set[str]:
+    """The examples that ran in the last build: each one that runs records its time."""
+    times = site / "build" / "timings" / "examples.json"
+    if not times.is_file():
+        return set()
+    return {name.split("/")[-1] for name in json.loads(times.read_text())}
 
 
 def _count_executed(result: subprocess.CompletedProcess) -> int:
@@ -196,7 +229,8 @@ def test_a_figure_that_changes_reaches_the_built_site(site):
         _give_heatmaps_a_background(site, colour)
         after_edit = _build(site)
         assert after_edit.returncode == 0, after_edit.stderr[-3000:]
-        assert _count_executed(after_edit) == 3
+        # only the example whose imports reach plotting.py runs again
+        assert _executed(site) == {"plot_c_figure"}
         assert generated.read_bytes() not in drawn, f"{colour}: the figure did not change"
         assert built.read_bytes() == generated.read_bytes(), f"{colour}: the site kept the old one"
         drawn.append(generated.read_bytes())
@@ -232,3 +266,359 @@ def test_two_clean_builds_write_identical_pages(tmp_path):
     assert pages[0].keys() == pages[1].keys() and pages[0]
     for name in pages[0]:
         assert pages[0][name] == pages[1][name], f"{name} differs between two clean builds"
+
+
+# -- selective reruns: exactly the examples an edit can change ------------------------------------
+LAB_MODULES = {
+    "_lab_shared.py": 'def greeting():\n    return "hello"\n',
+    "_lab_c.py": (
+        "from mha_ref.tutorial._lab_shared import greeting\n\n\n"
+        'def c_value():\n    return greeting() + " from c, version 1"\n'
+    ),
+    "_lab_d.py": (
+        "from mha_ref.tutorial import _lab_shared\n\n\n"
+        'def d_value():\n    return _lab_shared.greeting() + " from d"\n'
+    ),
+}
+
+EXAMPLE_USES = '''"""
+Uses {module}
+=============
+
+Prints what the lab module returns.
+"""
+
+# %%
+from mha_ref.tutorial.{module} import {function}
+
+print("{function}:", {function}())
+'''
+
+
+def _lab_site(tmp_path: Path) -> Path:
+    """The small site with three lab modules only the test knows, and two examples using them:
+    c imports _lab_c (which imports _lab_shared), d imports _lab_d (which imports it too)."""
+    site = _make_site(tmp_path)
+    for name, text in LAB_MODULES.items():
+        (site / "mha_ref" / "tutorial" / name).write_text(text)
+    gallery = site / "gallery" / "en"
+    for stem, module, function in (("plot_c_uses_c", "_lab_c", "c_value"),
+                                   ("plot_d_uses_d", "_lab_d", "d_value")):
+        (gallery / f"{stem}.py").write_text(EXAMPLE_USES.format(module=module, function=function))
+    return site
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_an_edit_reruns_exactly_the_examples_it_can_change(tmp_path):
+    site = _lab_site(tmp_path)
+    lab = site / "mha_ref" / "tutorial"
+    everything = {"plot_a_shapes", "plot_b_other", "plot_c_uses_c", "plot_d_uses_d"}
+
+    def build() -> set[str]:
+        result = _build(site)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return _executed(site)
+
+    assert build() == everything
+    assert build() == set()  # nothing changed
+    assert "c_value: hello from c, version 1" in _page(site, "plot_c_uses_c")
+
+    # a function one example uses: that example, and no other
+    _edit(lab / "_lab_c.py", "version 1", "version 2")
+    assert build() == {"plot_c_uses_c"}
+    assert "c_value: hello from c, version 2" in _page(site, "plot_c_uses_c")
+
+    # a function both use, imported by each through another module: both, no other
+    _edit(lab / "_lab_shared.py", '"hello"', '"good morning"')
+    assert build() == {"plot_c_uses_c", "plot_d_uses_d"}
+    assert "c_value: good morning from c, version 2" in _page(site, "plot_c_uses_c")
+    assert "d_value: good morning from d" in _page(site, "plot_d_uses_d")
+
+    # a new module that nothing imports yet: none
+    (lab / "_lab_new.py").write_text("X = 1\n")
+    assert build() == set()
+
+    # the attention reference runs around every example (the figure scraper imports the lab,
+    # which imports mha_ref/__init__.py): every example, as does conf.py
+    with (site / "mha_ref" / "masks.py").open("a") as module:
+        module.write("\n# an edit to the reference\n")
+    assert build() == everything
+    with (site / "conf.py").open("a") as conf:
+        conf.write("\n# an edit to the configuration\n")
+    assert build() == everything
+
+
+# -- a damaged cache entry ------------------------------------------------------------------------
+CACHED_MODULE = '''from mha_ref.tutorial.cache import cached
+
+
+def mean_square(n):
+    return cached("mean_square", {"n": n}, lambda: {"value": sum(i * i for i in range(n)) / n})
+'''
+
+EXAMPLE_CACHED = '''"""
+Cached
+======
+
+Prints a cached result.
+"""
+
+# %%
+from mha_ref.tutorial._lab_cached import mean_square
+
+print(f"mean square: {mean_square(10)['value']:.3f}")
+'''
+
+
+def test_a_damaged_cache_entry_that_still_loads_is_noticed(site):
+    """One float of the cached result changed, so that the entry still unpickles (to 0.0): the
+    next build that runs the example reports the entry, recomputes it and prints 28.500."""
+    (site / "mha_ref" / "tutorial" / "_lab_cached.py").write_text(CACHED_MODULE)
+    (site / "gallery" / "en" / "plot_c_cached.py").write_text(EXAMPLE_CACHED)
+    first = _build(site)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "mean square: 28.500" in _page(site, "plot_c_cached")
+    (entry,) = (site / "build" / ".cache").glob("mean_square-*.pkl")
+    right, wrong = (b"G" + struct.pack(">d", value) for value in (28.5, 0.0))
+    assert entry.read_bytes().count(right) == 1
+    entry.write_bytes(entry.read_bytes().replace(right, wrong))
+    # the example runs again (as after `--fresh`, or in the second language)
+    shutil.rmtree(site / "docs" / "en" / "auto_examples")
+    second = _build(site)
+    assert second.returncode == 0, second.stderr[-3000:]  # recomputed: a report, not an error
+    assert "its content does not match its checksum" in second.stderr
+    assert "mean square: 28.500" in _page(site, "plot_c_cached")
+    assert "mean square: 0.000" not in _page(site, "plot_c_cached")
+    assert right in entry.read_bytes()  # the entry was replaced
+
+
+# -- hostile labels -------------------------------------------------------------------------------
+EXAMPLE_HOSTILE = '''"""
+Hostile labels
+==============
+
+Labels that try to leave the page's data.
+"""
+
+# %%
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from mha_ref.tutorial.interactive import attach_view_data
+from mha_ref.tutorial.plotting import plot_heads
+
+labels = json.loads({labels_json!r})
+n = len(labels)
+# drawn: labels the fonts can draw (an HTML end tag, a reST directive on a line of its own)
+fig = plot_heads(torch.full((1, 3, 3), 1 / 3), drawn := json.loads({drawn_json!r}))
+plt.show()
+# not drawn (no font has a glyph for a line separator or NUL), but in the view's data
+fig, ax = plt.subplots()
+ax.plot([0, 1], [0, 1])
+attach_view_data(fig, np.full((1, n, n), 1 / n), labels, labels, vmax=1.0,
+                 cmap=plt.get_cmap("viridis"), title=labels[1])
+plt.show()
+print("printed:", labels[1])
+'''
+
+
+def test_hostile_labels_stay_data_on_the_page(site, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("THE-CONTENT-OF-A-FILE-OF-THE-BUILDING-MACHINE\n")
+    include = f".. include:: {secret}"
+    labels = [
+        "</script><script>alert(1)</script>",
+        f"a\u2028{include}\u2028",
+        f"b\u2029{include}",
+        f"c\x85{include}",
+        "nul\x00",
+        f"cr\r{include}\r",
+        f"\n\n{include}\n\n",
+    ]
+    drawn = ["</script><b>bold</b>", f"\n\n{include}\n\n", "<!--"]
+    example = EXAMPLE_HOSTILE.format(labels_json=json.dumps(labels), drawn_json=json.dumps(drawn))
+    (site / "gallery" / "en" / "plot_c_hostile.py").write_text(example)
+    result = _build(site)
+    assert result.returncode == 0, result.stderr[-3000:]
+    built = site / "build" / "html" / "en"
+    for page in built.rglob("*.html"):
+        assert "THE-CONTENT-OF-A-FILE" not in page.read_text(), f"{page} included the file"
+    html = _page(site, "plot_c_hostile")
+    views = re.findall(r'<script type="application/json">(.*?)</script>', html)
+    assert [json.loads(v)["queries"] for v in views] == [drawn, labels]
+    assert "<b>bold</b>" not in html and "<script>alert(1)" not in html
+    assert "printed: a\\u2028" in html  # the printed label, its separator shown escaped
+    notebook = next((built / "_downloads").glob("*/plot_c_hostile.ipynb"))
+    cells = json.loads(notebook.read_text())["cells"]  # valid JSON, the code as it is
+    assert any("attach_view_data(" in "".join(cell["source"]) for cell in cells)
+
+
+# -- NaN and empty figures ------------------------------------------------------------------------
+EXAMPLE_NAN = '''"""
+NaN
+===
+
+Prints a NaN.
+"""
+
+# %%
+import torch
+
+print("mean of nothing:", torch.tensor([]).mean().item())
+'''
+
+
+def test_an_undeclared_nan_fails_every_build_until_declared(site):
+    example = site / "gallery" / "en" / "plot_c_nan.py"
+    example.write_text(EXAMPLE_NAN)
+    for attempt in ("first", "again, nothing rerun"):
+        result = _build(site)
+        log = result.stdout + result.stderr
+        assert result.returncode != 0, f"{attempt}: a NaN was published"
+        assert re.search(r"gallery/en/plot_c_nan.py, lines \d+-\d+, printed NaN", log), log
+        assert "# sphinx_gallery_mha_ref_expected_nan" in log
+    assert _executed(site) == set()  # the second build failed on the page, not by running it
+    example.write_text(EXAMPLE_NAN.replace("import torch\n", "import torch\n\n"
+                                           "# sphinx_gallery_mha_ref_expected_nan\n"))
+    result = _build(site)
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = _page(site, "plot_c_nan")
+    assert "mean of nothing: nan" in html and "sphinx_gallery_mha_ref" not in html
+
+
+EXAMPLE_EMPTY = '''"""
+Empty
+=====
+
+Draws {what}.
+"""
+
+# %%
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots()
+{code}
+ax.set_title("a title over nothing")
+plt.show()
+'''
+
+
+def test_an_empty_figure_fails_the_build(site):
+    """Two examples, one build: a figure with nothing drawn, and one whose line is all NaN."""
+    for stem, what, code in (("plot_c_empty", "nothing", "pass"),
+                             ("plot_d_nan_line", "a line of NaN",
+                              "ax.plot([0, 1], [float('nan')] * 2)")):
+        (site / "gallery" / "en" / f"{stem}.py").write_text(
+            EXAMPLE_EMPTY.format(what=what, code=code)
+        )
+    result = _build(site)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    for stem in ("plot_c_empty", "plot_d_nan_line"):
+        assert f"gallery/en/{stem}.py, figure 1: the figure is empty" in log, log[-3000:]
+
+
+# -- a failed build -------------------------------------------------------------------------------
+def test_a_failed_build_publishes_nothing_and_its_pages_hold_no_machine_path(site):
+    from leaks import leaks, machine_paths
+
+    published, staging = site / "build" / "html", site / "build" / "html-staging"
+    good = _build_languages(site)
+    assert good.returncode == 0, good.stderr[-3000:]
+    assert (published / "en" / "index.html").is_file()
+    assert not (staging / "BUILD-FAILED.txt").exists()
+
+    (site / "gallery" / "en" / "plot_b_other.py").write_text(
+        EXAMPLE_OTHER + '\nraise RuntimeError("this example is broken")\n'
+    )
+    failed = _build_languages(site)
+    log = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "plot_b_other.py" in log
+    assert "nothing was published" in log
+    assert not published.exists(), "a failed build left a complete-looking build/html"
+    assert "never publish them" in (staging / "BUILD-FAILED.txt").read_text()
+    page = (staging / "en" / "auto_examples" / "plot_b_other.html").read_text()
+    assert "this example is broken" in page and "Traceback" in page  # the traceback, shown
+    assert "gallery/en/plot_b_other.py" in page  # its file named, relative to the checkout
+    paths = machine_paths(extra=[site, tmp_dir := site.parent])
+    assert str(tmp_dir) in paths
+    found = leaks(staging, paths)
+    assert not found, "\n".join(found[:20])
+
+    (site / "gallery" / "en" / "plot_b_other.py").write_text(EXAMPLE_OTHER)
+    fixed = _build_languages(site)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert (published / "en" / "auto_examples" / "plot_b_other.html").is_file()
+    assert not (staging / "BUILD-FAILED.txt").exists()
+    found = leaks(published, paths)
+    assert not found, "\n".join(found[:20])
+
+
+# -- deleted and renamed examples -----------------------------------------------------------------
+def test_a_deleted_or_renamed_example_leaves_nothing_behind(site):
+    first = _build(site)
+    assert first.returncode == 0, first.stderr[-3000:]
+    gallery, generated = site / "gallery" / "en", site / "docs" / "en" / "auto_examples"
+    built = site / "build" / "html" / "en"
+    (gallery / "plot_b_other.py").rename(gallery / "plot_c_renamed.py")
+    renamed = _build(site)
+    assert renamed.returncode == 0, renamed.stderr[-3000:]
+    assert not list(generated.glob("plot_b_other*")), "the old example's files are left"
+    assert not (built / "auto_examples" / "plot_b_other.html").exists()
+    assert not list(built.glob("_downloads/*/plot_b_other.*"))
+    assert "other example ran" in _page(site, "plot_c_renamed")
+    assert (generated / "plot_c_renamed.rst").is_file()  # a deletion is the first half of this
+
+
+# -- the extension's rules, without a build ---------------------------------------------------
+def _site_extension():
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import mha_ref_site
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    return mha_ref_site
+
+
+def test_which_printed_nan_counts():
+    ext = _site_extension()
+    script = "\n".join(["x = 1"] * 3 + [ext.EXPECTED_NAN_FLAG, "y = 2"])
+    rst = (
+        ".. GENERATED FROM PYTHON SOURCE LINES 1-3\n\n"
+        ".. rst-class:: sphx-glr-script-out\n\n .. code-block:: none\n\n"
+        "    tensor([nan, 1.])\n    -nan and NAN\n    rows with NaN: [4]\n    nanoGPT, banana\n"
+        "\n.. GENERATED FROM PYTHON SOURCE LINES 4-5\n\n"
+        ".. rst-class:: sphx-glr-script-out\n\n .. code-block:: none\n\n    declared: nan\n"
+    )
+    assert ext.undeclared_nan(rst, script) == [
+        (1, 3, "tensor([nan, 1.])"), (1, 3, "-nan and NAN")
+    ]
+
+
+def test_example_pages_lose_the_machine_paths_and_the_line_breaking_characters():
+    ext = _site_extension()
+    import site as site_module
+
+    packages = site_module.getsitepackages()[0]
+    text = (
+        f'File "{ext.ROOT}/gallery/en/plot_x.py", line 3\n'
+        f'File "{packages}/torch/nn/functional.py", line 9\n'
+        f"see {Path.home()}/notes and {ext.ROOT}.\n"
+        "a\u2028b\u2029c\x85d\x00e\rf\tg"
+    )
+    cleaned = ext.anonymize_paths(ext.escape_line_ends(text))
+    assert cleaned == (
+        'File "gallery/en/plot_x.py", line 3\n'
+        'File "torch/nn/functional.py", line 9\n'
+        "see ~/notes and ..\n"
+        "a\\u2028b\\u2029c\\u0085d\\u0000e\\u000df\tg"
+    )
+    assert len(cleaned.splitlines()) == 4
