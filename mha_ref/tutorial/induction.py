@@ -401,8 +401,9 @@ def _rotary_attention(
     keys = split_heads(F.linear(key, w_k, b_k), layer.num_heads)  # (N, h, L, head_dim)
     values = split_heads(F.linear(value, w_v, b_v), layer.num_heads)  # (N, h, L, head_dim)
     positions = _rotary_positions(query.shape[1], rotate, query.device)  # (L,)
-    queries = rope(queries, positions)  # (N, h, L, head_dim) rotated by their positions
-    keys = rope(keys, positions)  # (N, h, L, head_dim)
+    # positions built here are valid: the rotation without the public checks (as in the layers)
+    queries = rope._rotate(queries, positions)  # (N, h, L, head_dim) rotated by their positions
+    keys = rope._rotate(keys, positions)  # (N, h, L, head_dim)
     context, weights = scaled_dot_product_attention(
         queries, keys, values, is_causal=True, return_weights=True
     )  # (N, h, L, head_dim), (N, h, L, L)
