@@ -194,3 +194,20 @@ def test_bench_suite_fast_attention_groups_structure(monkeypatch):
     assert all(r.ratio > 0 for r in results)
     assert notes == ["torch.compile comparisons skipped: no compiler"]
     assert "skipped" in bench_suite.format_report(results, {"torch": "x"}, notes)
+
+
+def test_bench_suite_rope_group_structure(monkeypatch):
+    """The issue-20 comparison: attention with RoPE against the same layer without it."""
+    from mha_ref.tutorial import bench_suite
+
+    monkeypatch.setattr(bench_suite, "ROPE_SIZE", (1, 8, 16, 2))
+    results = bench_suite.run_suite(
+        device=torch.device("cpu"), repeats=1, warmup=0, groups=("rope",)
+    )
+    names = [r.name for r in results]
+    assert names == [
+        f"GroupedQueryAttention ({path}) with RoPE vs without, {part}"
+        for path in ("fused", "explicit")
+        for part in ("forward", "forward+backward")
+    ]
+    assert all(r.ratio > 0 and r.size == "rope b1 L8" for r in results)
