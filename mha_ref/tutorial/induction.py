@@ -263,7 +263,7 @@ class AttentionOnlyTransformer(nn.Module):
                 layer, self.rope, query, key, value, need_weights, rotate=with_positions
             )
         batch, seq_len = query.shape[0], query.shape[1]
-        mask = allowed_to_blocked(causal_mask(seq_len, device=query.device))  # (L, L) True = blocked
+        mask = allowed_to_blocked(causal_mask(seq_len, device=query.device))  # (L, L) blocked
         if with_positions and self.position == "alibi":
             mask = self._alibi_mask(layer, seq_len, query.dtype, query.device)  # (h, L, L)
             mask = mask.repeat(batch, 1, 1)  # (N * h, L, L), batch-major as MHA expects

@@ -41,6 +41,7 @@ from matplotlib.figure import Figure
 
 from mha_ref.masks import causal_mask
 from mha_ref.tutorial.cache import cached
+from mha_ref.tutorial.fonts import use_cjk_font_for
 from mha_ref.tutorial.induction import (
     POSITIONS,
     AttentionOnlyTransformer,
@@ -48,7 +49,6 @@ from mha_ref.tutorial.induction import (
     head_scores,
     make_repeated_batch,
 )
-from mha_ref.tutorial.fonts import use_cjk_font_for
 from mha_ref.tutorial.induction_training import InductionResult, train_induction
 
 __all__ = [

@@ -141,7 +141,7 @@ def frequency_usage(model, tokens: torch.Tensor) -> FrequencyUsage:
 
 
 def _usage(model, query_sizes: torch.Tensor, key_sizes: torch.Tensor) -> FrequencyUsage:
-    """:class:`FrequencyUsage` from the sizes ``(layers, heads, pairs)``, ``(layers, kv, pairs)``."""
+    """:class:`FrequencyUsage` from sizes ``(layers, heads, pairs)`` and ``(layers, kv, pairs)``."""
     config = model.config
     group = config.num_heads // config.num_kv_heads
     usage = query_sizes * key_sizes.repeat_interleave(group, dim=1)  # (layers, heads, pairs)
