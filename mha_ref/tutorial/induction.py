@@ -242,7 +242,7 @@ class AttentionOnlyTransformer(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One causal attention layer of this model, with the model's positions inside it.
 
-        ``"rope"`` rotates the queries and keys after the head split (:func:`_rotary_attention`);
+        ``"rope"`` rotates the queries and keys after the head split (``_rotary_attention``);
         ``"alibi"`` adds its biases to the causal mask; the others use the causal mask alone
         (their positions, if any, are in the inputs).
 

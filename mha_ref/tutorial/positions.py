@@ -65,12 +65,15 @@ __all__ = [
     "positions_removed",
 ]
 
-#: the gap experiment's fixed period and data seed (example 10, exercise 2)
-GAP_PERIOD, GAP_SEED = 5, 1
+#: The gap experiment's fixed period (example 10, exercise 2).
+GAP_PERIOD = 5
+#: The seed of the gap experiment's sequences (example 10, exercise 2).
+GAP_SEED = 1
 
-#: Example 10's recipe shortened to fit the docs build: 300 steps of 32 sequences at a learning
-#: rate of 1e-2 (example 10 trains 600 steps of 64 at 3e-3). Example 20 checks on every seed
-#: that the circuit still forms (the phase change, the previous-token score).
+#: The recipe of example 20, example 10's shortened to fit the docs build (300 steps of 32
+#: sequences at a learning rate of 1e-2, where example 10 trains 600 steps of 64 at 3e-3).
+#: Example 20 checks on every seed that the circuit still forms (the phase change, the
+#: previous-token score).
 SHORT_RECIPE = {"steps": 300, "batch_size": 32, "lr": 1e-2}
 
 
@@ -242,6 +245,11 @@ def longer_batch(
     The copies and their distances (``min_period .. max_period``) are those of training; only
     the positions are new when ``seq_len`` exceeds the training length.
 
+    Args:
+        size: sequences ``N``; seq_len: tokens per sequence ``L``; vocab_size: token ids.
+        min_period, max_period: the range of the segment's length (both included).
+        seed: the seed of the sequences.
+
     Returns:
         ``tokens (size, seq_len)`` and ``periods (size,)``, int64.
     """
@@ -296,10 +304,10 @@ class PositionRun:
         previous_token: the best previous-token score among the layer-1 heads;
             previous_head: that head (0-based).
         gaps: accuracy with the copies ``GAP_PERIOD + gap`` apart, for each gap in
-            :attr:`PositionStudy.gaps`.
+            ``PositionStudy.gaps``.
         gaps_without_positions: the same with layer 2's search run without positions
             (:func:`positions_removed`; empty for ``"none"``).
-        longer: accuracy on sequences of each length of :attr:`PositionStudy.longer_lens`;
+        longer: accuracy on sequences of each length of ``PositionStudy.longer_lens``;
             ``None`` where ``"learned"`` has no embedding for the positions.
     """
 

@@ -1,6 +1,6 @@
 r"""Which rotation frequencies the heads of a real model use: SmolLM2-135M's RoPE, measured.
 
-Every head of SmolLM2 (:mod:`mha_ref.tutorial.smollm2`) rotates its 64 query and key features
+Every head of SmolLM2 (``mha_ref.tutorial.smollm2``) rotates its 64 query and key features
 in 32 pairs (the ``"adjacent"`` layout: features ``2i, 2i + 1`` form pair ``i``); pair ``i``
 turns by ``100000 ** (-2i / 64)`` radians per token, so pair 0 by one radian per token and pair
 31 by about ``1.4e-5``. A score is the sum over the pairs of ``q_i . R k_i``; a pair can only
@@ -56,7 +56,7 @@ def queries_and_keys(
     """The queries and keys of block ``layer`` on ``tokens``, before the rotation.
 
     Args:
-        model: a loaded :class:`~mha_ref.tutorial.smollm2.SmolLM2`.
+        model: a loaded ``SmolLM2`` (``mha_ref.tutorial.smollm2.load_model()``).
         tokens: ``(seq_len,)`` ids.
         layer: the block, 0-based.
 
@@ -122,7 +122,7 @@ def frequency_usage(model, tokens: torch.Tensor) -> FrequencyUsage:
     """:class:`FrequencyUsage` of every block and head of ``model`` on ``tokens``.
 
     Args:
-        model: a loaded :class:`~mha_ref.tutorial.smollm2.SmolLM2`.
+        model: a loaded ``SmolLM2`` (``mha_ref.tutorial.smollm2.load_model()``).
         tokens: ``(seq_len,)`` ids.
 
     Returns:
@@ -160,7 +160,7 @@ def plot_pair_shares(
     """A heatmap of each block's share per rotated pair: rows blocks, columns pairs.
 
     Args:
-        shares: ``(layers, pairs)``, e.g. :attr:`FrequencyUsage.usage` divided by its sum
+        shares: ``(layers, pairs)``, e.g. ``FrequencyUsage.usage`` divided by its sum
             over the pairs and averaged over a block's heads.
         title, xlabel, ylabel, colorbar_label: labels, in any language.
 
@@ -276,16 +276,17 @@ def rope_head_analysis(text_name: str = "statements", max_tokens: int = 256) -> 
     """Every measurement example 21 prints, on one shipped text (cached on disk).
 
     Args:
-        text_name: a text of :mod:`mha_ref.tutorial.smollm2.texts`.
+        text_name: a text of ``mha_ref.tutorial.smollm2.texts``.
         max_tokens: the first tokens of it that are used.
 
     Returns:
-        a dict: ``tokens`` ``(L,)``; ``usage`` (:class:`FrequencyUsage`); ``previous``
-        ``(layers, heads)`` every head's previous-token score (its block's weights recomputed
-        with :func:`weights_without_rotation`, nothing removed: the model's own weights);
-        ``head`` ``(layer, head)`` the best previous-token head; ``fast_first`` and
-        ``slow_first`` its :func:`rotation_removal_curve`; ``unrotated`` ``(layers, heads)``
-        every head's previous-token score with no pair rotated in its block.
+        A dict with ``tokens`` ``(L,)``; ``usage``, a :class:`FrequencyUsage`; ``previous``
+        ``(layers, heads)``, every head's previous-token score (its block's weights recomputed
+        with :func:`weights_without_rotation`, nothing removed, which is the model's own
+        attention); ``head``, the best previous-token head as ``(layer, head)``; ``fast_first``
+        and ``slow_first``, its :func:`rotation_removal_curve`; ``unrotated``
+        ``(layers, heads)``, every head's previous-token score with no pair rotated in its
+        block.
     """
     from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
     from mha_ref.tutorial.smollm2.texts import text_sha256
