@@ -279,9 +279,10 @@ print(f"runs whose largest mean added score is at offset 1: {top_offsets.count(1
       f"{len(top_offsets)}")
 
 # %%
-# Where the count says so, the positions raise the score of the previous token (offset 1) more
-# than that of any other offset: both schemes let the layer-1 head find it, one through the
-# learned table, the other through the rotation.
+# The last line counts the runs on which the positions raise the score of the previous token
+# (offset 1) more than that of any other offset: on those, the layer-1 head finds the previous
+# token through the positions, with the learned table in one scheme and the rotation in the
+# other.
 
 # %%
 # Further apart than in training

@@ -21,7 +21,8 @@ previous-token head, pair by pair, to see which pairs it needs.
 # 100000 (:func:`mha_ref.rotary_frequencies`). The table gives, for a few pairs, that speed,
 # the number of tokens it takes to turn once (``2 pi / speed``), and how far it turns across
 # the text used below. A pair that turns by much less than a radian over the whole text hardly
-# tells one position from another: what it adds to a score depends on content alone.
+# tells one position from another: what it adds to a score depends on content alone. (To run
+# this page yourself you need the real model: the two install steps are printed first.)
 
 import math
 
@@ -30,8 +31,10 @@ import matplotlib.pyplot as plt
 from mha_ref import rotary_frequencies
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.rope_heads import plot_pair_shares, rope_head_analysis
-from mha_ref.tutorial.smollm2 import load_model
+from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
+from mha_ref.tutorial.smollm2.files import extra_install_command
 
+print(f"install: {extra_install_command()}, then {INSTALL_COMMAND}")
 model = load_model()
 config = model.config
 analysis = rope_head_analysis("statements", max_tokens=256)  # cached: computed once per build

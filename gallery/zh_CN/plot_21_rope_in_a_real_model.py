@@ -18,7 +18,8 @@ What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
 # 一个头的第 ``i`` 对每个词元转 ``base ** (-2i / 64)`` 弧度，SmolLM2 的 base 是 100000
 # （:func:`mha_ref.rotary_frequencies`）。下表对其中几对给出这个转速、转一整圈需要的词元数
 # （``2 pi / speed``），以及在下面所用的文本上一共转了多少。在整段文本上转得远不到一弧度的一对，
-# 几乎分不出一个位置和另一个位置：它给分数加上的部分只取决于内容。
+# 几乎分不出一个位置和另一个位置：它给分数加上的部分只取决于内容。（自己运行本页需要真实模型：
+# 下面先打印两步安装命令。）
 
 import math
 
@@ -27,8 +28,10 @@ import matplotlib.pyplot as plt
 from mha_ref import rotary_frequencies
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.rope_heads import plot_pair_shares, rope_head_analysis
-from mha_ref.tutorial.smollm2 import load_model
+from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
+from mha_ref.tutorial.smollm2.files import extra_install_command
 
+print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
 model = load_model()
 config = model.config
 analysis = rope_head_analysis("statements", max_tokens=256)  # 有缓存：每次构建只算一次
