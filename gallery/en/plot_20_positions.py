@@ -218,9 +218,9 @@ print(f"no positions: at most {1 / len(distance):.3f}")
 
 # %%
 # With two heads per layer, ALiBi's slopes are ``1/16`` and ``1/256``: far too flat to single
-# out one key. Neither scheme can therefore form example 10's circuit in this two-layer model
-# without MLPs, and neither is trained below. (Whether some other circuit could solve the task
-# with them is not tested here; the exercises take up ALiBi with more heads.)
+# out one key. Neither scheme can therefore give layer 1 the previous-token head that example
+# 10's circuit is built on, and neither is trained below. (Whether they find a weaker or another
+# way to solve the task is not tested here; the exercises take up ALiBi with more heads.)
 #
 # Example 10's model, retrained with rotary positions
 # ---------------------------------------------------
@@ -464,7 +464,7 @@ print(f"after reordering the query and key rows: {fixed:.1e}")
 #   head's queries and keys and ALiBi adds a per-head distance penalty: both are relative, the
 #   same wherever the sequence starts.
 # - In example 10's two-layer model, ALiBi with two heads and no positions at all cannot form a
-#   previous-token head in layer 1, so not the induction circuit either.
+#   previous-token head in layer 1, the head example 10's circuit is built on.
 # - Rotary positions do not cure example 10's fall beyond the trained distances. Layer 2's search
 #   uses position: run without positions, it falls less on every seed.
 # - RoPE runs sequences longer than in training; learned positions cannot.
