@@ -328,7 +328,7 @@ for position in ("learned", "rope"):
         for run in runs
     )
     near, last = study.distances[inside], study.distances[far]
-    print(f"{NAMES[position]}：从距离 {near} 到 {last} 下降超过 0.05 的种子："
+    print(f"{NAMES[position]}：下降超过 0.05（从距离 {near} 到 {last}）的种子："
           f"{falls} / {len(runs)}；第 2 层不带位置时在距离 {last} 上更高的："
           f"{helped}，从 {near} 到 {last} 下降更少的：{flatter}")
 

@@ -71,7 +71,7 @@ fast, slow = range(0, 8), range(24, 32)
 all_heads = share.flatten(0, 1)  # (270, pairs)
 print(f"最快的 8 对的平均份额：{all_heads[:, list(fast)].sum(-1).mean():.3f}")
 print(f"最慢的 8 对的平均份额：{all_heads[:, list(slow)].sum(-1).mean():.3f}")
-print(f"第 16 到 23 这 8 对的平均份额：{all_heads[:, 16:24].sum(-1).mean():.3f}")
+print(f"8 对（第 16 到 23 对）的平均份额：{all_heads[:, 16:24].sum(-1).mean():.3f}")
 most = per_block.mean(dim=0).argsort(descending=True)[:4].tolist()  # 份额最大的几对
 print(f"平均份额最大的特征对：{most}")
 
