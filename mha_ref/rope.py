@@ -42,7 +42,8 @@ def rotary_frequencies(rotary_dim: int, base: float = 10000.0) -> torch.Tensor:
     Math: :math:`\theta_i = b^{-2i/d}` for :math:`i = 0, \dots, d/2 - 1`, with :math:`b` the
     ``base`` and :math:`d` the ``rotary_dim`` (Su et al. 2021, eq. 15). Pair ``i`` of a token at
     position ``p`` is rotated by :math:`p\,\theta_i` radians: pair 0 by one radian per token,
-    the last pair by about ``1 / base`` radians per token.
+    the last pair by ``base ** (-(rotary_dim - 2) / rotary_dim)`` radians per token, a little
+    more than ``1 / base``.
 
     Args:
         rotary_dim: Number of rotated features per head; a positive even integer.
@@ -135,20 +136,25 @@ def apply_rotary(
 
 
 def rope_pairing_permutation(head_dim: int, rotary_dim: int | None = None) -> torch.Tensor:
-    r"""The order of features that turns the adjacent pairing into the half pairing.
+    r"""The order of features that turns the adjacent layout into the half layout.
 
     Math: ``perm = [0, 2, 4, ..., d - 2, 1, 3, ..., d - 1]`` over the ``d = rotary_dim``
     rotated features, followed by the unrotated ones in place. With it, for every position,
     ``apply_rotary(x[..., perm], p, pairing="half") ==
     apply_rotary(x, p, pairing="adjacent")[..., perm]``: the two layouts are the same rotation
     with the features listed in another order. A dot product does not change when both its
-    vectors are permuted the same way, so a checkpoint written for one pairing runs with the
-    other once the rows of each head's query and key projections are reordered:
-    ``w_q.view(num_heads, head_dim, -1)[:, perm]`` (and the same for ``w_k`` and the biases).
-    Convert back with ``torch.argsort(perm)``.
+    vectors are permuted the same way, so:
 
-    llama.cpp's GGUF converter applies the inverse of this reordering to Hugging Face's
-    LLaMA checkpoints, which is why GGUF weights need ``pairing="adjacent"``.
+    * weights written for the adjacent layout (GGUF files, Meta's LLaMA code) run with
+      ``pairing="half"`` once the rows of each head's query and key projections are put in the
+      order ``perm``: ``w_q.view(num_heads, head_dim, -1)[:, perm]``, the same for ``w_k`` and
+      for the biases (the value and output projections do not change);
+    * weights written for the half layout (Hugging Face, GPT-NeoX) run with
+      ``pairing="adjacent"`` after the inverse order, ``torch.argsort(perm)``.
+
+    Hugging Face's conversion of Meta's LLaMA weights applies ``perm``; llama.cpp's GGUF
+    converter applies its inverse to Hugging Face checkpoints, which is why GGUF weights need
+    ``pairing="adjacent"``.
 
     Args:
         head_dim: Features per head.
@@ -167,6 +173,7 @@ def rope_pairing_permutation(head_dim: int, rotary_dim: int | None = None) -> to
             above ``head_dim``.
 
     Source:
+        Hugging Face ``transformers``, ``convert_llama_weights_to_hf.py``, ``permute``;
         llama.cpp, ``convert_hf_to_gguf.py``, ``LlamaModel.permute`` (its inverse);
         Su et al. 2021, arXiv:2104.09864, eq. 34.
     """
@@ -190,7 +197,8 @@ class RotaryEmbedding(nn.Module):
     ``.to(device)`` and stays out of ``state_dict``. It is kept in ``float64``, so that a
     ``float64`` model is rotated exactly and lower precisions lose nothing to the table;
     ``module.to(dtype)`` casts it with the rest of the model (MPS has no ``float64``: call
-    ``.float()`` before moving the model there).
+    ``.float()`` before moving the model there). A 16-bit cast (``model.half()``) rounds the
+    sines and cosines to 16 bits too; the rotation itself still runs in ``float32``.
 
     Args:
         head_dim: Features per head of the layer that uses it.
@@ -319,6 +327,8 @@ def _rotate(
         rotated = torch.stack((new_first, new_second), dim=-1).flatten(-2)  # (..., seq_len, d)
     else:
         rotated = torch.cat((new_first, new_second), dim=-1)  # (..., seq_len, d)
+    if passed.shape[-1] == 0:  # every feature rotated
+        return rotated.to(x.dtype)  # (..., seq_len, head_dim)
     return torch.cat((rotated.to(x.dtype), passed), dim=-1)  # (..., seq_len, head_dim)
 
 
@@ -332,7 +342,8 @@ def _require_rotary_dim(rotary_dim: object, head_dim: int | None = None) -> None
     if rotary_dim % 2 != 0:
         raise ValueError(
             f"rotary_dim must be even, since features are rotated two at a time, got "
-            f"rotary_dim={rotary_dim}. Use {rotary_dim - 1 or 2} or {rotary_dim + 1}."
+            f"rotary_dim={rotary_dim}. Use "
+            + (f"{rotary_dim - 1} or {rotary_dim + 1}." if rotary_dim > 1 else "2.")
         )
     if head_dim is not None and rotary_dim > head_dim:
         raise ValueError(

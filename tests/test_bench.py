@@ -253,3 +253,20 @@ def test_summarize_needs_one_time_per_round_on_each_side():
         bench_suite.summarize("x", "s", [1.0, 2.0], [1.0], None)
     with pytest.raises(ValueError, match="one time per round"):
         bench_suite.summarize("x", "s", [], [], None)
+
+
+def test_bench_suite_rope_group_structure(monkeypatch):
+    """The issue-20 comparison: attention with RoPE against the same layer without it."""
+    from mha_ref.tutorial import bench_suite
+
+    monkeypatch.setattr(bench_suite, "ROPE_SIZE", (1, 8, 16, 2))
+    results = bench_suite.run_suite(
+        device=torch.device("cpu"), repeats=1, warmup=0, groups=("rope",)
+    )
+    names = [r.name for r in results]
+    assert names == [
+        f"GroupedQueryAttention ({path}) with RoPE vs without, {part}"
+        for path in ("fused", "explicit")
+        for part in ("forward", "forward+backward")
+    ]
+    assert all(r.ratio > 0 and r.size == "rope b1 L8" for r in results)

@@ -145,6 +145,38 @@ def test_a_layer_with_permuted_rows_and_the_other_pairing_computes_the_same():
     assert (wrong(x, is_causal=True)[0] - out_adjacent).abs().max() > 1e-3
 
 
+def test_half_layout_weights_run_with_the_adjacent_pairing_after_the_inverse_order():
+    """The other direction: Hugging Face (half) rows reordered by argsort(perm) run adjacent."""
+    torch.manual_seed(8)
+    embed_dim, num_heads = 16, 2
+    head_dim = embed_dim // num_heads
+    half = GroupedQueryAttention(
+        embed_dim, num_heads, num_heads, dtype=torch.float64,
+        rope=RotaryEmbedding(head_dim, max_len=16, pairing="half"),
+    )
+    adjacent = GroupedQueryAttention(
+        embed_dim, num_heads, num_heads, dtype=torch.float64,
+        rope=RotaryEmbedding(head_dim, max_len=16, pairing="adjacent"),
+    )
+    inverse = torch.argsort(rope_pairing_permutation(head_dim))
+    state = half.state_dict()
+    for name in ("q_proj", "k_proj"):
+        for part in ("weight", "bias"):
+            tensor = state[f"{name}.{part}"]
+            rows = tensor.reshape(num_heads, head_dim, *tensor.shape[1:])[:, inverse]
+            state[f"{name}.{part}"] = rows.reshape(tensor.shape)
+    adjacent.load_state_dict(state)
+    x = torch.randn(1, 9, embed_dim, dtype=torch.float64)
+    torch.testing.assert_close(
+        adjacent(x, is_causal=True)[0], half(x, is_causal=True)[0], rtol=1e-12, atol=1e-12
+    )
+
+
+def test_an_odd_rotary_dim_of_one_suggests_two():
+    with pytest.raises(ValueError, match=r"rotary_dim=1\. Use 2\."):
+        apply_rotary(torch.randn(3, 4), torch.arange(3), rotary_dim=1)
+
+
 def test_frequencies_follow_the_paper():
     freq = rotary_frequencies(8, base=10000.0)
     expected = torch.tensor([10000.0 ** (-2 * i / 8) for i in range(4)], dtype=torch.float64)

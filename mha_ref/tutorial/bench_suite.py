@@ -37,7 +37,13 @@ How attention runs fast (issue 14), at the BERT-base/GPT-2-small size only:
   ``torch.compile`` can run here (on a CPU it needs a C++ compiler; otherwise the report says it
   was skipped).
 
-``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``.
+Positions inside attention (issue 20): the cost of the rotation itself.
+``mha_ref.GroupedQueryAttention`` (12 heads, ``embed_dim`` 768, as many key/value heads as
+query heads: multi-head attention) with ``rope=mha_ref.RotaryEmbedding(64)`` against the same
+layer with the same weights and no rotation, batch 8, 256 tokens, forward and forward +
+backward (the ratio is the time with RoPE over the time without).
+
+``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``, ``rope``.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from mha_ref.device import pick_device
 from mha_ref.functional import scaled_dot_product_attention, split_heads
 from mha_ref.grouped import GroupedQueryAttention
 from mha_ref.multihead import MultiHeadAttention
+from mha_ref.rope import RotaryEmbedding
 from mha_ref.tiled import tiled_attention
 from mha_ref.tutorial.bench import environment, torch_compile_status
 
@@ -74,10 +81,13 @@ __all__ = [
 ]
 
 #: the groups of comparisons ``run_suite`` can run
-GROUPS = ("modules", "tiled", "decode", "compile")
+GROUPS = ("modules", "tiled", "decode", "compile", "rope")
 
 #: (batch, cached_len, embed_dim, num_heads) of the decode-step comparison
 DECODE_SIZE = (8, 4096, 768, 12)
+
+#: (batch, seq_len, embed_dim, num_heads) of the RoPE comparison: a BERT-base layer, 256 tokens
+ROPE_SIZE = (8, 256, 768, 12)
 
 # (batch, seq_len, embed_dim, num_heads)
 SIZES = {"bert-base layer": (8, 1024, 768, 12), "teaching": (2, 5, 64, 8)}
@@ -289,6 +299,8 @@ def run_suite(
         _tiled_comparisons(device, record)
     if "decode" in groups:
         _decode_comparisons(device, record)
+    if "rope" in groups:
+        _rope_comparisons(device, record_both)
     if "compile" in groups:
         available, reason = torch_compile_status(device)
         if available:
@@ -400,6 +412,31 @@ def _decode_comparisons(device: torch.device, record) -> None:
                     f"decode step ({path}), num_kv_heads={num_kv_heads} vs {num_heads}",
                     size_name, ours, reference,
                 )
+
+
+def _rope_comparisons(device: torch.device, record_both) -> None:
+    """Attention with RoPE against the same layer without it (same weights), both paths."""
+    batch, seq_len, embed_dim, num_heads = ROPE_SIZE
+    size_name = f"rope b{batch} L{seq_len}"
+    for path, use_fused in (("fused", True), ("explicit", False)):
+        torch.manual_seed(0)
+        plain = GroupedQueryAttention(embed_dim, num_heads, num_heads, use_fused=use_fused)
+        rope = RotaryEmbedding(embed_dim // num_heads, max_len=seq_len, device=device)
+        rotary = GroupedQueryAttention(
+            embed_dim, num_heads, num_heads, use_fused=use_fused, rope=rope
+        )
+        rotary.load_state_dict(plain.state_dict())
+        plain, rotary = plain.to(device), rotary.to(device)
+        x = torch.randn(batch, seq_len, embed_dim, device=device, requires_grad=True)
+
+        def with_rope(layer=rotary, x=x):
+            return layer(x, is_causal=True)[0]
+
+        def without_rope(layer=plain, x=x):
+            return layer(x, is_causal=True)[0]
+
+        name = f"GroupedQueryAttention ({path}) with RoPE vs without"
+        record_both(name, size_name, with_rope, without_rope, [x], (rotary, plain))
 
 
 def _compile_comparisons(device: torch.device, record_both) -> None:

@@ -16,7 +16,9 @@ the help of a previous-token head in the layer before it.
 
 **The model.** Token and learned position embeddings, two causal
 :class:`mha_ref.MultiHeadAttention` layers that add to a residual stream, and an unembedding;
-no MLP and no layer norm.
+no MLP and no layer norm. Its ``position`` option swaps the learned position embedding for
+another scheme (sinusoidal, rotary, ALiBi, or none), everything else kept: example 20 compares
+them.
 """
 
 from __future__ import annotations
@@ -25,12 +27,17 @@ import contextlib
 from collections.abc import Iterator, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from mha_ref.masks import allowed_to_blocked, causal_mask
+from mha_ref.alibi import alibi_bias
+from mha_ref.functional import merge_heads, scaled_dot_product_attention, split_heads
+from mha_ref.masks import allowed_to_additive, allowed_to_blocked, causal_mask
 from mha_ref.multihead import MultiHeadAttention
+from mha_ref.rope import RotaryEmbedding
 
 __all__ = [
+    "POSITIONS",
     "AttentionOnlyTransformer",
     "ablate_heads",
     "accuracy_with_ablation",
@@ -42,9 +49,13 @@ __all__ = [
     "previous_token_score",
     "second_copy_accuracy",
     "second_copy_mask",
+    "sinusoidal_positions",
 ]
 
 _EVAL_SEED = 3_000_017  # fixed: every run is evaluated on the same sequences
+
+#: The position schemes of :class:`AttentionOnlyTransformer`, the default first.
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -139,42 +150,265 @@ class AttentionOnlyTransformer(nn.Module):
     ``x = embed(tokens) + pos``, then for each layer ``x = x + attention(x)``, then
     ``logits = unembed(x)`` (Elhage et al. 2021, section "Model simplifications").
 
+    Where the position information enters is set by ``position``; nothing else changes:
+
+    * ``"learned"`` (the default, example 10's model): a trained position embedding
+      ``(seq_len, embed_dim)`` added to the token embeddings (Vaswani et al. 2017, Sec. 3.5);
+    * ``"sinusoidal"``: the fixed sines and cosines of Vaswani et al. added instead
+      (:func:`sinusoidal_positions`);
+    * ``"rope"``: nothing added; each head's queries and keys are rotated by their positions
+      (:class:`mha_ref.RotaryEmbedding`, base 10000, adjacent pairs), Su et al. 2021;
+    * ``"alibi"``: nothing added; each head's scores get ``-slope * distance``
+      (:func:`mha_ref.alibi_bias`, the paper's slopes), Press et al. 2022;
+    * ``"none"``: no position information at all but the causal mask (Haviv et al. 2022).
+
+    For one ``torch.manual_seed`` every scheme starts from the same token embedding, attention
+    and unembedding weights: the schemes without a learned table draw the random numbers such a
+    table would take, so the comparison changes the positions alone.
+
     Args:
         vocab_size: number of token ids ``V``.
-        seq_len: longest sequence ``L`` (size of the position embedding).
+        seq_len: longest sequence ``L`` for ``"learned"`` (size of the position embedding);
+            the other schemes take any length (``"rope"``: up to 4096 tokens).
         embed_dim: residual width ``d_model``.
         num_heads: heads per layer ``h`` (must divide ``embed_dim``).
         num_layers: attention layers.
+        position: keyword-only, one of :data:`POSITIONS`. Default: ``"learned"``.
 
     Shape:
         - tokens: ``(N, L)`` int64.
         - logits: ``(N, L, V)``; weights: a list, one ``(N, h, L, L)`` per layer.
+
+    Raises:
+        ValueError: ``position`` is not one of :data:`POSITIONS`.
     """
 
     def __init__(
-        self, vocab_size: int, seq_len: int, embed_dim: int, num_heads: int, num_layers: int = 2
+        self,
+        vocab_size: int,
+        seq_len: int,
+        embed_dim: int,
+        num_heads: int,
+        num_layers: int = 2,
+        *,
+        position: str = "learned",
     ) -> None:
+        if position not in POSITIONS:
+            raise ValueError(
+                f"position must be one of {POSITIONS}, got position={position!r}; 'learned' is "
+                "example 10's model"
+            )
         super().__init__()
+        self.position = position
+        self.seq_len = seq_len
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
-        self.position_embedding = nn.Embedding(seq_len, embed_dim)
+        if position == "learned":
+            self.position_embedding = nn.Embedding(seq_len, embed_dim)
+        else:  # the same random draws as the table above, so the other weights start the same
+            torch.empty(seq_len, embed_dim).normal_()
+            self.position_embedding = None
         self.layers = nn.ModuleList(
             MultiHeadAttention(embed_dim, num_heads, batch_first=True) for _ in range(num_layers)
         )
         self.unembed = nn.Linear(embed_dim, vocab_size)
+        self.rope = RotaryEmbedding(self.layers[0].head_dim) if position == "rope" else None
+        #: 0-based layers whose search runs without positions (``positions.positions_removed``)
+        self.positionless_layers: frozenset[int] = frozenset()
+
+    def embed(self, tokens: torch.Tensor, with_positions: bool = True) -> torch.Tensor:
+        """The residual stream before the first layer: ``(N, L)`` tokens -> ``(N, L, E)``.
+
+        Token embeddings, plus the position embedding for ``"learned"`` and ``"sinusoidal"``
+        (left out with ``with_positions=False``).
+        """
+        seq_len = tokens.shape[1]
+        x = self.token_embedding(tokens)  # (N, L, E)
+        if with_positions and self.position == "learned":
+            positions = torch.arange(seq_len, device=tokens.device)  # (L,)
+            x = x + self.position_embedding(positions)  # (N, L, E)
+        elif with_positions and self.position == "sinusoidal":
+            table = sinusoidal_positions(seq_len, x.shape[-1], device=tokens.device)  # (L, E)
+            x = x + table.to(x.dtype)  # (N, L, E)
+        return x
+
+    def attend(
+        self,
+        layer: MultiHeadAttention,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        need_weights: bool = True,
+        with_positions: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One causal attention layer of this model, with the model's positions inside it.
+
+        ``"rope"`` rotates the queries and keys after the head split (``_rotary_attention``);
+        ``"alibi"`` adds its biases to the causal mask; the others use the causal mask alone
+        (their positions, if any, are in the inputs).
+
+        Args:
+            layer: one of ``self.layers``.
+            query, key, value: ``(N, L, E)`` inputs of the layer (the same tensor, except in
+                :func:`composition_ablation` and with ``positionless_layers``).
+            need_weights: also return the weights; ``False`` uses the fused kernel, except for
+                ``"rope"``.
+            with_positions: ``False`` leaves out the rotation (``"rope"``) or the biases
+                (``"alibi"``); the other schemes are unchanged.
+
+        Returns:
+            ``(output (N, L, E), weights (N, h, L, L) or None)``.
+        """
+        if self.rope is not None:
+            return _rotary_attention(
+                layer, self.rope, query, key, value, need_weights, rotate=with_positions
+            )
+        batch, seq_len = query.shape[0], query.shape[1]
+        mask = allowed_to_blocked(causal_mask(seq_len, device=query.device))  # (L, L) blocked
+        if with_positions and self.position == "alibi":
+            mask = self._alibi_mask(layer, seq_len, query.dtype, query.device)  # (h, L, L)
+            mask = mask.repeat(batch, 1, 1)  # (N * h, L, L), batch-major as MHA expects
+        return layer(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            need_weights=need_weights,
+            average_attn_weights=False,
+        )  # (N, L, E), (N, h, L, L) or None
+
+    def _alibi_mask(
+        self, layer: MultiHeadAttention, seq_len: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
+        """ALiBi's biases with the causal mask: ``(h, L, L)`` float, ``-inf`` where blocked."""
+        additive = allowed_to_additive(causal_mask(seq_len, device=device))  # (L, L) 0 / -inf
+        bias = alibi_bias(layer.num_heads, seq_len, device=device)  # (h, L, L)
+        return (additive + bias).to(dtype)  # (h, L, L)
+
+    def attention_scores(
+        self, layer: MultiHeadAttention, x: torch.Tensor, with_positions: bool = True
+    ) -> torch.Tensor:
+        """The scores of ``layer`` on its input ``x``, before the softmax.
+
+        ``q_i . k_j / sqrt(head_dim)`` after the rotation (``"rope"``), plus the biases
+        (``"alibi"``); ``-inf`` where the causal mask blocks. Their softmax over the keys is the
+        weights that :meth:`attend` returns. ``with_positions=False`` leaves the rotation and
+        the biases out (the causal mask stays).
+
+        Args:
+            layer: one of ``self.layers``; x: ``(N, L, E)``, the layer's input.
+            with_positions: apply this layer's rotation or biases. Default: ``True``.
+
+        Returns:
+            ``(N, h, L, L)``.
+        """
+        seq_len = x.shape[1]
+        w_q, w_k, _ = layer.projection_weights()
+        b_q, b_k, _ = layer.projection_biases()
+        queries = split_heads(F.linear(x, w_q, b_q), layer.num_heads)  # (N, h, L, head_dim)
+        keys = split_heads(F.linear(x, w_k, b_k), layer.num_heads)  # (N, h, L, head_dim)
+        if with_positions and self.rope is not None:
+            positions = torch.arange(seq_len, device=x.device)  # (L,)
+            queries, keys = self.rope(queries, positions), self.rope(keys, positions)
+        scores = queries @ keys.transpose(-2, -1) / layer.head_dim**0.5  # (N, h, L, L)
+        if with_positions and self.position == "alibi":
+            return scores + self._alibi_mask(layer, seq_len, x.dtype, x.device)  # (N, h, L, L)
+        allowed = causal_mask(seq_len, device=x.device)  # (L, L)
+        return scores.masked_fill(~allowed, float("-inf"))  # (N, h, L, L)
 
     def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        seq_len = tokens.shape[1]
-        positions = torch.arange(seq_len, device=tokens.device)  # (L,)
-        x = self.token_embedding(tokens) + self.position_embedding(positions)  # (N, L, E)
-        blocked = allowed_to_blocked(causal_mask(seq_len, device=tokens.device))  # (L, L)
+        x = self.embed(tokens)  # (N, L, E)
+        if self.positionless_layers:  # the position embedding alone, to take out of a search
+            added = x - self.embed(tokens, with_positions=False)  # (N, L, E), 0 if none added
         all_weights = []
-        for layer in self.layers:
-            out, weights = layer(
-                x, x, x, attn_mask=blocked, need_weights=True, average_attn_weights=False
-            )  # (N, L, E), (N, h, L, L)
+        for index, layer in enumerate(self.layers):
+            if index in self.positionless_layers:  # queries and keys without positions
+                search = x - added  # (N, L, E); the values and the residual keep them
+                out, weights = self.attend(layer, search, search, x, with_positions=False)
+            else:
+                out, weights = self.attend(layer, x, x, x)  # (N, L, E), (N, h, L, L)
             x = x + out  # (N, L, E) the residual stream
             all_weights.append(weights)
         return self.unembed(x), all_weights  # (N, L, V), layers x (N, h, L, L)
+
+
+def sinusoidal_positions(
+    seq_len: int, embed_dim: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    r"""The fixed position encoding of Vaswani et al.: sines and cosines of falling frequency.
+
+    Math: :math:`PE_{p, 2i} = \sin(p / 10000^{2i/d})`, :math:`PE_{p, 2i+1} = \cos(p /
+    10000^{2i/d})` for position :math:`p` and :math:`d` = ``embed_dim``.
+
+    Args:
+        seq_len: number of positions ``L``.
+        embed_dim: features ``E`` (even).
+        device: device of the table.
+
+    Returns:
+        ``(L, E)`` float32.
+
+    Raises:
+        ValueError: ``embed_dim`` is odd or a size is not positive.
+
+    Source:
+        Vaswani et al. 2017, "Attention Is All You Need", arXiv:1706.03762, Sec. 3.5.
+    """
+    if seq_len < 0 or embed_dim <= 0 or embed_dim % 2:
+        raise ValueError(
+            f"sinusoidal_positions needs seq_len >= 0 and a positive even embed_dim, got "
+            f"seq_len={seq_len}, embed_dim={embed_dim}"
+        )
+    positions = torch.arange(seq_len, dtype=torch.float64, device=device)  # (L,)
+    pair = torch.arange(embed_dim // 2, dtype=torch.float64, device=device)  # (E / 2,)
+    angles = positions[:, None] * 10000.0 ** (-2.0 * pair / embed_dim)  # (L, E / 2)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (L, E) sin, cos, ..
+    return table.float()
+
+
+def _rotary_positions(seq_len: int, rotate: bool, device: torch.device) -> torch.Tensor:
+    """``0 .. L - 1``, or all zeros (no rotation) when ``rotate`` is False: ``(L,)`` int64."""
+    if rotate:
+        return torch.arange(seq_len, device=device)  # (L,)
+    return torch.zeros(seq_len, dtype=torch.long, device=device)  # (L,)
+
+
+def _rotary_attention(
+    layer: MultiHeadAttention,
+    rope: RotaryEmbedding,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    need_weights: bool,
+    rotate: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``layer``'s causal attention with its queries and keys rotated after the head split.
+
+    The steps of ``MultiHeadAttention.forward`` (project, split heads, attend, merge, output
+    projection) with one more, the rotation; ``layer``'s own parameters are used, so hooks on
+    ``layer.out_proj`` (:func:`ablate_heads`) act here too. ``MultiHeadAttention`` itself has
+    no rotary option: it is a drop-in for ``torch.nn.MultiheadAttention``, and PyTorch code
+    that reads its weights (``to_torch()``, the fast path of ``nn.TransformerEncoderLayer``)
+    would silently leave the rotation out.
+
+    ``rotate=False`` puts every token at position 0 (no rotation): the intervention of
+    ``positions.positions_removed``.
+
+    Shape: query, key, value ``(N, L, E)``; returns ``(N, L, E)`` and ``(N, h, L, L)`` or None.
+    """
+    w_q, w_k, w_v = layer.projection_weights()
+    b_q, b_k, b_v = layer.projection_biases()
+    queries = split_heads(F.linear(query, w_q, b_q), layer.num_heads)  # (N, h, L, head_dim)
+    keys = split_heads(F.linear(key, w_k, b_k), layer.num_heads)  # (N, h, L, head_dim)
+    values = split_heads(F.linear(value, w_v, b_v), layer.num_heads)  # (N, h, L, head_dim)
+    positions = _rotary_positions(query.shape[1], rotate, query.device)  # (L,)
+    # positions built here are valid: the rotation without the public checks (as in the layers)
+    queries = rope._rotate(queries, positions)  # (N, h, L, head_dim) rotated by their positions
+    keys = rope._rotate(keys, positions)  # (N, h, L, head_dim)
+    context, weights = scaled_dot_product_attention(
+        queries, keys, values, is_causal=True, return_weights=True
+    )  # (N, h, L, head_dim), (N, h, L, L)
+    output = layer.out_proj(merge_heads(context))  # (N, L, E)
+    return output, (weights if need_weights else None)
 
 
 @contextlib.contextmanager
@@ -338,15 +572,12 @@ def composition_ablation(
     """
     if len(model.layers) != 2:
         raise ValueError(f"composition_ablation needs a 2-layer model, got {len(model.layers)}")
-    seq_len = tokens.shape[1]
-    positions = torch.arange(seq_len, device=tokens.device)  # (L,)
-    blocked = allowed_to_blocked(causal_mask(seq_len, device=tokens.device))  # (L, L)
     first, second = model.layers
     with torch.no_grad():
-        x0 = model.token_embedding(tokens) + model.position_embedding(positions)  # (N, L, E)
-        full = x0 + first(x0, x0, x0, attn_mask=blocked, need_weights=False)[0]  # (N, L, E)
+        x0 = model.embed(tokens)  # (N, L, E)
+        full = x0 + model.attend(first, x0, x0, x0, need_weights=False)[0]  # (N, L, E)
         with ablate_heads(model, [(0, head)]):
-            without = x0 + first(x0, x0, x0, attn_mask=blocked, need_weights=False)[0]
+            without = x0 + model.attend(first, x0, x0, x0, need_weights=False)[0]
         inputs = {
             "none": (full, full, full),
             "Q": (without, full, full),
@@ -355,7 +586,7 @@ def composition_ablation(
         }
         accuracies = {}
         for name, (q, k, v) in inputs.items():
-            out = second(q, k, v, attn_mask=blocked, need_weights=False)[0]  # (N, L, E)
+            out = model.attend(second, q, k, v, need_weights=False)[0]  # (N, L, E)
             logits = model.unembed(full + out)  # (N, L, V)
             accuracies[name] = second_copy_accuracy(logits, tokens, periods)
     return accuracies

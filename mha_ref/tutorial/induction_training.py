@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from mha_ref.tutorial.cache import cached
 from mha_ref.tutorial.induction import (
     _EVAL_SEED,
+    POSITIONS,
     AttentionOnlyTransformer,
     check_periods,
     make_repeated_batch,
@@ -79,7 +80,11 @@ class InductionResult:
 
 def _build(config: dict[str, Any]) -> AttentionOnlyTransformer:
     return AttentionOnlyTransformer(
-        config["vocab_size"], config["seq_len"], config["embed_dim"], config["num_heads"]
+        config["vocab_size"],
+        config["seq_len"],
+        config["embed_dim"],
+        config["num_heads"],
+        position=config.get("position", "learned"),
     )
 
 
@@ -95,6 +100,7 @@ def train_induction(
     batch_size: int = 64,
     lr: float = 3e-3,
     seed: int = 0,
+    position: str = "learned",
 ) -> InductionResult:
     """Train the two-layer :class:`~mha_ref.tutorial.induction.AttentionOnlyTransformer`.
 
@@ -102,6 +108,11 @@ def train_induction(
 
     CPU, one thread, seeded, deterministic (Adam; next-token cross-entropy on the second-copy
     positions). Cached on disk when ``MHA_REF_CACHE_DIR`` is set.
+
+    ``position`` picks the model's position scheme (one of
+    :data:`~mha_ref.tutorial.induction.POSITIONS`); the default ``"learned"`` is example 10's
+    model, and for one seed every scheme starts from the same other weights and sees the same
+    training batches.
 
     Returns:
         an :class:`InductionResult`.
@@ -117,7 +128,10 @@ def train_induction(
         batch_size=batch_size,
         lr=lr,
         seed=seed,
+        position=position,
     )
+    if position not in POSITIONS:
+        raise ValueError(f"position must be one of {POSITIONS}, got position={position!r}")
     check_periods(seq_len, vocab_size, min_period, max_period)
     return cached("train_induction", arguments, lambda: _train_induction(arguments))
 

@@ -1,0 +1,470 @@
+"""
+Example 20: Positions inside attention
+======================================
+
+Attention by itself does not know the order of its inputs: every score is a dot product of one
+query with one key, and nothing in it says where either token stands. Every language model
+therefore adds position information, and in today's models it sits *inside* the attention
+layer, per head: rotary position embedding (RoPE, Su et al. 2021, `arXiv:2104.09864
+<https://arxiv.org/abs/2104.09864>`_) rotates each head's queries and keys, ALiBi (Press et al.
+2022, `arXiv:2108.12409 <https://arxiv.org/abs/2108.12409>`_) gives each head its own penalty
+for distance. The original Transformer added a learned or a sinusoidal vector to each token
+instead (Vaswani et al. 2017, Sec. 3.5), and a causal model can even do without any (Haviv et
+al. 2022, `arXiv:2203.16634 <https://arxiv.org/abs/2203.16634>`_).
+
+This page shows numerically that attention without positions ignores order, what each of the
+five schemes changes in the scores, and then tests example 10's open question: its induction
+model fails when the two copies are further apart than in training. Is its learned position
+embedding the cause? The model is retrained with rotary positions, and the fall is traced to
+the layer that uses position, by switching position off there.
+"""
+
+# %%
+# Without positions, order does not matter
+# ----------------------------------------
+# Take one attention layer, random inputs for 8 tokens, and a shuffled order of the tokens.
+# Without positions, shuffling the inputs shuffles the outputs in the same way and changes
+# nothing else: attention is *permutation-equivariant*. The first column below measures it, as
+# the largest difference between "shuffle, then attend" and "attend, then shuffle". Each scheme
+# then puts position in its own place:
+#
+# - **learned** and **sinusoidal**: a vector per position added to each token's input;
+# - **RoPE**: each head's queries and keys rotated by an angle proportional to their position;
+# - **ALiBi**: ``-slope * |i - j|`` added to the score of query ``i`` and key ``j``;
+# - **causal mask** alone: query ``i`` may see keys ``0 .. i`` only.
+#
+# The second column moves the whole sequence 5 positions later. Schemes that see only the
+# distance between two tokens (*relative* positions) give the same outputs; schemes that see
+# where each token is (*absolute* positions) do not.
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref import (
+    GroupedQueryAttention,
+    RotaryEmbedding,
+    alibi_bias,
+    alibi_slopes,
+    scaled_dot_product_attention,
+)
+from mha_ref.tutorial.induction import AttentionOnlyTransformer, sinusoidal_positions
+from mha_ref.tutorial.plotting import plot_lines, text_table
+from mha_ref.tutorial.positions import (
+    SHORT_RECIPE,
+    diagonal_spread,
+    plot_score_maps,
+    position_scores,
+    position_study,
+)
+
+torch.manual_seed(0)
+embed_dim, num_heads, seq_len, shift = 32, 2, 8, 5
+head_dim = embed_dim // num_heads
+plain = GroupedQueryAttention(embed_dim, num_heads, num_heads, dtype=torch.float64).eval()
+rotary = GroupedQueryAttention(
+    embed_dim, num_heads, num_heads, dtype=torch.float64, rope=RotaryEmbedding(head_dim, 64)
+).eval()
+rotary.load_state_dict(plain.state_dict())  # the same weights; only the rotation differs
+learned_table = torch.randn(64, embed_dim, dtype=torch.float64)  # a learned table, here random
+sine_table = sinusoidal_positions(64, embed_dim).double()  # (64, embed_dim)
+x = torch.randn(1, seq_len, embed_dim, dtype=torch.float64)  # (1, seq_len, embed_dim)
+order = torch.randperm(seq_len)
+
+
+def attend(scheme, x, start):
+    """The layer's output for the tokens ``x`` placed at positions ``start, start + 1, ...``."""
+    where = torch.arange(start, start + x.shape[1])  # (seq_len,)
+    if scheme == "none":
+        return plain(x)[0]
+    if scheme == "causal mask":
+        return plain(x, is_causal=True)[0]
+    if scheme == "learned":
+        return plain(x + learned_table[where])[0]
+    if scheme == "sinusoidal":
+        return plain(x + sine_table[where])[0]
+    if scheme == "RoPE":
+        return rotary(x, positions=where, key_positions=where)[0]
+    bias = alibi_bias(num_heads, x.shape[1], dtype=torch.float64)  # (heads, seq_len, seq_len)
+    return plain(x, attn_mask=bias)[0]  # ALiBi: the same bias wherever the sequence starts
+
+
+schemes = ["none", "causal mask", "learned", "sinusoidal", "RoPE", "ALiBi"]
+rows = []
+with torch.no_grad():
+    for scheme in schemes:
+        shuffled = (attend(scheme, x[:, order], 0) - attend(scheme, x, 0)[:, order]).abs().max()
+        moved = (attend(scheme, x, shift) - attend(scheme, x, 0)).abs().max()
+        rows.append([scheme, f"{shuffled:.1e}", f"{moved:.1e}"])
+print(text_table(["positions", "shuffled tokens: change", f"shifted by {shift}: change"], rows))
+
+# %%
+# Only the layer without positions and without a mask ignores order (its differences are
+# float64 rounding errors). The causal mask alone breaks the symmetry, and so does
+# every scheme. Learned and sinusoidal vectors also change the outputs when the sequence is
+# shifted; RoPE and ALiBi do not: they see only distances.
+#
+# A causal model can count
+# ------------------------
+# Haviv et al. found that causal language models trained with no position information at all
+# still learn where each token is, and reach nearly the perplexity of models with positions.
+# The causal mask is enough: a head that spreads its weight evenly over the keys it may see
+# returns, at position ``t``, the mean of ``t + 1`` values, and a mean of more values is
+# smaller. Below, many random sequences, queries that are all zero (so every allowed key gets
+# the same weight), and the size of the output at each position, beside the
+# ``sqrt(head_dim / (t + 1))`` that a mean of ``t + 1`` independent standard normal vectors has:
+
+values = torch.randn(4000, 1, 20, head_dim, dtype=torch.float64)  # (sequences, 1 head, 20, 16)
+zeros = torch.zeros_like(values)  # every score 0: equal weights over the allowed keys
+means = scaled_dot_product_attention(zeros, zeros, values, is_causal=True)  # (4000, 1, 20, 16)
+size = means.norm(dim=-1).pow(2).mean(dim=(0, 1)).sqrt()  # (20,) root-mean-square size
+rows = [[t, f"{size[t]:.3f}", f"{(head_dim / (t + 1)) ** 0.5:.3f}"] for t in (0, 1, 3, 7, 15, 19)]
+print(text_table(["position t", "size of the output", "sqrt(head_dim / (t + 1))"], rows))
+
+# %%
+# The size of the output falls with the position as the formula says, so a later layer can
+# read "how far into the sequence am I" from it. That is position information the model makes
+# for itself; it takes one layer to make it.
+#
+# What each scheme adds to the scores
+# -----------------------------------
+# The heatmaps below show, for the two heads of the first layer of example 10's model
+# (:class:`~mha_ref.tutorial.induction.AttentionOnlyTransformer`, before any training, the same
+# initial weights for every scheme), what the positions add to the scores: the scores on a
+# sequence that repeats one token, with the positions minus without them, averaged over all
+# tokens (:func:`~mha_ref.tutorial.positions.position_scores`). With the same content
+# everywhere, what is left comes from the positions alone. Rows are queries, columns keys; grey
+# cells are blocked by the causal mask. What to look for:
+#
+# - **learned** (a random table before training) and **sinusoidal**: a pattern that changes
+#   along each diagonal, because it depends on where each token is;
+# - **RoPE** and **ALiBi**: every diagonal holds one value, because the added part depends only
+#   on the distance ``i - j``; ALiBi's is a fixed ramp, steeper in head 0;
+# - **none**: nothing at all.
+#
+# Each map is drawn on its own scale (divided by its largest size, which the table under the
+# maps gives). The table also measures the first two points: the largest spread along any
+# diagonal, as a fraction of the spread of the whole map (0: the map depends on ``i - j``
+# alone).
+
+TOY = dict(vocab_size=24, seq_len=20, embed_dim=32, num_heads=2)  # example 10's sizes
+SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+NAMES = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi",
+         "none": "none"}
+maps, titles, rows = [], [], []
+for position in SCHEMES:
+    torch.manual_seed(0)  # the same initial weights for every scheme
+    untrained = AttentionOnlyTransformer(**TOY, position=position)
+    added = position_scores(untrained)  # (heads, 20, 20), NaN where blocked
+    spread = diagonal_spread(added)  # (heads,)
+    for head in range(2):
+        maps.append(added[head])
+        titles.append(f"{NAMES[position]}, head {head}")
+    largest = added.nan_to_num(0.0).abs().amax(dim=(-2, -1))  # (heads,)
+    rows.append([NAMES[position], f"{largest[0]:.3f}", f"{largest[1]:.3f}", f"{spread[0]:.3f}",
+                 f"{spread[1]:.3f}"])
+fig = plot_score_maps(
+    [maps[i] for i in range(0, 10, 2)] + [maps[i] for i in range(1, 10, 2)],
+    [titles[i] for i in range(0, 10, 2)] + [titles[i] for i in range(1, 10, 2)],
+    ncols=5,
+    suptitle="What the positions add to the layer-1 scores (before training)",
+    xlabel="key position j",
+    ylabel="query position i",
+    colorbar_label="added score / its largest size",
+)
+plt.show()
+header = ["positions", "largest size, head 0", "head 1", "spread along diagonals, head 0",
+          "head 1"]
+print(text_table(header, rows))
+
+# %%
+# Why ALiBi and no positions are not trained below
+# ------------------------------------------------
+# Example 10's circuit needs a *previous-token head* in layer 1: a head that gives the token
+# just before each query far more weight than any other key. In layer 1 the input is the token
+# embedding alone for ALiBi and for "none", so the content part of a score depends only on the
+# two tokens, never on where they are. Two keys that hold the same token then get weights in a
+# fixed ratio: 1 without positions, ``exp(slope * distance between them)`` with ALiBi.
+# Measured on one sequence where the same token sits at positions 4 and 11, seen from query 15:
+
+probe = torch.arange(20)[None] % 24  # (1, 20) distinct tokens 0 .. 19
+probe[0, 11] = probe[0, 4]  # the same token at positions 4 and 11
+slopes = alibi_slopes(2)  # (2,) the paper's slopes for two heads
+rows = []
+for position in ("alibi", "none"):
+    torch.manual_seed(0)
+    untrained = AttentionOnlyTransformer(**TOY, position=position)
+    with torch.no_grad():
+        weights = untrained(probe)[1][0][0]  # (heads, 20, 20) layer 1
+    for head in range(2):
+        expected = torch.exp(slopes[head] * 7) if position == "alibi" else torch.tensor(1.0)
+        ratio = weights[head, 15, 11] / weights[head, 15, 4]
+        rows.append([NAMES[position], head, f"{ratio:.4f}", f"{float(expected):.4f}"])
+print(text_table(["positions", "head", "weight on key 11 / on key 4", "exp(slope x 7)"], rows))
+
+# %%
+# So in these two schemes the previous token can win over the key before it only by being one
+# token nearer: by a factor ``exp(slope)`` with ALiBi, by nothing without positions. The
+# previous token is a random one, so its content cannot help. If the content scores do not
+# tell the keys apart, the largest weight the previous token can get is computed below for
+# query 19 (keys 0 to 18, the query's own key left out). Compare it with the previous-token
+# scores of the trained models further down, which average the weight on the previous token
+# over all queries:
+
+distance = torch.arange(1, 20, dtype=torch.float64)  # keys 1 .. 19 tokens back
+for head in range(2):
+    share = torch.softmax(-slopes[head] * distance, dim=0)[0]  # weight of the previous token
+    print(f"ALiBi head {head} (slope {float(slopes[head]):.5f}): at most {share:.3f}")
+print(f"no positions: at most {1 / len(distance):.3f}")
+
+# %%
+# With two heads per layer, ALiBi's slopes are ``1/16`` and ``1/256``: far too flat to single
+# out one key. Neither scheme can therefore give layer 1 the previous-token head that example
+# 10's circuit is built on, and neither is trained below. (Whether they find a weaker or another
+# way to solve the task is not tested here; the exercises take up ALiBi with more heads.)
+#
+# Example 10's model, retrained with rotary positions
+# ---------------------------------------------------
+# Now the question of example 10: its induction model fails when the two copies are further
+# apart than in training. Is the learned absolute position embedding to blame? A model with
+# rotary positions sees only distances, so it is the control: the same model, the same data,
+# the same initial weights for each seed, with learned positions replaced by RoPE.
+#
+# To fit the build, both are trained with example 10's recipe shortened
+# (``mha_ref.tutorial.positions.SHORT_RECIPE``: fewer steps of smaller batches at a higher
+# learning rate), on three seeds each
+# (:func:`~mha_ref.tutorial.positions.position_study`). First the check that the circuit forms
+# on every run: the phase change step (as in example 10), the second-copy accuracy on new
+# sequences, and the best previous-token score among the layer-1 heads.
+
+study = position_study(positions=("learned", "rope"), seeds=(0, 1, 2), **SHORT_RECIPE)
+print(f"recipe: {SHORT_RECIPE}")
+rows = [
+    [NAMES[run.position], run.seed, run.phase_change, f"{run.accuracy:.3f}",
+     f"{run.previous_token:.3f}"]
+    for run in study.runs
+]
+print(text_table(["positions", "seed", "phase change", "accuracy", "previous-token score"], rows))
+
+# %%
+# The circuit forms on every run (a phase change, and a layer-1 head that attends to the previous
+# token). What did training make of the positions in that head? Below, what the positions add
+# to its scores, as before, for the seed-0 models, and for every seed the mean added score at
+# each offset ``i - j`` (0: the query's own key, 1: the previous token). With RoPE each diagonal
+# holds one value; with the learned table it varies along the diagonal.
+
+formed = sum(run.phase_change is not None for run in study.runs)
+print(f"runs with a phase change: {formed} of {len(study.runs)}")
+maps, titles, rows, top_offsets = [], [], [], []
+for run in study.runs:
+    added = position_scores(study.model(run.position, run.seed))[run.previous_head]  # (20, 20)
+    by_offset = [float(added.diagonal(offset=-offset).mean()) for offset in range(20)]
+    top_offsets.append(max(range(20), key=lambda offset: by_offset[offset]))
+    rows.append([NAMES[run.position], run.seed, run.previous_head]
+                + [f"{value:.1f}".replace("-0.0", "0.0") for value in by_offset[:6]])
+    if run.seed == 0:
+        maps.append(added)
+        titles.append(f"{NAMES[run.position]}, trained, head {run.previous_head}")
+fig = plot_score_maps(
+    maps,
+    titles,
+    ncols=2,
+    suptitle="What the positions add to a trained previous-token head's scores",
+    xlabel="key position j",
+    ylabel="query position i",
+    colorbar_label="added score / its largest size",
+)
+plt.show()
+print(text_table(["positions", "seed", "head"] + [f"offset {o}" for o in range(6)], rows))
+print(f"runs whose largest mean added score is at offset 1: {top_offsets.count(1)} of "
+      f"{len(top_offsets)}")
+
+# %%
+# The last line counts the runs on which the positions raise the score of the previous token
+# (offset 1) more than that of any other offset: on those, the layer-1 head finds the previous
+# token through the positions, with the learned table in one scheme and the rotation in the
+# other.
+
+# %%
+# Further apart than in training
+# ------------------------------
+# Example 10's exercise 2 again, on every run: all sequences have period 5; the first copy moves
+# earlier two positions at a time and filler fills the gap, so the distance between the two
+# copies grows from 5 to 15, while training only showed distances 3 to 10. Each cell gives the
+# three seeds' accuracies. The columns "layer 2 without positions" run the same models with an
+# intervention (:func:`~mha_ref.tutorial.positions.positions_removed`): layer 2's queries and
+# keys are computed without positions (the learned model: without the position embedding in
+# their input; RoPE: without the rotation). Its values, and everything layer 1 wrote, are kept.
+
+
+def per_seed(position, field):
+    """The accuracies of the three seeds at each distance: one string per distance."""
+    runs = study.of(position)
+    return [" ".join(f"{getattr(run, field)[i]:.2f}" for run in runs) for i in range(len(study.gaps))]
+
+
+columns = {
+    "learned": per_seed("learned", "gaps"),
+    "learned, layer 2 without positions": per_seed("learned", "gaps_without_positions"),
+    "RoPE": per_seed("rope", "gaps"),
+    "RoPE, layer 2 without positions": per_seed("rope", "gaps_without_positions"),
+}
+rows = [[d] + [column[i] for column in columns.values()] for i, d in enumerate(study.distances)]
+print(f"trained distances: {study.config['min_period']} to {study.config['max_period']}")
+print(text_table(["distance", *columns], rows))
+
+# %%
+# The same numbers as curves, the mean over the three seeds (the grey band marks the trained
+# distances):
+
+
+def mean_of(position, field):
+    runs = study.of(position)
+    return [sum(getattr(run, field)[i] for run in runs) / len(runs) for i in range(len(study.gaps))]
+
+
+fig = plot_lines(
+    study.distances,
+    {
+        "learned": mean_of("learned", "gaps"),
+        "learned, layer 2 without positions": mean_of("learned", "gaps_without_positions"),
+        "RoPE": mean_of("rope", "gaps"),
+        "RoPE, layer 2 without positions": mean_of("rope", "gaps_without_positions"),
+    },
+    xlabel="distance between the two copies (tokens)",
+    ylabel="second-copy accuracy (mean of 3 seeds)",
+    title="Accuracy as the copies move apart",
+    styles={
+        "learned, layer 2 without positions": {"ls": "--", "color": "C0"},
+        "RoPE, layer 2 without positions": {"ls": "--", "color": "C1"},
+        "learned": {"color": "C0"},
+        "RoPE": {"color": "C1"},
+    },
+)
+fig.axes[0].axvspan(study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15)
+plt.show()
+
+# %%
+# How many seeds agree, comparing the largest distance (15, the first copy at the start of the
+# sequence) with distance 9, inside the trained range:
+
+far, inside = len(study.gaps) - 1, study.distances.index(9)
+for position in ("learned", "rope"):
+    runs = study.of(position)
+    falls = sum(run.gaps[far] < run.gaps[inside] - 0.05 for run in runs)
+    helped = sum(run.gaps_without_positions[far] > run.gaps[far] for run in runs)
+    flatter = sum(
+        run.gaps_without_positions[inside] - run.gaps_without_positions[far]
+        < run.gaps[inside] - run.gaps[far]
+        for run in runs
+    )
+    near, last = study.distances[inside], study.distances[far]
+    print(f"{NAMES[position]}: falls by more than 0.05 from distance {near} to {last} on "
+          f"{falls} of {len(runs)} seeds; layer 2 without positions is higher at distance {last} "
+          f"on {helped}, and falls less from {near} to {last} on {flatter}")
+
+# %%
+# Longer than in training
+# -----------------------
+# The other kind of unseen length: sequences with more filler before the two copies, so that
+# the copies sit at positions never seen in training, at the distances of training (3 to 10).
+# The learned table has no row for a position beyond 19: that model cannot even run them.
+
+header = ["positions", "seed"] + [f"{length} tokens" for length in study.longer_lens]
+rows = [
+    [NAMES[run.position], run.seed]
+    + ["cannot run" if acc is None else f"{acc:.3f}" for acc in run.longer]
+    for run in study.runs
+]
+print(text_table(header, rows))
+
+# %%
+# What this shows
+# ---------------
+# Read the tables together. The learned position embedding is not what limits example 10's
+# model: the same model with rotary positions, which see only distances, also falls when the
+# copies are further apart than in training, on every seed. What the two share is that layer
+# 2's search uses position: with its queries and keys computed without positions, accuracy at
+# the largest distance is higher and falls less from inside the trained range (see the counts
+# above), at some cost at the shortest distances. Training on distances 3 to 10 lets the
+# induction head prefer those distances; nothing forces it to search by content alone.
+#
+# RoPE does something learned positions cannot: it runs sequences longer than any in training,
+# and keeps most of its accuracy at 30 tokens (the table above; less at 40). Relative positions
+# make longer sequences possible, not automatically right: a distance never seen in training is
+# as new to a rotary head as a position never seen is to a learned table.
+#
+# The cost of the rotation itself at the size of a real layer is measured in ``nox -s bench``
+# (attention with RoPE against without).
+
+# %%
+# Exercises
+# ---------
+# **Exercise 1.** ALiBi was designed for models with more heads: with 8 heads its slopes run
+# from ``1/2`` to ``1/256``. Would its steepest head be a previous-token head in layer 1 of
+# example 10's model? Use the same bound as above.
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    No. With slope ``1/2`` a key one token nearer gets ``exp(1/2)`` times the weight, so the
+#    steepest head gives the previous token its largest share, yet still far below the
+#    previous-token scores of the trained models above. ALiBi makes heads prefer nearby
+#    tokens, not one offset; an ALiBi model (with MLPs and many layers) has to build sharper
+#    positional patterns itself:
+
+slopes_8 = alibi_slopes(8)  # (8,)
+rows = [
+    [head, f"{float(slope):.5f}", f"{torch.softmax(-slope * distance, dim=0)[0]:.3f}"]
+    for head, slope in enumerate(slopes_8)
+]
+print(text_table(["head", "slope", "largest weight on the previous token"], rows))
+
+# %%
+# **Exercise 2.** A checkpoint stores its heads for RoPE in one layout (features ``2i`` and
+# ``2i + 1`` rotate together, as in GGUF files) and you run it with the other (features ``i``
+# and ``i + head_dim / 2``, as Hugging Face's ``rotate_half`` does). Does the model still run?
+# Does it compute the same thing? What fixes it?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    It runs, and computes something else: the same weights rotated in pairs of other features.
+#    Reordering each head's query and key rows with
+#    :func:`mha_ref.rope_pairing_permutation` makes the two layouts compute the same attention
+#    (a dot product does not change when both vectors are permuted the same way):
+
+from mha_ref import rope_pairing_permutation
+
+torch.manual_seed(0)
+adjacent = GroupedQueryAttention(
+    embed_dim, num_heads, num_heads, dtype=torch.float64,
+    rope=RotaryEmbedding(head_dim, 64, pairing="adjacent"),
+).eval()
+half = GroupedQueryAttention(
+    embed_dim, num_heads, num_heads, dtype=torch.float64,
+    rope=RotaryEmbedding(head_dim, 64, pairing="half"),
+).eval()
+half.load_state_dict(adjacent.state_dict())  # the same numbers, read in the other layout
+with torch.no_grad():
+    wrong = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
+    perm = rope_pairing_permutation(head_dim)  # (head_dim,)
+    for proj in (half.q_proj, half.k_proj):  # each head's rows in the order perm
+        proj.weight.copy_(proj.weight.view(num_heads, head_dim, -1)[:, perm].reshape_as(proj.weight))
+        proj.bias.copy_(proj.bias.view(num_heads, head_dim)[:, perm].reshape_as(proj.bias))
+    fixed = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
+print(f"the other layout, same weights: largest difference {wrong:.3f}")
+print(f"after reordering the query and key rows: {fixed:.1e}")
+
+# %%
+# Summary
+# -------
+# - Without positions and without a causal mask, attention is permutation-equivariant: it
+#   cannot see order. The causal mask alone already breaks that, and a causal layer can count.
+# - Learned and sinusoidal positions are added to the input and are absolute; RoPE rotates each
+#   head's queries and keys and ALiBi adds a per-head distance penalty: both are relative, the
+#   same wherever the sequence starts.
+# - In example 10's two-layer model, ALiBi with two heads and no positions at all cannot form a
+#   previous-token head in layer 1, the head example 10's circuit is built on.
+# - Rotary positions do not cure example 10's fall beyond the trained distances. Layer 2's search
+#   uses position: run without positions, it falls less on every seed.
+# - RoPE runs sequences longer than in training; learned positions cannot.

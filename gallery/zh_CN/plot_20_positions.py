@@ -1,0 +1,429 @@
+"""
+示例 20：注意力内部的位置
+=========================
+
+注意力本身不知道输入的先后顺序：每个分数都是一个查询与一个键的点积，其中没有任何东西说明两个词元
+各在什么位置。因此每个语言模型都要加入位置信息，而在如今的模型里，它位于注意力层 *内部*，按头
+进行：旋转位置编码（RoPE，Su 等人 2021，`arXiv:2104.09864 <https://arxiv.org/abs/2104.09864>`_）
+旋转每个头的查询和键，ALiBi（Press 等人 2022，`arXiv:2108.12409
+<https://arxiv.org/abs/2108.12409>`_）给每个头一个各自的距离惩罚。最初的 Transformer 则是给每个
+词元加上一个学到的或正弦形式的向量（Vaswani 等人 2017，第 3.5 节）；因果模型甚至可以什么位置信息
+都不加（Haviv 等人 2022，`arXiv:2203.16634 <https://arxiv.org/abs/2203.16634>`_）。
+
+本页先用数字说明没有位置的注意力不管顺序，再看五种方案各自改变了分数的哪一部分，然后检验示例 10
+留下的问题：它的归纳模型在两份拷贝离得比训练时更远时会失效，原因是不是学到的位置嵌入？我们换用
+旋转位置编码重新训练这个模型，并在使用位置的那一层关掉位置，找出下降从哪里来。
+"""
+
+# %%
+# 没有位置，顺序就无关紧要
+# ------------------------
+# 取一个注意力层、8 个词元的随机输入，再取这些词元的一个打乱顺序。没有位置时，把输入打乱，输出
+# 就以同样的方式被打乱，别的什么都不变：注意力是 *置换等变* 的。下表第一列测量这一点：“先打乱再
+# 做注意力”与“先做注意力再打乱”之间的最大差异。之后每种方案把位置放在各自的地方：
+#
+# - **学到的** 和 **正弦** 位置：给每个词元的输入加上一个按位置而定的向量；
+# - **RoPE**：每个头的查询和键按位置旋转一个与位置成正比的角度；
+# - **ALiBi**：给查询 ``i`` 与键 ``j`` 的分数加上 ``-slope * |i - j|``；
+# - 只有 **因果掩码**：查询 ``i`` 只能看到键 ``0 .. i``。
+#
+# 第二列把整条序列往后挪 5 个位置。只看两个词元之间距离的方案（*相对* 位置）输出不变；看每个词元
+# 在哪里的方案（*绝对* 位置）输出会变。
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref import (
+    GroupedQueryAttention,
+    RotaryEmbedding,
+    alibi_bias,
+    alibi_slopes,
+    scaled_dot_product_attention,
+)
+from mha_ref.tutorial.induction import AttentionOnlyTransformer, sinusoidal_positions
+from mha_ref.tutorial.plotting import plot_lines, text_table
+from mha_ref.tutorial.positions import (
+    SHORT_RECIPE,
+    diagonal_spread,
+    plot_score_maps,
+    position_scores,
+    position_study,
+)
+
+torch.manual_seed(0)
+embed_dim, num_heads, seq_len, shift = 32, 2, 8, 5
+head_dim = embed_dim // num_heads
+plain = GroupedQueryAttention(embed_dim, num_heads, num_heads, dtype=torch.float64).eval()
+rotary = GroupedQueryAttention(
+    embed_dim, num_heads, num_heads, dtype=torch.float64, rope=RotaryEmbedding(head_dim, 64)
+).eval()
+rotary.load_state_dict(plain.state_dict())  # 参数相同，只差旋转
+learned_table = torch.randn(64, embed_dim, dtype=torch.float64)  # 一张学到的表，这里是随机的
+sine_table = sinusoidal_positions(64, embed_dim).double()  # (64, embed_dim)
+x = torch.randn(1, seq_len, embed_dim, dtype=torch.float64)  # (1, seq_len, embed_dim)
+order = torch.randperm(seq_len)
+
+
+def attend(scheme, x, start):
+    """把词元 ``x`` 放在位置 ``start, start + 1, ...`` 上时这一层的输出。"""
+    where = torch.arange(start, start + x.shape[1])  # (seq_len,)
+    if scheme == "无":
+        return plain(x)[0]
+    if scheme == "因果掩码":
+        return plain(x, is_causal=True)[0]
+    if scheme == "学到的":
+        return plain(x + learned_table[where])[0]
+    if scheme == "正弦":
+        return plain(x + sine_table[where])[0]
+    if scheme == "RoPE":
+        return rotary(x, positions=where, key_positions=where)[0]
+    bias = alibi_bias(num_heads, x.shape[1], dtype=torch.float64)  # (heads, seq_len, seq_len)
+    return plain(x, attn_mask=bias)[0]  # ALiBi：无论序列从哪里开始，偏置都一样
+
+
+schemes = ["无", "因果掩码", "学到的", "正弦", "RoPE", "ALiBi"]
+rows = []
+with torch.no_grad():
+    for scheme in schemes:
+        shuffled = (attend(scheme, x[:, order], 0) - attend(scheme, x, 0)[:, order]).abs().max()
+        moved = (attend(scheme, x, shift) - attend(scheme, x, 0)).abs().max()
+        rows.append([scheme, f"{shuffled:.1e}", f"{moved:.1e}"])
+print(text_table(["位置", "打乱词元：变化", f"整体后移 {shift}：变化"], rows))
+
+# %%
+# 只有既没有位置、也没有掩码的那一层不管顺序（它的差异只是 float64 的舍入误差）。单单一个因果掩码
+# 就打破了这种对称，每种方案也都打破了它。学到的向量和正弦向量在整条序列后移时还会改变输出；
+# RoPE 和 ALiBi 不会：它们只看距离。
+#
+# 因果模型会数数
+# --------------
+# Haviv 等人发现，完全不用位置信息训练的因果语言模型仍然学会了每个词元在哪里，困惑度也接近有位置
+# 信息的模型。因果掩码就够了：一个把权重平均分给它能看到的所有键的头，在位置 ``t`` 输出 ``t + 1``
+# 个值的平均，而参与平均的值越多，平均值就越小。下面取许多条随机序列，查询全为零（于是每个允许的键
+# 得到相同的权重），列出每个位置上输出的大小，旁边是 ``t + 1`` 个独立标准正态向量之平均应有的
+# ``sqrt(head_dim / (t + 1))``：
+
+values = torch.randn(4000, 1, 20, head_dim, dtype=torch.float64)  # (sequences, 1 head, 20, 16)
+zeros = torch.zeros_like(values)  # 所有分数都是 0：在允许的键上权重相等
+means = scaled_dot_product_attention(zeros, zeros, values, is_causal=True)  # (4000, 1, 20, 16)
+size = means.norm(dim=-1).pow(2).mean(dim=(0, 1)).sqrt()  # (20,) 均方根大小
+rows = [[t, f"{size[t]:.3f}", f"{(head_dim / (t + 1)) ** 0.5:.3f}"] for t in (0, 1, 3, 7, 15, 19)]
+print(text_table(["位置 t", "输出的大小", "sqrt(head_dim / (t + 1))"], rows))
+
+# %%
+# 输出的大小随位置下降，与公式一致，所以后面的层能从中读出“我在序列里走了多远”。这是模型自己造出来
+# 的位置信息；造它要用掉一层。
+#
+# 每种方案给分数加了什么
+# ----------------------
+# 下面的热力图针对示例 10 的模型（:class:`~mha_ref.tutorial.induction.AttentionOnlyTransformer`，
+# 尚未训练，每种方案的初始参数都相同）第一层的两个头，画出位置给分数加上的部分：在一条重复同一个
+# 词元的序列上，有位置时的分数减去没有位置时的分数，再对所有词元取平均
+# （:func:`~mha_ref.tutorial.positions.position_scores`）。内容处处相同，剩下的就只来自位置。行是
+# 查询，列是键；灰色格子被因果掩码屏蔽。要看的是：
+#
+# - **学到的** （训练前是一张随机表）和 **正弦**：沿每条对角线变化的图案，因为它取决于每个词元
+#   在哪里；
+# - **RoPE** 和 **ALiBi**：每条对角线上只有一个值，因为加上的部分只取决于距离 ``i - j``；ALiBi 的
+#   是一个固定的斜坡，头 0 的更陡；
+# - **无**：什么都没有。
+#
+# 每张图按自己的尺度画（除以它自己的最大绝对值，图下的表格给出这个值）。表格还测量了前两点：任意
+# 一条对角线上的最大极差，占整张图极差的比例（0 表示这张图只取决于 ``i - j``）。
+
+TOY = dict(vocab_size=24, seq_len=20, embed_dim=32, num_heads=2)  # 示例 10 的尺寸
+SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
+NAMES = {"learned": "学到的", "sinusoidal": "正弦", "rope": "RoPE", "alibi": "ALiBi",
+         "none": "无"}
+maps, titles, rows = [], [], []
+for position in SCHEMES:
+    torch.manual_seed(0)  # 每种方案的初始参数都相同
+    untrained = AttentionOnlyTransformer(**TOY, position=position)
+    added = position_scores(untrained)  # (heads, 20, 20)，被屏蔽处为 NaN
+    spread = diagonal_spread(added)  # (heads,)
+    for head in range(2):
+        maps.append(added[head])
+        titles.append(f"{NAMES[position]}，头 {head}")
+    largest = added.nan_to_num(0.0).abs().amax(dim=(-2, -1))  # (heads,)
+    rows.append([NAMES[position], f"{largest[0]:.3f}", f"{largest[1]:.3f}", f"{spread[0]:.3f}",
+                 f"{spread[1]:.3f}"])
+fig = plot_score_maps(
+    [maps[i] for i in range(0, 10, 2)] + [maps[i] for i in range(1, 10, 2)],
+    [titles[i] for i in range(0, 10, 2)] + [titles[i] for i in range(1, 10, 2)],
+    ncols=5,
+    suptitle="位置给第 1 层分数加上的部分（训练前）",
+    xlabel="键的位置 j",
+    ylabel="查询的位置 i",
+    colorbar_label="加上的分数 / 它的最大绝对值",
+)
+plt.show()
+header = ["位置", "最大绝对值，头 0", "头 1", "沿对角线的极差，头 0",
+          "头 1"]
+print(text_table(header, rows))
+
+# %%
+# ALiBi 和无位置为什么不在下面训练
+# --------------------------------
+# 示例 10 的回路需要第 1 层有一个 *前一词元头*：它给每个查询紧挨着的前一个词元的权重，要远大于给
+# 其他任何键的权重。对 ALiBi 和“无”来说，第 1 层的输入只有词元嵌入，于是分数中的内容部分只取决于
+# 两个词元是什么，与它们在哪里无关。两个存着同一个词元的键，得到的权重之比就是固定的：没有位置时
+# 是 1，ALiBi 时是 ``exp(slope * 两者之间的距离)``。在一条序列上测量，同一个词元位于位置 4 和 11，
+# 从查询 15 看过去：
+
+probe = torch.arange(20)[None] % 24  # (1, 20) 互不相同的词元 0 .. 19
+probe[0, 11] = probe[0, 4]  # 位置 4 和 11 上是同一个词元
+slopes = alibi_slopes(2)  # (2,) 论文给两个头的斜率
+rows = []
+for position in ("alibi", "none"):
+    torch.manual_seed(0)
+    untrained = AttentionOnlyTransformer(**TOY, position=position)
+    with torch.no_grad():
+        weights = untrained(probe)[1][0][0]  # (heads, 20, 20) 第 1 层
+    for head in range(2):
+        expected = torch.exp(slopes[head] * 7) if position == "alibi" else torch.tensor(1.0)
+        ratio = weights[head, 15, 11] / weights[head, 15, 4]
+        rows.append([NAMES[position], head, f"{ratio:.4f}", f"{float(expected):.4f}"])
+print(text_table(["位置", "头", "键 11 的权重 / 键 4 的权重", "exp(slope x 7)"], rows))
+
+# %%
+# 所以在这两种方案里，前一个词元要胜过再往前的那个键，只能靠近一个词元：ALiBi 给它多一个
+# ``exp(slope)`` 的倍数，没有位置时什么也不多。前一个词元是随机的，它的内容帮不上忙。如果内容分数
+# 分不出这些键，前一个词元最多能得到多少权重，下面对查询 19 算出来（键 0 到 18，不算查询自己的键）。
+# 可以和后面训练好的模型的前一词元得分比一比，那个得分是所有查询放在前一个词元上的权重的平均：
+
+distance = torch.arange(1, 20, dtype=torch.float64)  # 往回 1 .. 19 个词元的键
+for head in range(2):
+    share = torch.softmax(-slopes[head] * distance, dim=0)[0]  # 前一个词元的权重
+    print(f"ALiBi 头 {head}（斜率 {float(slopes[head]):.5f}）：最多 {share:.3f}")
+print(f"无位置：最多 {1 / len(distance):.3f}")
+
+# %%
+# 每层两个头时，ALiBi 的斜率是 ``1/16`` 和 ``1/256``：太平缓，挑不出单独一个键。所以这两种方案都
+# 无法在第 1 层给出示例 10 的回路赖以搭建的前一词元头，下面也就不训练它们。（它们能不能找到更弱的
+# 或别的办法解决这个任务，这里没有检验；练习里讨论头更多的 ALiBi。）
+#
+# 示例 10 的模型，换用旋转位置编码重新训练
+# ----------------------------------------
+# 现在回到示例 10 的问题：它的归纳模型在两份拷贝离得比训练时更远时会失效。该怪学到的绝对位置嵌入
+# 吗？旋转位置编码只看距离，所以它就是对照：同一个模型、同样的数据、每个种子同样的初始参数，只把
+# 学到的位置换成 RoPE。
+#
+# 为了放进构建时间，两者都用缩短了的示例 10 训练方案（``mha_ref.tutorial.positions.SHORT_RECIPE``：
+# 步数更少、批次更小、学习率更高），各训练三个种子
+# （:func:`~mha_ref.tutorial.positions.position_study`）。先检查每次运行都形成了回路：相变所在的步数
+# （与示例 10 相同）、新序列上第二份拷贝的准确率，以及第 1 层各头中最高的前一词元得分。
+
+study = position_study(positions=("learned", "rope"), seeds=(0, 1, 2), **SHORT_RECIPE)
+print(f"训练方案：{SHORT_RECIPE}")
+rows = [
+    [NAMES[run.position], run.seed, run.phase_change, f"{run.accuracy:.3f}",
+     f"{run.previous_token:.3f}"]
+    for run in study.runs
+]
+print(text_table(["位置", "种子", "相变", "准确率", "前一词元得分"], rows))
+
+# %%
+# 每次运行都形成了回路（有相变，第 1 层有一个关注前一个词元的头）。训练把这个头里的位置变成了
+# 什么样？下面和前面一样画出位置给它的分数加上的部分（种子 0 的两个模型），并对每个种子列出每个
+# 偏移 ``i - j`` 上加上的平均分数（0：查询自己的键，1：前一个词元）。用 RoPE 时每条对角线只有一个
+# 值；用学到的表时它沿对角线变化。
+
+formed = sum(run.phase_change is not None for run in study.runs)
+print(f"出现相变的运行：{formed} / {len(study.runs)}")
+maps, titles, rows, top_offsets = [], [], [], []
+for run in study.runs:
+    added = position_scores(study.model(run.position, run.seed))[run.previous_head]  # (20, 20)
+    by_offset = [float(added.diagonal(offset=-offset).mean()) for offset in range(20)]
+    top_offsets.append(max(range(20), key=lambda offset: by_offset[offset]))
+    rows.append([NAMES[run.position], run.seed, run.previous_head]
+                + [f"{value:.1f}".replace("-0.0", "0.0") for value in by_offset[:6]])
+    if run.seed == 0:
+        maps.append(added)
+        titles.append(f"{NAMES[run.position]}，训练后，头 {run.previous_head}")
+fig = plot_score_maps(
+    maps,
+    titles,
+    ncols=2,
+    suptitle="位置给训练后的前一词元头的分数加上的部分",
+    xlabel="键的位置 j",
+    ylabel="查询的位置 i",
+    colorbar_label="加上的分数 / 它的最大绝对值",
+)
+plt.show()
+print(text_table(["位置", "种子", "头"] + [f"偏移 {o}" for o in range(6)], rows))
+print(f"加上的平均分数在偏移 1 处最大的运行：{top_offsets.count(1)} / "
+      f"{len(top_offsets)}")
+
+# %%
+# 最后一行数出：在多少次运行中，位置让前一个词元（偏移 1）的分数比其他任何偏移提高得都多；在这些运行
+# 里，第 1 层的这个头正是靠位置找到前一个词元的，一种方案靠学到的表，另一种靠旋转。
+
+# %%
+# 比训练时离得更远
+# ----------------
+# 再做一次示例 10 的练习 2，这次在每次运行上：所有序列的周期都是 5；第一份拷贝每次往前挪两个位置，
+# 空当用填充词元补上，于是两份拷贝之间的距离从 5 增加到 15，而训练只见过 3 到 10 的距离。每个格子
+# 给出三个种子的准确率。“第 2 层不带位置”的列对同样的模型做一次干预
+# （:func:`~mha_ref.tutorial.positions.positions_removed`）：第 2 层的查询和键不带位置计算（学到的
+# 位置：输入中去掉位置嵌入；RoPE：不旋转）。它的值，以及第 1 层写下的一切，都保留。
+
+
+def per_seed(position, field):
+    """三个种子在每个距离上的准确率：每个距离一个字符串。"""
+    runs = study.of(position)
+    return [" ".join(f"{getattr(run, field)[i]:.2f}" for run in runs) for i in range(len(study.gaps))]
+
+
+columns = {
+    "学到的": per_seed("learned", "gaps"),
+    "学到的，第 2 层不带位置": per_seed("learned", "gaps_without_positions"),
+    "RoPE": per_seed("rope", "gaps"),
+    "RoPE，第 2 层不带位置": per_seed("rope", "gaps_without_positions"),
+}
+rows = [[d] + [column[i] for column in columns.values()] for i, d in enumerate(study.distances)]
+print(f"训练中的距离：{study.config['min_period']} 到 {study.config['max_period']}")
+print(text_table(["距离", *columns], rows))
+
+# %%
+# 同样的数字画成曲线，取三个种子的平均（灰色带是训练中的距离）：
+
+
+def mean_of(position, field):
+    runs = study.of(position)
+    return [sum(getattr(run, field)[i] for run in runs) / len(runs) for i in range(len(study.gaps))]
+
+
+fig = plot_lines(
+    study.distances,
+    {
+        "学到的": mean_of("learned", "gaps"),
+        "学到的，第 2 层不带位置": mean_of("learned", "gaps_without_positions"),
+        "RoPE": mean_of("rope", "gaps"),
+        "RoPE，第 2 层不带位置": mean_of("rope", "gaps_without_positions"),
+    },
+    xlabel="两份拷贝之间的距离（词元数）",
+    ylabel="第二份拷贝的准确率（3 个种子的平均）",
+    title="两份拷贝离得越来越远时的准确率",
+    styles={
+        "学到的，第 2 层不带位置": {"ls": "--", "color": "C0"},
+        "RoPE，第 2 层不带位置": {"ls": "--", "color": "C1"},
+        "学到的": {"color": "C0"},
+        "RoPE": {"color": "C1"},
+    },
+)
+fig.axes[0].axvspan(study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15)
+plt.show()
+
+# %%
+# 有多少个种子一致：比较最大的距离（15，第一份拷贝位于序列开头）和训练范围内的距离 9：
+
+far, inside = len(study.gaps) - 1, study.distances.index(9)
+for position in ("learned", "rope"):
+    runs = study.of(position)
+    falls = sum(run.gaps[far] < run.gaps[inside] - 0.05 for run in runs)
+    helped = sum(run.gaps_without_positions[far] > run.gaps[far] for run in runs)
+    flatter = sum(
+        run.gaps_without_positions[inside] - run.gaps_without_positions[far]
+        < run.gaps[inside] - run.gaps[far]
+        for run in runs
+    )
+    near, last = study.distances[inside], study.distances[far]
+    print(f"{NAMES[position]}：下降超过 0.05（从距离 {near} 到 {last}）的种子："
+          f"{falls} / {len(runs)}；第 2 层不带位置时在距离 {last} 上更高的："
+          f"{helped}，从 {near} 到 {last} 下降更少的：{flatter}")
+
+# %%
+# 比训练时更长
+# ------------
+# 另一种没见过的长度：在两份拷贝前面放更多填充词元，让拷贝落在训练中从没见过的位置上，而距离仍是
+# 训练中的（3 到 10）。学到的表没有位置 19 之后的行：那个模型连这些序列都运行不了。
+
+header = ["位置", "种子"] + [f"{length} 个词元" for length in study.longer_lens]
+rows = [
+    [NAMES[run.position], run.seed]
+    + ["无法运行" if acc is None else f"{acc:.3f}" for acc in run.longer]
+    for run in study.runs
+]
+print(text_table(header, rows))
+
+# %%
+# 这说明了什么
+# ------------
+# 把这些表放在一起看。限制示例 10 的模型的不是学到的位置嵌入：同一个模型换成只看距离的旋转位置
+# 编码，两份拷贝离得比训练时更远时同样下降，每个种子都是。两者的共同点是第 2 层的搜索用到了位置：
+# 让它的查询和键不带位置计算，最大距离上的准确率更高，从训练范围内往外的下降也更少（见上面的计数），
+# 代价是最短的几个距离上有些损失。只在 3 到 10 的距离上训练，归纳头就会偏爱这些距离；没有什么迫使
+# 它只按内容搜索。
+#
+# RoPE 做到了学到的位置做不到的事：它能运行比训练时任何序列都长的序列，在 30 个词元时保留了大部分
+# 准确率（见上表；40 个词元时少一些）。相对位置让更长的序列 *能够* 运行，并不让它自动就对：一个训练
+# 中没见过的距离对旋转的头来说，和一个没见过的位置对学到的表来说一样陌生。
+#
+# 旋转本身在真实层的尺寸上花多少时间，由 ``nox -s bench`` 测量（带 RoPE 与不带 RoPE 的注意力对比）。
+
+# %%
+# 练习
+# ----
+# **练习 1.** ALiBi 是为头更多的模型设计的：8 个头时它的斜率从 ``1/2`` 到 ``1/256``。在示例 10 的
+# 模型第 1 层，它最陡的那个头能成为前一词元头吗？用和上面一样的上界。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    不能。斜率为 ``1/2`` 时，近一个词元的键得到 ``exp(1/2)`` 倍的权重，所以最陡的头给前一个词元
+#    的份额最大，但仍远低于上面训练好的模型的前一词元得分。ALiBi 让头偏爱附近的词元，而不是某一个
+#    偏移；ALiBi 模型（有 MLP 和许多层）要靠网络自己搭出更尖锐的位置模式：
+
+slopes_8 = alibi_slopes(8)  # (8,)
+rows = [
+    [head, f"{float(slope):.5f}", f"{torch.softmax(-slope * distance, dim=0)[0]:.3f}"]
+    for head, slope in enumerate(slopes_8)
+]
+print(text_table(["头", "斜率", "前一个词元最多能得到的权重"], rows))
+
+# %%
+# **练习 2.** 一个检查点按一种布局存放 RoPE 的头（特征 ``2i`` 和 ``2i + 1`` 一起旋转，GGUF 文件就是
+# 这样），而你用另一种布局运行它（特征 ``i`` 和 ``i + head_dim / 2`` 一起旋转，Hugging Face 的
+# ``rotate_half`` 就是这样）。模型还能运行吗？算的还是同样的东西吗？怎么修正？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    能运行，但算的是别的东西：同样的参数，却按另一组特征配对来旋转。用
+#    :func:`mha_ref.rope_pairing_permutation` 重排每个头的查询行和键行，两种布局就计算同样的注意力
+#    （两个向量按同样方式重排，点积不变）：
+
+from mha_ref import rope_pairing_permutation
+
+torch.manual_seed(0)
+adjacent = GroupedQueryAttention(
+    embed_dim, num_heads, num_heads, dtype=torch.float64,
+    rope=RotaryEmbedding(head_dim, 64, pairing="adjacent"),
+).eval()
+half = GroupedQueryAttention(
+    embed_dim, num_heads, num_heads, dtype=torch.float64,
+    rope=RotaryEmbedding(head_dim, 64, pairing="half"),
+).eval()
+half.load_state_dict(adjacent.state_dict())  # 同样的数字，按另一种布局来读
+with torch.no_grad():
+    wrong = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
+    perm = rope_pairing_permutation(head_dim)  # (head_dim,)
+    for proj in (half.q_proj, half.k_proj):  # 每个头的行按 perm 重排
+        proj.weight.copy_(proj.weight.view(num_heads, head_dim, -1)[:, perm].reshape_as(proj.weight))
+        proj.bias.copy_(proj.bias.view(num_heads, head_dim)[:, perm].reshape_as(proj.bias))
+    fixed = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
+print(f"另一种布局、同样的参数：最大差异 {wrong:.3f}")
+print(f"重排查询行和键行之后：{fixed:.1e}")
+
+# %%
+# 小结
+# ----
+# - 没有位置、也没有因果掩码时，注意力是置换等变的：它看不见顺序。单单因果掩码就打破了这一点，
+#   因果的一层还能数数。
+# - 学到的位置和正弦位置加在输入上，是绝对位置；RoPE 旋转每个头的查询和键，ALiBi 加上每个头的距离
+#   惩罚：两者都是相对位置，序列从哪里开始都一样。
+# - 在示例 10 的两层模型里，两个头的 ALiBi 和完全没有位置都无法在第 1 层形成前一词元头，而示例 10
+#   的回路正是靠这个头搭建的。
+# - 旋转位置编码治不好示例 10 在训练距离之外的下降。第 2 层的搜索用到了位置：让它不带位置运行，
+#   每个种子上的下降都更少。
+# - RoPE 能运行比训练时更长的序列；学到的位置不能。

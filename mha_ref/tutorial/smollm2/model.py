@@ -1,0 +1,573 @@
+r"""SmolLM2-135M: a LLaMA-style decoder assembled around :class:`mha_ref.GroupedQueryAttention`.
+
+Each of the 30 blocks is pre-norm: ``x = x + attention(rms_norm(x))`` then
+``x = x + mlp(rms_norm(x))``. The attention is the reference's
+:class:`~mha_ref.GroupedQueryAttention` (9 query heads sharing 3 key/value heads, ``head_dim``
+64, no biases) with :class:`~mha_ref.RotaryEmbedding` (base 100000, all 64 features, the
+``"adjacent"`` pairing that GGUF weights need); the rest of the block is written here: RMS
+normalisation (:class:`RMSNorm`) and the SwiGLU feed-forward layer (:class:`SwiGLU`). The token
+embedding is also the output projection (tied weights), after a final RMS norm.
+
+The pieces are separate methods, so an analysis can start or stop anywhere:
+:meth:`SmolLM2.embed` (tokens -> residual stream), :meth:`SmolLM2.run_layers` (a range of
+blocks, optionally returning every head's attention weights), :meth:`SmolLM2.unembed`
+(residual -> logits); :meth:`SmolLM2.forward` chains them and :meth:`SmolLM2.token_losses`
+gives the loss of every next-token prediction.
+
+Sources: Touvron et al. 2023, "LLaMA", arXiv:2302.13971, Sec. 2.2 (pre-normalisation with
+RMSNorm, SwiGLU, rotary embeddings); Zhang and Sennrich 2019, "Root Mean Square Layer
+Normalization", arXiv:1910.07467, eq. 4; Shazeer 2020, "GLU Variants Improve Transformer",
+arXiv:2002.05202, eq. 6; Ainslie et al. 2023 (GQA), arXiv:2305.13245; Su et al. 2021
+(RoFormer), arXiv:2104.09864; Allal et al. 2025, "SmolLM2", arXiv:2502.02737 (the model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha_ref.grouped import GroupedQueryAttention
+from mha_ref.kv_cache import KVCache
+from mha_ref.rope import RotaryEmbedding
+
+__all__ = ["RMSNorm", "SmolLM2", "SmolLM2Block", "SmolLM2Config", "SwiGLU"]
+
+
+@dataclass(frozen=True)
+class SmolLM2Config:
+    """The sizes of a LLaMA-architecture model, as a GGUF file's metadata states them.
+
+    Attributes:
+        vocab_size: token ids (49,152).
+        embed_dim: width of the residual stream, ``d_model`` (576).
+        num_layers: decoder blocks (30).
+        num_heads: query heads per block (9).
+        num_kv_heads: key/value heads per block (3); query heads ``3g, 3g+1, 3g+2`` share
+            key/value head ``g``.
+        head_dim: features per head (64).
+        ffn_dim: hidden width of the SwiGLU layer (1536).
+        rope_base: the rotary embedding's frequency base (100000.0).
+        rms_eps: the epsilon inside RMS normalisation (1e-5).
+        context_length: the longest sequence the model was trained on (8192 tokens).
+    """
+
+    vocab_size: int
+    embed_dim: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn_dim: int
+    rope_base: float
+    rms_eps: float
+    context_length: int
+
+    @classmethod
+    def from_metadata(cls, metadata: dict) -> SmolLM2Config:
+        """Read the sizes from GGUF metadata (``llama.*`` keys).
+
+        Args:
+            metadata: :attr:`GGUFContents.metadata`.
+
+        Returns:
+            SmolLM2Config: the sizes.
+
+        Raises:
+            ValueError: if the architecture is not ``llama`` or the rotary embedding does not
+                cover the whole head (this code rotates all ``head_dim`` features).
+        """
+        architecture = metadata.get("general.architecture")
+        if architecture != "llama":
+            raise ValueError(
+                f"the file's architecture is {architecture!r}; SmolLM2 and this code are "
+                f"'llama'. Use the SmolLM2 file (model_file())."
+            )
+        embed_dim = int(metadata["llama.embedding_length"])
+        num_heads = int(metadata["llama.attention.head_count"])
+        head_dim = embed_dim // num_heads
+        rope_dim = int(metadata.get("llama.rope.dimension_count", head_dim))
+        if rope_dim != head_dim:
+            raise ValueError(
+                f"the file rotates {rope_dim} of {head_dim} features per head; this code "
+                f"rotates all of them."
+            )
+        return cls(
+            vocab_size=int(metadata["llama.vocab_size"]),
+            embed_dim=embed_dim,
+            num_layers=int(metadata["llama.block_count"]),
+            num_heads=num_heads,
+            num_kv_heads=int(metadata["llama.attention.head_count_kv"]),
+            head_dim=head_dim,
+            ffn_dim=int(metadata["llama.feed_forward_length"]),
+            rope_base=float(metadata["llama.rope.freq_base"]),
+            rms_eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
+            context_length=int(metadata["llama.context_length"]),
+        )
+
+
+class RMSNorm(nn.Module):
+    r"""Root-mean-square normalisation with a learned gain, computed in float32.
+
+    Math: :math:`y = g \odot x / \sqrt{\tfrac{1}{d}\sum_i x_i^2 + \epsilon}`; unlike layer
+    normalisation, no mean is subtracted and there is no bias.
+
+    Args:
+        dim: features ``d``.
+        eps: added to the mean square, for stability.
+        device: where the gain is created (``"meta"`` to fill it later).
+
+    Shape:
+        - Input: ``(..., dim)``. Output: the same shape and dtype.
+
+    Source:
+        Zhang and Sennrich 2019, "Root Mean Square Layer Normalization", arXiv:1910.07467,
+        eq. 4; ``torch.nn.RMSNorm`` computes the same.
+    """
+
+    def __init__(self, dim: int, eps: float, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim, device=device))  # (dim,) the gain g
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()  # (..., dim)
+        inverse_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
+        return self.weight * (x32 * inverse_rms).to(x.dtype)  # (..., dim)
+
+
+class SwiGLU(nn.Module):
+    r"""The gated feed-forward layer: :math:`W_2\,(\mathrm{SiLU}(W_1 x) \odot W_3 x)`.
+
+    Math: :math:`\mathrm{SiLU}(z) = z\,\sigma(z)`; ``gate_proj`` is :math:`W_1`, ``up_proj``
+    :math:`W_3`, ``down_proj`` :math:`W_2`, all without bias.
+
+    Args:
+        embed_dim: input and output width (576).
+        ffn_dim: hidden width (1536).
+        device: where the weights are created (``"meta"`` to fill them later).
+
+    Shape:
+        - Input: ``(..., embed_dim)``. Output: ``(..., embed_dim)``.
+
+    Source:
+        Shazeer 2020, "GLU Variants Improve Transformer", arXiv:2002.05202, eq. 6 (FFN_SwiGLU).
+    """
+
+    def __init__(
+        self, embed_dim: int, ffn_dim: int, device: torch.device | str | None = None
+    ) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(embed_dim, ffn_dim, bias=False, device=device)
+        self.up_proj = nn.Linear(embed_dim, ffn_dim, bias=False, device=device)
+        self.down_proj = nn.Linear(ffn_dim, embed_dim, bias=False, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = F.silu(self.gate_proj(x))  # (..., ffn_dim)
+        return self.down_proj(gate * self.up_proj(x))  # (..., embed_dim)
+
+
+class SmolLM2Block(nn.Module):
+    """One pre-norm decoder block: grouped-query attention with RoPE, then SwiGLU.
+
+    Math: :math:`x \\leftarrow x + \\mathrm{Attn}(\\mathrm{RMSNorm}_1(x))`, then
+    :math:`x \\leftarrow x + \\mathrm{SwiGLU}(\\mathrm{RMSNorm}_2(x))`.
+
+    Args:
+        config: the sizes.
+        rope: the rotary embedding (one table, shared by all blocks).
+        device: where the weights are created (``"meta"`` to fill them later).
+
+    Shape:
+        - x: ``(batch, seq_len, embed_dim)``. Output: the same; weights (with
+          ``need_weights``) ``(batch, num_heads, seq_len, seq_len)``.
+
+    Source:
+        Touvron et al. 2023, "LLaMA", arXiv:2302.13971, Sec. 2.2.
+    """
+
+    def __init__(
+        self,
+        config: SmolLM2Config,
+        rope: RotaryEmbedding,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(config.embed_dim, config.rms_eps, device=device)
+        self.attention = GroupedQueryAttention(
+            config.embed_dim,
+            config.num_heads,
+            config.num_kv_heads,
+            bias=False,
+            batch_first=True,
+            device=device,
+            rope=rope,
+        )
+        self.mlp_norm = RMSNorm(config.embed_dim, config.rms_eps, device=device)
+        self.mlp = SwiGLU(config.embed_dim, config.ffn_dim, device=device)
+
+    def forward(
+        self, x: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, weights = self.attention(
+            self.attention_norm(x), is_causal=True, need_weights=need_weights
+        )  # (batch, seq_len, embed_dim), (batch, num_heads, seq_len, seq_len) or None
+        x = x + attended  # (batch, seq_len, embed_dim)
+        x = x + self.mlp(self.mlp_norm(x))  # (batch, seq_len, embed_dim)
+        return x, weights
+
+    def decode(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """The block on new tokens, with the earlier tokens' keys and values in ``cache``.
+
+        Args:
+            x: ``(batch, new_len, embed_dim)``, the new tokens' residual stream.
+            cache: this block's :class:`mha_ref.KVCache`; updated in place.
+
+        Returns:
+            torch.Tensor: ``(batch, new_len, embed_dim)``.
+        """
+        x = x + self.attention.decode(self.attention_norm(x), cache)  # (batch, new, embed_dim)
+        return x + self.mlp(self.mlp_norm(x))  # (batch, new_len, embed_dim)
+
+
+class SmolLM2(nn.Module):
+    """SmolLM2: token embedding, 30 :class:`SmolLM2Block`, final RMS norm, tied unembedding.
+
+    Build it with :func:`mha_ref.tutorial.smollm2.load_model` (weights from the GGUF file);
+    the constructor makes the modules on ``device`` without real weights.
+
+    Args:
+        config: the sizes.
+        device: where the modules are created (default ``"meta"``: no memory, no random
+            initialisation, ready for ``load_state_dict(..., assign=True)``).
+
+    Attributes:
+        config (SmolLM2Config): the sizes.
+        tokenizer (SmolLM2Tokenizer | None): set by ``load_model``.
+
+    Shape:
+        - tokens: ``(batch, seq_len)``, ``torch.long``, ``seq_len <= context_length``.
+        - logits: ``(batch, seq_len, vocab_size)``, float32.
+
+    Source:
+        Touvron et al. 2023, "LLaMA", arXiv:2302.13971; Allal et al. 2025, "SmolLM2",
+        arXiv:2502.02737.
+    """
+
+    def __init__(self, config: SmolLM2Config, device: torch.device | str = "meta") -> None:
+        super().__init__()
+        self.config = config
+        self.tokenizer = None
+        # the table of sines and cosines is real even when the weights wait on "meta"
+        table_device = "cpu" if torch.device(device).type == "meta" else device
+        rope = RotaryEmbedding(
+            config.head_dim,
+            max_len=config.context_length,
+            base=config.rope_base,
+            pairing="adjacent",  # llama.cpp permutes the Q/K rows of Hugging Face checkpoints
+            device=table_device,
+        )
+        self.embedding = nn.Embedding(config.vocab_size, config.embed_dim, device=device)
+        self.layers = nn.ModuleList(
+            SmolLM2Block(config, rope, device=device) for _ in range(config.num_layers)
+        )
+        self.final_norm = RMSNorm(config.embed_dim, config.rms_eps, device=device)
+
+    # --------------------------------------------------------------------------------------------
+    # the three stages
+    # --------------------------------------------------------------------------------------------
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token ids -> the residual stream before the first block.
+
+        Args:
+            tokens: ``(batch, seq_len)`` ids (or ``(seq_len,)``: a batch of one).
+
+        Returns:
+            torch.Tensor: ``(batch, seq_len, embed_dim)``.
+
+        Raises:
+            TypeError: if ``tokens`` is not an integer tensor.
+            ValueError: if it is not 1-D or 2-D, is empty, holds an id outside
+                ``0 .. vocab_size - 1``, or is longer than ``context_length``.
+        """
+        tokens = self.check_tokens(tokens)  # (batch, seq_len)
+        return self.embedding(tokens.to(self.embedding.weight.device))  # (batch, seq_len, d)
+
+    def run_layers(
+        self,
+        residual: torch.Tensor,
+        start: int = 0,
+        stop: int | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Blocks ``start .. stop - 1`` on a residual stream.
+
+        Args:
+            residual: ``(batch, seq_len, embed_dim)``, the stream entering block ``start``.
+            start: first block (0-based). Default: 0.
+            stop: one past the last block. Default: all of them.
+            need_weights: also return each block's attention weights (the explicit path of
+                :class:`~mha_ref.GroupedQueryAttention`; otherwise PyTorch's fused kernel).
+
+        Returns:
+            tuple[torch.Tensor, list[torch.Tensor]]: the stream after block ``stop - 1``,
+            ``(batch, seq_len, embed_dim)``, and one ``(batch, num_heads, seq_len, seq_len)``
+            weight tensor per block run (an empty list without ``need_weights``).
+
+        Raises:
+            ValueError: if ``0 <= start <= stop <= num_layers`` does not hold.
+        """
+        stop = self.config.num_layers if stop is None else stop
+        if not (isinstance(start, int) and isinstance(stop, int)) or not (
+            0 <= start <= stop <= self.config.num_layers
+        ):
+            raise ValueError(
+                f"need 0 <= start <= stop <= num_layers={self.config.num_layers}, got "
+                f"start={start!r}, stop={stop!r}."
+            )
+        all_weights = []
+        for block in self.layers[start:stop]:
+            residual, weights = block(residual, need_weights)  # (batch, seq_len, embed_dim)
+            if need_weights:
+                all_weights.append(weights)  # (batch, num_heads, seq_len, seq_len)
+        return residual, all_weights
+
+    def unembed(self, residual: torch.Tensor) -> torch.Tensor:
+        """The residual stream after the last block -> next-token logits (tied embedding).
+
+        Args:
+            residual: ``(batch, seq_len, embed_dim)``.
+
+        Returns:
+            torch.Tensor: ``(batch, seq_len, vocab_size)``.
+        """
+        return self.final_norm(residual) @ self.embedding.weight.T  # (batch, seq_len, vocab)
+
+    # --------------------------------------------------------------------------------------------
+    # the whole model
+    # --------------------------------------------------------------------------------------------
+
+    def forward(
+        self, tokens: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Logits for every position, and optionally every head's attention weights.
+
+        Args:
+            tokens: ``(batch, seq_len)`` ids (or ``(seq_len,)``), at most ``context_length``.
+            need_weights: also return the attention weights of every block.
+
+        Returns:
+            tuple[torch.Tensor, list[torch.Tensor]]: ``logits`` ``(batch, seq_len,
+            vocab_size)`` and a list of ``num_layers`` tensors ``(batch, num_heads, seq_len,
+            seq_len)`` (empty without ``need_weights``).
+
+        Raises:
+            TypeError, ValueError: as :meth:`embed`.
+        """
+        residual = self.embed(tokens)  # (batch, seq_len, embed_dim)
+        residual, weights = self.run_layers(residual, need_weights=need_weights)
+        return self.unembed(residual), weights  # (batch, seq_len, vocab_size), layers x ...
+
+    def token_losses(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The cross-entropy of each next-token prediction, in nats.
+
+        Math: :math:`\\ell_t = -\\log p(x_{t+1} \\mid x_{\\le t})` for
+        :math:`t = 0 .. L - 2`.
+
+        Args:
+            tokens: ``(batch, seq_len)`` ids (or ``(seq_len,)``), ``seq_len >= 2``.
+
+        Returns:
+            torch.Tensor: ``(batch, seq_len - 1)``, float32; entry ``t`` is the loss of
+            predicting token ``t + 1``.
+
+        Raises:
+            ValueError: as :meth:`embed`, or if ``seq_len < 2``.
+        """
+        tokens = self.check_tokens(tokens, min_len=2)  # (batch, seq_len)
+        logits, _ = self.forward(tokens)  # (batch, seq_len, vocab_size)
+        return next_token_losses(logits, tokens.to(logits.device))  # (batch, seq_len - 1)
+
+    # --------------------------------------------------------------------------------------------
+    # decoding with a KV cache
+    # --------------------------------------------------------------------------------------------
+
+    def new_caches(self, batch: int = 1, max_len: int | None = None) -> list[KVCache]:
+        """One empty :class:`mha_ref.KVCache` per block.
+
+        Args:
+            batch: sequences decoded together.
+            max_len: the most tokens the caches will hold. Default: ``context_length``.
+
+        Returns:
+            list[KVCache]: ``num_layers`` caches of ``(batch, num_kv_heads, max_len,
+            head_dim)``.
+
+        Raises:
+            ValueError: if ``max_len`` is above ``context_length``.
+        """
+        max_len = self.config.context_length if max_len is None else max_len
+        if max_len > self.config.context_length:
+            raise ValueError(
+                f"max_len={max_len} is above the model's context_length="
+                f"{self.config.context_length}: the rotary table has no larger positions."
+            )
+        return [block.attention.new_cache(batch, max_len) for block in self.layers]
+
+    def decode(self, tokens: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
+        """Logits for new tokens, the earlier ones' keys and values being in ``caches``.
+
+        Feeding a sequence in pieces (a prompt, then one token at a time) gives the same
+        logits as :meth:`forward` on the whole sequence (up to rounding).
+
+        Args:
+            tokens: ``(batch, new_len)`` ids (or ``(new_len,)``).
+            caches: from :meth:`new_caches`; updated in place.
+
+        Returns:
+            torch.Tensor: ``(batch, new_len, vocab_size)``.
+
+        Raises:
+            ValueError: as :meth:`embed`, or if the caches do not fit (see
+                :meth:`mha_ref.GroupedQueryAttention.decode`).
+        """
+        residual = self.embed(tokens)  # (batch, new_len, embed_dim)
+        if len(caches) != len(self.layers):
+            raise ValueError(
+                f"caches must hold one KVCache per block ({len(self.layers)}), got "
+                f"{len(caches)}. Build them with model.new_caches()."
+            )
+        for block, cache in zip(self.layers, caches, strict=True):
+            residual = block.decode(residual, cache)  # (batch, new_len, embed_dim)
+        return self.unembed(residual)  # (batch, new_len, vocab_size)
+
+    @torch.no_grad()
+    def generate_greedy(self, tokens: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """Continue ``tokens`` by always taking the most likely next token (KV-cached).
+
+        Args:
+            tokens: ``(seq_len,)`` prompt ids.
+            max_new_tokens: tokens to add (generation also stops after ``<|im_end|>`` or
+                ``<|endoftext|>``, ids 2 and 0).
+
+        Returns:
+            torch.Tensor: ``(new_len,)`` the generated ids, ``new_len <= max_new_tokens``.
+
+        Raises:
+            ValueError: as :meth:`embed`, or if the prompt and the new tokens do not fit in
+                ``context_length``.
+        """
+        prompt = self.check_tokens(tokens)  # (1, seq_len)
+        if prompt.shape[0] != 1:
+            raise ValueError(f"tokens must be one prompt (seq_len,), got {tuple(tokens.shape)}.")
+        total = prompt.shape[1] + max_new_tokens
+        caches = self.new_caches(1, total)  # raises if beyond the context
+        logits = self.decode(prompt, caches)  # (1, seq_len, vocab_size)
+        generated = []
+        for _ in range(max_new_tokens):
+            next_id = int(logits[0, -1].argmax())
+            generated.append(next_id)
+            if next_id in _STOP_IDS:
+                break
+            logits = self.decode(torch.tensor([[next_id]]), caches)  # (1, 1, vocab_size)
+        return torch.tensor(generated, dtype=torch.long)  # (new_len,)
+
+    # --------------------------------------------------------------------------------------------
+    # checks
+    # --------------------------------------------------------------------------------------------
+
+    def check_tokens(self, tokens: object, min_len: int = 1) -> torch.Tensor:
+        """Validate token ids and return them as ``(batch, seq_len)``.
+
+        Args:
+            tokens: ``(batch, seq_len)`` or ``(seq_len,)`` integer tensor.
+            min_len: the fewest tokens allowed.
+
+        Returns:
+            torch.Tensor: ``(batch, seq_len)``, ``torch.long``.
+
+        Raises:
+            TypeError: if ``tokens`` is not an integer tensor.
+            ValueError: if it is not 1-D or 2-D, is shorter than ``min_len``, holds an id
+                outside ``0 .. vocab_size - 1``, or is longer than ``context_length`` (split
+                the text into windows of at most that many tokens).
+        """
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(
+                f"tokens must be a torch.Tensor of ids, got {type(tokens).__name__}. Use "
+                f"model.tokenizer.encode(text)."
+            )
+        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}.")
+        if tokens.dim() == 1:
+            tokens = tokens[None]  # (1, seq_len)
+        if tokens.dim() != 2:
+            raise ValueError(
+                f"tokens must be (batch, seq_len) or (seq_len,), got shape {tuple(tokens.shape)}."
+            )
+        seq_len, limit = tokens.shape[1], self.config.context_length
+        if seq_len < min_len:
+            raise ValueError(f"tokens must hold at least {min_len} tokens, got {seq_len}.")
+        if seq_len > limit:
+            raise ValueError(
+                f"tokens has {seq_len} positions, more than the model's context of {limit} "
+                f"tokens (its rotary table and its training stop there). Split the text into "
+                f"windows of at most {limit} tokens."
+            )
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= self.config.vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(
+                f"tokens must be ids in 0 .. {self.config.vocab_size - 1}, got {bad}. Use "
+                f"model.tokenizer.encode(text)."
+            )
+        return tokens.long()
+
+    def check_head(self, layer: object, head: object) -> tuple[int, int]:
+        """Validate a (layer, head) pair, both 0-based.
+
+        Args:
+            layer: block index, ``0 .. num_layers - 1``.
+            head: query head index, ``0 .. num_heads - 1``.
+
+        Returns:
+            tuple[int, int]: ``(layer, head)``.
+
+        Raises:
+            TypeError: if either is not an int.
+            ValueError: if either is out of range (the message gives the ranges).
+        """
+        c = self.config
+        for name, value in (("layer", layer), ("head", head)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r}).")
+        if not (0 <= layer < c.num_layers and 0 <= head < c.num_heads):
+            raise ValueError(
+                f"there is no head ({layer}, {head}): layers are 0 .. {c.num_layers - 1} and "
+                f"heads 0 .. {c.num_heads - 1} (both 0-based)."
+            )
+        return layer, head
+
+
+#: ``<|endoftext|>`` and ``<|im_end|>``: greedy generation stops after either
+_STOP_IDS = (0, 2)
+
+
+def next_token_losses(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each position's prediction of the next token, in nats.
+
+    Args:
+        logits: ``(batch, seq_len, vocab_size)``.
+        tokens: ``(batch, seq_len)``.
+
+    Returns:
+        torch.Tensor: ``(batch, seq_len - 1)``.
+    """
+    predictions = logits[:, :-1].float()  # (batch, seq_len - 1, vocab_size)
+    targets = tokens[:, 1:]  # (batch, seq_len - 1)
+    return F.cross_entropy(
+        predictions.transpose(1, 2), targets, reduction="none"
+    )  # (batch, seq_len - 1)
