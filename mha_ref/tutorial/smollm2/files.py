@@ -142,12 +142,20 @@ def require_package(name: str):
         module: the imported module.
 
     Raises:
+        ValueError: if ``name`` is not a key of :data:`EXTRA_PACKAGES`.
         ModuleNotFoundError: if it is not installed; the message gives the install commands.
     """
-    import importlib
-
+    if name not in EXTRA_PACKAGES:
+        raise ValueError(
+            f"require_package: name must be one of {sorted(EXTRA_PACKAGES)}, got {name!r}"
+        )
     try:
-        return importlib.import_module(name)
+        # literal imports, one per package, so the build's import reader can follow them
+        if name == "gguf":
+            import gguf as module
+        else:
+            import tokenizers as module
+        return module
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
             f"the real model needs the package {EXTRA_PACKAGES[name]!r}, which is not "
