@@ -262,8 +262,12 @@ def test_layer_2_without_positions_falls_less_on_every_seed(study):
     inside, far = study.distances.index(9), len(study.distances) - 1
     for run in study.runs:
         without = run.gaps_without_positions
-        assert without[far] > run.gaps[far] + 0.03, run  # every seed gained 0.06 or more
         assert without[inside] - without[far] < run.gaps[inside] - run.gaps[far], run
+    for position in ("learned", "rope"):
+        # higher at the largest distance on most seeds, not on all (learned seed 1: 0.861 against
+        # 0.867): the page names the count and says so
+        higher = [r.gaps_without_positions[far] > r.gaps[far] for r in study.of(position)]
+        assert sum(higher) >= 2, (position, higher)
 
 
 def test_rope_runs_longer_sequences_and_learned_cannot(study):

@@ -383,9 +383,9 @@ print(text_table(header, rows))
 # Read the tables together. The learned position embedding is not what limits example 10's
 # model: the same model with rotary positions, which see only distances, also falls when the
 # copies are further apart than in training, on every seed. What the two share is that layer
-# 2's search uses position: with its queries and keys computed without positions, accuracy at
-# the largest distance is higher and falls less from inside the trained range (see the counts
-# above), at some cost at the shortest distances. Training on distances 3 to 10 lets the
+# 2's search uses position: with its queries and keys computed without positions, accuracy
+# falls less from inside the trained range, and is higher at the largest distance on the
+# seeds the counts above name (not on every one), at some cost at the shortest distances. Training on distances 3 to 10 lets the
 # induction head prefer those distances; nothing forces it to search by content alone.
 #
 # RoPE does something learned positions cannot: it runs sequences longer than any in training,
