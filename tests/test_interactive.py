@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from mha_ref import causal_mask  # noqa: E402
-from mha_ref.tutorial import interactive  # noqa: E402
+from mha_ref.tutorial import interactive, live_views  # noqa: E402
 from mha_ref.tutorial.plotting import plot_heads  # noqa: E402
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
@@ -222,9 +222,15 @@ def test_hostile_labels_stay_data_in_the_page_and_the_notebook_html():
     n = len(HOSTILE_LABELS)
     fig = plt.figure()
     interactive.attach_view_data(
-        fig, np.full((1, n, n), 1.0 / n), HOSTILE_LABELS, HOSTILE_LABELS,
-        names=[HOSTILE_LABELS[1]], title=HOSTILE_LABELS[2], vmax=1.0,
-        cmap=matplotlib.colormaps["viridis"], xlabel=HOSTILE_LABELS[3],
+        fig,
+        np.full((1, n, n), 1.0 / n),
+        HOSTILE_LABELS,
+        HOSTILE_LABELS,
+        names=[HOSTILE_LABELS[1]],
+        title=HOSTILE_LABELS[2],
+        vmax=1.0,
+        cmap=matplotlib.colormaps["viridis"],
+        xlabel=HOSTILE_LABELS[3],
     )
     for standalone in (False, True):
         html = interactive.view_html(fig, "en", standalone=standalone)
@@ -266,7 +272,7 @@ def test_the_layer_head_overview_names_every_head_of_every_layer():
     g = torch.Generator().manual_seed(1)
     w = torch.softmax(torch.randn(3, 2, 4, 4, generator=g), dim=-1).numpy()  # (layers, heads, q, k)
     fig = plt.figure()
-    data = interactive.attach_layer_head_view(
+    data = live_views.attach_layer_head_view(
         fig, w, list("abcd"), list("abcd"), vmax=1.0, cmap=plt.get_cmap("viridis"), decimals=3
     )
     assert data["layers"] == ["layer 0"] * 2 + ["layer 1"] * 2 + ["layer 2"] * 2
@@ -275,10 +281,18 @@ def test_the_layer_head_overview_names_every_head_of_every_layer():
     assert np.array(data["weights"][3]) == pytest.approx(np.round(w[1, 1], 3), abs=1e-7)
     assert np.abs(np.array(data["weights"][3]) - w[1, 1]).max() <= 5e-4 + 1e-7
     with pytest.raises(ValueError, match="num_layers, num_heads"):
-        interactive.attach_layer_head_view(fig, w[0], list("abcd"), list("abcd"), vmax=1.0, cmap=None)
+        live_views.attach_layer_head_view(
+            fig, w[0], list("abcd"), list("abcd"), vmax=1.0, cmap=None
+        )
     with pytest.raises(ValueError, match="one name each"):
-        interactive.attach_layer_head_view(
-            fig, w, list("abcd"), list("abcd"), layer_names=["x"], vmax=1.0, cmap=plt.get_cmap("viridis")
+        live_views.attach_layer_head_view(
+            fig,
+            w,
+            list("abcd"),
+            list("abcd"),
+            layer_names=["x"],
+            vmax=1.0,
+            cmap=plt.get_cmap("viridis"),
         )
 
 
@@ -304,8 +318,8 @@ LIVE_SEQUENCES = ["WVUTSRQPONHEARTHEART", "ABCABC", "XWVUTSRQPONMLKJIHGFE", "QHE
 
 
 def test_the_exported_weights_are_the_parameters_bit_for_bit(induction_model):
-    exported = interactive.export_model(induction_model)
-    unpacked = interactive._unpack(exported)
+    exported = live_views.export_model(induction_model)
+    unpacked = live_views._unpack(exported)
     state = induction_model.state_dict()
     assert set(unpacked) == set(state)
     for name, tensor in state.items():
@@ -322,8 +336,8 @@ def test_the_pages_forward_pass_is_the_models(induction_model, text):
     the page in float64)."""
     names = list("ABCDEFGHIJKLMNOPQRSTUVWX")
     ids = [names.index(c) for c in text]
-    exported = interactive.export_model(induction_model)
-    logits, weights = interactive.live_forward(exported, ids)
+    exported = live_views.export_model(induction_model)
+    logits, weights = live_views.live_forward(exported, ids)
     with torch.no_grad():
         expected_logits, expected_weights = induction_model(torch.tensor([ids]))
     assert logits.shape == (len(ids), 24) and weights.shape == (2, 2, len(ids), len(ids))
@@ -335,18 +349,18 @@ def test_the_pages_forward_pass_is_the_models(induction_model, text):
 
 
 def test_the_live_forward_pass_checks_its_input(induction_model):
-    exported = interactive.export_model(induction_model)
+    exported = live_views.export_model(induction_model)
     with pytest.raises(ValueError, match="1 to 20 tokens"):
-        interactive.live_forward(exported, [0] * 21)
+        live_views.live_forward(exported, [0] * 21)
     with pytest.raises(ValueError, match="token ids are 0 to 23"):
-        interactive.live_forward(exported, [24])
+        live_views.live_forward(exported, [24])
 
 
 def test_only_the_plain_model_runs_in_the_page():
     from mha_ref.tutorial.induction import AttentionOnlyTransformer
 
     with pytest.raises(ValueError, match="position='learned'"):
-        interactive.export_model(AttentionOnlyTransformer(24, 20, 32, 2, position="rope"))
+        live_views.export_model(AttentionOnlyTransformer(24, 20, 32, 2, position="rope"))
 
 
 def test_a_live_view_carries_the_model_and_its_tokens(induction_model):
@@ -360,14 +374,14 @@ def test_a_live_view_carries_the_model_and_its_tokens(induction_model):
         layers=["layer 1", "layer 1", "layer 2", "layer 2"],
         blocked=~causal_mask(len(text)),
     )
-    data = interactive.attach_live_model(fig, induction_model, names, initial_layer="layer 2")
+    data = live_views.attach_live_model(fig, induction_model, names, initial_layer="layer 2")
     page = _round_trip(fig)
     assert page["live"]["token_names"] == names and page["live"]["initial_layer"] == "layer 2"
-    assert page["live"]["data"] == interactive.export_model(induction_model)["data"]
+    assert page["live"]["data"] == live_views.export_model(induction_model)["data"]
     assert data is interactive.view_data(fig)
     with pytest.raises(ValueError, match="initial_layer"):
-        interactive.attach_live_model(fig, induction_model, names, initial_layer="layer 3")
+        live_views.attach_live_model(fig, induction_model, names, initial_layer="layer 3")
     with pytest.raises(ValueError, match="24 distinct names"):
-        interactive.attach_live_model(fig, induction_model, names[:-1])
+        live_views.attach_live_model(fig, induction_model, names[:-1])
     with pytest.raises(ValueError, match="no view data"):
-        interactive.attach_live_model(plt.figure(), induction_model, names)
+        live_views.attach_live_model(plt.figure(), induction_model, names)

@@ -183,7 +183,7 @@ print(text_table(["ablated", "second-copy accuracy"], rows))
 
 import torch
 
-from mha_ref.tutorial.interactive import attach_live_model, export_model
+from mha_ref.tutorial.live_views import attach_live_model, export_model
 
 live_text = "WVUTSRQPONHEARTHEART"  # ten filler tokens, then the segment HEART twice
 live_tokens = torch.tensor([[TOKEN_NAMES.index(c) for c in live_text]])  # (1, seq_len)

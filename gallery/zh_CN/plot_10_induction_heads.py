@@ -168,7 +168,7 @@ print(text_table(["消融的头", "第二份拷贝的准确率"], rows))
 
 import torch
 
-from mha_ref.tutorial.interactive import attach_live_model, export_model
+from mha_ref.tutorial.live_views import attach_live_model, export_model
 
 live_text = "WVUTSRQPONHEARTHEART"  # 十个填充词元，然后是片段 HEART 两遍
 live_tokens = torch.tensor([[TOKEN_NAMES.index(c) for c in live_text]])  # (1, seq_len)

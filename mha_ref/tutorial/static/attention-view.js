@@ -13,7 +13,7 @@
  * or, in the token view, the query tokens (arrow keys move, Enter pins); Escape unpins. Numbers
  * are shown to 3 decimals, the exact value in the element's title. With several layers, an
  * "all layers x heads" overview shows every head at once. When the data carries a model
- * ("live", see mha_ref.tutorial.interactive.attach_live_model), the reader edits the sequence
+ * ("live", see mha_ref.tutorial.live_views.attach_live_model), the reader edits the sequence
  * and this script runs the model's forward pass on it. No library, no request: it only reads
  * the data on the page.
  */
@@ -274,7 +274,7 @@
       });
       label.appendChild(this.layerSelect);
       bar.appendChild(label);
-      // every layer's heads at once, rows = layers (mha_ref.tutorial.interactive's overview)
+      // every layer's heads at once, rows = layers (mha_ref.tutorial.live_views.attach_layer_head_view)
       this.overviewButton = el("button", { type: "button", class: "mha-attn-overview-toggle",
         "aria-pressed": "false" }, w.overview);
       this.overviewButton.addEventListener("click", function () {
@@ -765,10 +765,10 @@
   };
 
   /* ---------------------------------------------------------------------------------------
-   * The live model: mha_ref.tutorial.interactive.attach_live_model put a trained
+   * The live model: mha_ref.tutorial.live_views.attach_live_model put a trained
    * attention-only model (token and position embeddings, causal attention layers on a residual
    * stream, an unembedding) in the data; this runs its forward pass on the reader's sequence.
-   * Its Python twin, mha_ref.tutorial.interactive.live_forward, is tested against the model.
+   * Its Python twin, mha_ref.tutorial.live_views.live_forward, is tested against the model.
    * --------------------------------------------------------------------------------------- */
 
   /* the base64 text of little-endian float32 numbers, as named tensors (Float32Arrays) */
