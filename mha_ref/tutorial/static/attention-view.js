@@ -41,6 +41,7 @@
       nan: "no weight (NaN: nothing left to attend to)",
       // the keyboard hint, in the order Tab visits the view's parts
       tabStart: "Keyboard: Tab goes to ",
+      tabLive: "the sequence's text box, the predictions, ",
       tabLayer: "the layer menu, ",
       tabHeads: "the head buttons (the arrow keys change the head), ",
       tabMasks: "the mask buttons (the arrow keys change the mask), ",
@@ -99,6 +100,7 @@
       blocked: "被掩码屏蔽",
       nan: "无权重（NaN：没有可关注的键）",
       tabStart: "键盘：按 Tab 键依次到",
+      tabLive: "序列的文本框、预测表、",
       tabLayer: "层的菜单、",
       tabHeads: "各个头的按钮（方向键切换头）、",
       tabMasks: "各个掩码的按钮（方向键切换掩码）、",
@@ -237,7 +239,8 @@
   View.prototype.hint = function () {
     var w = this.w;
     if (coarsePointer()) return w.hintTouch;
-    return w.tabStart + (this.layerNames.length > 1 ? w.tabLayer : "") +
+    return w.tabStart + (this.data.live ? w.tabLive : "") +
+      (this.layerNames.length > 1 ? w.tabLayer : "") +
       (this.data.kind === "mask" ? w.tabMasks : w.tabHeads) + w.tabButtons +
       (this.all || this.overview ? w.tabAll : this.lines ? w.tabLines : w.tabGrid);
   };
@@ -305,6 +308,11 @@
     bar.appendChild(this.tableButton);
     root.appendChild(bar);
 
+    // the keyboard hint (it changes with the view's mode), then the line that reads out weights
+    View.count = (View.count || 0) + 1;
+    this.hintId = "mha-attn-hint-" + View.count;
+    this.hintBox = el("p", { class: "mha-attn-hint", id: this.hintId });
+    root.appendChild(this.hintBox);
     this.readout = el("p", { class: "mha-attn-readout", "aria-live": "polite" });
     root.appendChild(this.readout);
     this.scroll = el("div", { class: "mha-attn-scroll" });
@@ -343,7 +351,6 @@
     });
     this.renderHeads();
     this.render();
-    this.say(this.hint());
   };
 
   View.prototype.scale = function () {
@@ -444,7 +451,7 @@
     }
     this.root.classList.toggle("mha-attn-is-pinned", this.pinned !== null);
     if (!this.tableBox.hidden) this.renderTable();
-    if (this.readout && this.pinned === null) this.say(this.hint());
+    this.hintBox.textContent = this.hint();
   };
 
   /* every head of every layer: one row of small multiples per layer (a 30-layer, 9-head model
@@ -493,7 +500,7 @@
     var d = this.data;
     var w = this.w;
     var grid = el("div", { class: "mha-attn-grid", role: "grid",
-      "aria-label": this.name(h) + w.sep + w.grid });
+      "aria-label": this.name(h) + w.sep + w.grid, "aria-describedby": this.hintId });
     grid.style.gridTemplateColumns = "auto repeat(" + d.keys.length + ", var(--mha-cell))";
     var head = el("div", { role: "row", class: "mha-attn-row" });
     head.appendChild(el("span", { role: "columnheader", class: "mha-attn-corner" },
@@ -540,6 +547,7 @@
     svg.setAttribute("height", rows * rowHeight + 6);
     svg.setAttribute("role", "group");
     svg.setAttribute("aria-label", this.name(h) + this.w.sep + this.w.linesLabel);
+    svg.setAttribute("aria-describedby", this.hintId);
     function text(x, i, anchor, label) {
       var node = document.createElementNS(NS, "text");
       node.setAttribute("x", x);
