@@ -569,4 +569,6 @@ def test_the_live_model_by_keyboard_and_its_messages(watched, site_url, lang):
         page.keyboard.press("ArrowRight")  # key 2: "C", after the first "B"
     text = view.locator(".mha-attn-readout").text_content()
     assert "“B”" in text and "“C”" in text, text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-live.png"))
     assert not watch.errors, watch.errors
