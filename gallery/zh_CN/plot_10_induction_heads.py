@@ -182,7 +182,7 @@ print("第二份拷贝，词元 -> 预测的下一个词元：", "，".join(
 ))
 exported = export_model(model)
 print(f"写进页面的参数：{sum(p.numel() for p in model.parameters())} 个 float32 数，"
-      f"base64 文本 {len(exported['data']) / 1000:.1f} kB")
+      f"{len(exported['data']) / 1000:.1f} kB 的 base64 文本")
 fig = plot_heads(
     [w[0, h] for w in live_weights for h in range(w.shape[1])],
     list(live_text),
