@@ -114,8 +114,7 @@ def export_model(model) -> dict:
         ``tensors`` (``[name, shape]`` pairs) and ``data`` (the base64 text).
 
     Raises:
-        ValueError: the model has another position scheme or layers whose search runs without
-            positions (the page runs the plain forward pass only).
+        ValueError: the model has another position scheme, or ``positionless_layers``.
     """
     if getattr(model, "position", None) != "learned" or getattr(model, "positionless_layers", ()):
         raise ValueError(
@@ -243,8 +242,7 @@ def attach_live_model(
         dict: the view data, now with ``live``.
 
     Raises:
-        ValueError: ``fig`` has no view data, its labels are not token names, or
-            ``token_names`` does not name every token id.
+        ValueError: ``fig`` has no view data or other labels, or ``token_names`` is wrong.
     """
     data = view_data(fig)
     if data is None:

@@ -470,7 +470,14 @@ def test_the_overview_shows_every_head_of_every_layer(watched, site_url, lang):
 TOKEN_NAMES = list("ABCDEFGHIJKLMNOPQRSTUVWX")
 #: sequences a reader may type: a repeat, a short one, no repeat, a repeat at another distance,
 #: lower case with spaces, one token
-LIVE_SEQUENCES = ["ABCDEFABCDEF", "QRSQRS", "XWVUTSRQPONMLKJIHGFE", "MHEARTXWHEARTX", "k l m k l", "K"]
+LIVE_SEQUENCES = [
+    "ABCDEFABCDEF",
+    "QRSQRS",
+    "XWVUTSRQPONMLKJIHGFE",
+    "MHEARTXWHEARTX",
+    "k l m k l",
+    "K",
+]
 
 
 @pytest.fixture(scope="module")
