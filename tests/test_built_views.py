@@ -64,7 +64,7 @@ def run_example(path: Path) -> list[dict]:
 
 @pytest.mark.built_site
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])
-@pytest.mark.parametrize("example", ["plot_01_shapes", "plot_04_masks"])
+@pytest.mark.parametrize("example", ["plot_01_shapes", "plot_04_masks", "plot_10_induction_heads"])
 def test_the_views_on_the_page_are_the_examples_numbers(lang, example):
     page = HTML / lang / "auto_examples" / f"{example}.html"
     if not page.is_file():
@@ -74,10 +74,14 @@ def test_the_views_on_the_page_are_the_examples_numbers(lang, example):
     on_page = embedded_views(page)
     computed = run_example(ROOT / "gallery" / lang / f"{example}.py")
     assert len(on_page) == len(computed) >= 1
+    if example == "plot_10_induction_heads":
+        assert sum("live" in data for data in on_page) == 1
     for built, fresh in zip(on_page, computed, strict=True):
         assert built["lang"] == lang  # the page's language, whatever the labels
         for field in ("kind", "queries", "keys", "names", "blocked", "title", "layers"):
             assert built[field] == fresh[field], field
+        # example 10's live model: the page holds the parameters the build trained, bit for bit
+        assert built.get("live") == fresh.get("live")
         assert built["vmax"] == pytest.approx(fresh["vmax"], rel=1e-12)
         built_w = np.array(built["weights"], dtype=np.float64)
         fresh_w = np.array(fresh["weights"], dtype=np.float64)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import matplotlib
 
@@ -15,7 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from mha_ref import causal_mask  # noqa: E402
-from mha_ref.tutorial import interactive  # noqa: E402
+from mha_ref.tutorial import interactive, live_views  # noqa: E402
 from mha_ref.tutorial.plotting import plot_heads  # noqa: E402
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
@@ -221,9 +222,15 @@ def test_hostile_labels_stay_data_in_the_page_and_the_notebook_html():
     n = len(HOSTILE_LABELS)
     fig = plt.figure()
     interactive.attach_view_data(
-        fig, np.full((1, n, n), 1.0 / n), HOSTILE_LABELS, HOSTILE_LABELS,
-        names=[HOSTILE_LABELS[1]], title=HOSTILE_LABELS[2], vmax=1.0,
-        cmap=matplotlib.colormaps["viridis"], xlabel=HOSTILE_LABELS[3],
+        fig,
+        np.full((1, n, n), 1.0 / n),
+        HOSTILE_LABELS,
+        HOSTILE_LABELS,
+        names=[HOSTILE_LABELS[1]],
+        title=HOSTILE_LABELS[2],
+        vmax=1.0,
+        cmap=matplotlib.colormaps["viridis"],
+        xlabel=HOSTILE_LABELS[3],
     )
     for standalone in (False, True):
         html = interactive.view_html(fig, "en", standalone=standalone)
@@ -256,3 +263,125 @@ def test_a_notebook_keeps_hostile_labels_as_data(monkeypatch):
     outputs = notebook.cells[0].outputs
     (html,) = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     _assert_view_holds_exactly(html, HOSTILE_LABELS, standalone=True)
+
+
+# -- the "all layers x heads" overview -----------------------------------------------------------
+
+
+def test_the_layer_head_overview_names_every_head_of_every_layer():
+    g = torch.Generator().manual_seed(1)
+    w = torch.softmax(torch.randn(3, 2, 4, 4, generator=g), dim=-1).numpy()  # (layers, heads, q, k)
+    fig = plt.figure()
+    data = live_views.attach_layer_head_view(
+        fig, w, list("abcd"), list("abcd"), vmax=1.0, cmap=plt.get_cmap("viridis"), decimals=3
+    )
+    assert data["layers"] == ["layer 0"] * 2 + ["layer 1"] * 2 + ["layer 2"] * 2
+    assert data["names"][3] == "layer 1 head 1"
+    # heatmap 3 is layer 1's head 1, rounded to the 3 decimals the view shows
+    assert np.array(data["weights"][3]) == pytest.approx(np.round(w[1, 1], 3), abs=1e-7)
+    assert np.abs(np.array(data["weights"][3]) - w[1, 1]).max() <= 5e-4 + 1e-7
+    with pytest.raises(ValueError, match="num_layers, num_heads"):
+        live_views.attach_layer_head_view(
+            fig, w[0], list("abcd"), list("abcd"), vmax=1.0, cmap=None
+        )
+    with pytest.raises(ValueError, match="one name each"):
+        live_views.attach_layer_head_view(
+            fig,
+            w,
+            list("abcd"),
+            list("abcd"),
+            layer_names=["x"],
+            vmax=1.0,
+            cmap=plt.get_cmap("viridis"),
+        )
+
+
+# -- the live model ------------------------------------------------------------------------------
+
+INDUCTION_CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
+
+
+@pytest.fixture(scope="module")
+def induction_model():
+    """Example 10's trained model (the docs build's cache when it holds it, else about 5 s)."""
+    from mha_ref.tutorial.cache import CACHE_ENV_VAR
+    from mha_ref.tutorial.induction_training import train_induction
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV_VAR, str(INDUCTION_CACHE))
+        return train_induction(seed=0).model()
+
+
+#: sequences the page may be given: example 10's starting one, a short one, one with no repeat,
+#: a repeat at another distance, a single token
+LIVE_SEQUENCES = ["WVUTSRQPONHEARTHEART", "ABCABC", "XWVUTSRQPONMLKJIHGFE", "QHEARTXWHEART", "K"]
+
+
+def test_the_exported_weights_are_the_parameters_bit_for_bit(induction_model):
+    exported = live_views.export_model(induction_model)
+    unpacked = live_views._unpack(exported)
+    state = induction_model.state_dict()
+    assert set(unpacked) == set(state)
+    for name, tensor in state.items():
+        assert np.array_equal(unpacked[name], tensor.numpy()), name
+    # 4 bytes a parameter, a third more as base64: the page's share of the live view
+    count = sum(p.numel() for p in induction_model.parameters())
+    assert len(exported["data"]) == 4 * ((4 * count + 2) // 3)
+
+
+@pytest.mark.parametrize("text", LIVE_SEQUENCES)
+def test_the_pages_forward_pass_is_the_models(induction_model, text):
+    """live_forward is the JavaScript's forward pass line for line; on the exported weights it
+    gives the model's own logits and weights to float32 rounding (the model runs in float32,
+    the page in float64)."""
+    names = list("ABCDEFGHIJKLMNOPQRSTUVWX")
+    ids = [names.index(c) for c in text]
+    exported = live_views.export_model(induction_model)
+    logits, weights = live_views.live_forward(exported, ids)
+    with torch.no_grad():
+        expected_logits, expected_weights = induction_model(torch.tensor([ids]))
+    assert logits.shape == (len(ids), 24) and weights.shape == (2, 2, len(ids), len(ids))
+    np.testing.assert_allclose(logits, expected_logits[0].numpy(), rtol=1e-5, atol=1e-4)
+    for layer in range(2):
+        # float32 scores of size ~10 carry ~1e-6 of rounding, which the softmax passes on
+        np.testing.assert_allclose(weights[layer], expected_weights[layer][0].numpy(), atol=1e-5)
+    assert (logits.argmax(-1) == expected_logits[0].argmax(-1).numpy()).all()
+
+
+def test_the_live_forward_pass_checks_its_input(induction_model):
+    exported = live_views.export_model(induction_model)
+    with pytest.raises(ValueError, match="1 to 20 tokens"):
+        live_views.live_forward(exported, [0] * 21)
+    with pytest.raises(ValueError, match="token ids are 0 to 23"):
+        live_views.live_forward(exported, [24])
+
+
+def test_only_the_plain_model_runs_in_the_page():
+    from mha_ref.tutorial.induction import AttentionOnlyTransformer
+
+    with pytest.raises(ValueError, match="position='learned'"):
+        live_views.export_model(AttentionOnlyTransformer(24, 20, 32, 2, position="rope"))
+
+
+def test_a_live_view_carries_the_model_and_its_tokens(induction_model):
+    names = list("ABCDEFGHIJKLMNOPQRSTUVWX")
+    text = "ABCABC"
+    with torch.no_grad():
+        _, weights = induction_model(torch.tensor([[names.index(c) for c in text]]))
+    fig = plot_heads(
+        [w[0, h] for w in weights for h in range(2)],
+        list(text),
+        layers=["layer 1", "layer 1", "layer 2", "layer 2"],
+        blocked=~causal_mask(len(text)),
+    )
+    data = live_views.attach_live_model(fig, induction_model, names, initial_layer="layer 2")
+    page = _round_trip(fig)
+    assert page["live"]["token_names"] == names and page["live"]["initial_layer"] == "layer 2"
+    assert page["live"]["data"] == live_views.export_model(induction_model)["data"]
+    assert data is interactive.view_data(fig)
+    with pytest.raises(ValueError, match="initial_layer"):
+        live_views.attach_live_model(fig, induction_model, names, initial_layer="layer 3")
+    with pytest.raises(ValueError, match="24 distinct names"):
+        live_views.attach_live_model(fig, induction_model, names[:-1])
+    with pytest.raises(ValueError, match="no view data"):
+        live_views.attach_live_model(plt.figure(), induction_model, names)

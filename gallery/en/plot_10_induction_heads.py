@@ -170,6 +170,51 @@ print(text_table(["ablated", "second-copy accuracy"], rows))
 # the ablations show.
 
 # %%
+# Try it: the model runs in this page
+# -----------------------------------
+# The view under this figure holds the trained model itself: its parameters were written into
+# the page when it was built (the numbers below), and a short script in the page runs the same
+# forward pass as ``model(tokens)`` on the sequence in the view's text box, in your browser; no
+# request leaves the page. Edit the sequence: type a segment, then type it again, and watch the
+# layer-2 heads (the heads the ablations above showed the model needs) and the predictions under
+# the box. The box takes the letters A to X, up to 20 of them: the position embedding has 20
+# rows. The figure shows the starting sequence; the lines below are the predictions the page
+# recomputes on it.
+
+import torch
+
+from mha_ref.tutorial.live_views import attach_live_model, export_model
+
+live_text = "WVUTSRQPONHEARTHEART"  # ten filler tokens, then the segment HEART twice
+live_tokens = torch.tensor([[TOKEN_NAMES.index(c) for c in live_text]])  # (1, seq_len)
+with torch.no_grad():
+    live_logits, live_weights = model(live_tokens)  # (1, seq_len, vocab_size), layers x (1, h, L, L)
+predicted = live_logits[0].argmax(dim=-1)  # (seq_len,) the predicted next token at each position
+second_copy = range(len(live_text) - 5, len(live_text) - 1)  # the positions whose next token is known
+print("sequence:", " ".join(live_text))
+print("second copy, token -> predicted next token:", ", ".join(
+    f"{live_text[t]} -> {TOKEN_NAMES[predicted[t]]}" for t in second_copy
+))
+exported = export_model(model)
+print(f"parameters in the page: {sum(p.numel() for p in model.parameters())} float32 numbers, "
+      f"{len(exported['data']) / 1000:.1f} kB of base64 text")
+fig = plot_heads(
+    [w[0, h] for w in live_weights for h in range(w.shape[1])],
+    list(live_text),
+    titles=[f"layer {layer} head {head}" for layer in (1, 2) for head in (0, 1)],
+    suptitle="The live model's heads on the starting sequence",
+    layers=[f"layer {layer}" for layer in (1, 2) for head in (0, 1)],
+    ncols=2,
+    colorbar_label="attention weight",
+    xlabel="key (token)",
+    ylabel="query (token)",
+    blocked=~causal_mask(len(live_text)),  # (seq_len, seq_len), True = blocked
+    blocked_label="blocked by the causal mask (weight 0)",
+)
+attach_live_model(fig, model, TOKEN_NAMES, initial_layer="layer 2")
+plt.show()
+
+# %%
 # Exercises
 # ---------
 # **Exercise 1.** Take every evaluation sequence and change one token of the *first* copy only:

@@ -158,6 +158,48 @@ print(text_table(["消融的头", "第二份拷贝的准确率"], rows))
 # 即 Q 组合），但消融表明，这里形成的正是这个回路。
 
 # %%
+# 动手试试：在本页中运行的模型
+# ----------------------------
+# 这张图下面的交互视图里装着训练好的模型本身：构建本页时，它的参数被写进了页面（数量见下面的输出），
+# 页面里的一小段脚本在你的浏览器中，对视图文本框里的序列运行与 ``model(tokens)`` 相同的前向计算，
+# 不向外发出任何请求。改一改这条序列：先输入一个片段，再把它输入一遍，然后观察第 2 层的两个头
+# （上面的消融表明模型离不开它们）和文本框下面的预测。文本框接受字母 A 到 X，最多 20 个：位置嵌入
+# 只有 20 行。图中画的是初始序列；下面几行是模型在这条序列上的预测，页面会重新算出它们。
+
+import torch
+
+from mha_ref.tutorial.live_views import attach_live_model, export_model
+
+live_text = "WVUTSRQPONHEARTHEART"  # 十个填充词元，然后是片段 HEART 两遍
+live_tokens = torch.tensor([[TOKEN_NAMES.index(c) for c in live_text]])  # (1, seq_len)
+with torch.no_grad():
+    live_logits, live_weights = model(live_tokens)  # (1, seq_len, vocab_size)，每层一个 (1, h, L, L)
+predicted = live_logits[0].argmax(dim=-1)  # (seq_len,) 每个位置预测的下一个词元
+second_copy = range(len(live_text) - 5, len(live_text) - 1)  # 下一个词元已知的那些位置
+print("序列：", " ".join(live_text))
+print("第二份拷贝，词元 -> 预测的下一个词元：", "，".join(
+    f"{live_text[t]} -> {TOKEN_NAMES[predicted[t]]}" for t in second_copy
+))
+exported = export_model(model)
+print(f"写进页面的参数：{sum(p.numel() for p in model.parameters())} 个 float32 数，"
+      f"{len(exported['data']) / 1000:.1f} kB 的 base64 文本")
+fig = plot_heads(
+    [w[0, h] for w in live_weights for h in range(w.shape[1])],
+    list(live_text),
+    titles=[f"层 {layer} 头 {head}" for layer in (1, 2) for head in (0, 1)],
+    suptitle="在本页中运行的模型：初始序列上各个头的权重",
+    layers=[f"层 {layer}" for layer in (1, 2) for head in (0, 1)],
+    ncols=2,
+    colorbar_label="注意力权重",
+    xlabel="键（词元）",
+    ylabel="查询（词元）",
+    blocked=~causal_mask(len(live_text)),  # (seq_len, seq_len)，True 表示被屏蔽
+    blocked_label="被因果掩码屏蔽（权重为 0）",
+)
+attach_live_model(fig, model, TOKEN_NAMES, initial_layer="层 2")
+plt.show()
+
+# %%
 # 练习
 # ----
 # **练习 1.** 在每条评估序列里只改动 *第一份* 拷贝中的一个词元：把片段的第三个词元换成一个在整条

@@ -87,3 +87,27 @@ def test_no_axe_violation_in_the_views_opened_up(watched, site_url, axe, lang, s
                 view.locator(".mha-attn-heads button").first.click()  # all heads
         problems += _violations(axe, page, f"{lang}/{example}.html ({scheme}), views opened")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_axe_violation_in_the_live_model_and_the_overview(watched, site_url, axe, lang, scheme):
+    """Example 10's views: the live model after an edit (and with a token it does not know),
+    the predictions and the numbers' table, the all-layers overview, the token view."""
+    watch = watched(scheme)
+    page = watch.page
+    page.goto(f"{site_url}/{lang}/auto_examples/plot_10_induction_heads.html", wait_until="load")
+    page.wait_for_selector(".mha-attn-live-input")
+    live = page.locator(".mha-attn", has=page.locator(".mha-attn-live-input")).first
+    live.locator(".mha-attn-live-input").fill("QRSTQRST")
+    live.locator(".mha-attn-toggle").click()  # the table
+    live.locator(".mha-attn-query button").nth(5).click()  # a pinned row
+    problems = _violations(axe, page, f"{lang} example 10 ({scheme}), live model edited")
+    live.locator(".mha-attn-live-input").fill("QRSTZ")  # not a token: the box says so
+    live.locator(".mha-attn-overview-toggle").click()  # every layer's heads
+    problems += _violations(axe, page, f"{lang} example 10 ({scheme}), overview, bad input")
+    live.locator(".mha-attn-overview-toggle").click()
+    live.locator(".mha-attn-lines-toggle").click()  # the token view
+    live.locator(".mha-attn-line-query").nth(2).click()
+    problems += _violations(axe, page, f"{lang} example 10 ({scheme}), token view")
+    assert not problems, "\n".join(problems)

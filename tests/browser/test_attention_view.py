@@ -38,11 +38,21 @@ def view_data(page, index: int = 0) -> dict:
     return json.loads(text)
 
 
-def readout_number(text: str) -> float:
-    """The weight at the end of a readout line ("…: 0.31724066")."""
-    match = re.search(r"[:：]\s*(-?[\d.]+(?:e-?\d+)?)$", text)
+def readout_number(text: str) -> str:
+    """The weight at the end of a readout line ("…: 0.317"), as shown."""
+    match = re.search(r"[:：]\s*(<?-?[\d.]+)$", text)
     assert match, f"no number at the end of {text!r}"
-    return float(match.group(1))
+    return match.group(1)
+
+
+def shown(value: float) -> str:
+    """A weight as the view shows it: 3 decimals, "<0.001" for a smaller positive one."""
+    return "<0.001" if 0 < value < 0.0005 else f"{value:.3f}"
+
+
+def exact_in_title(title: str | None, value: float) -> bool:
+    """The title holds the exact weight, the shortest decimal of the float the build wrote."""
+    return title is not None and re.search(r"[:：]\s*(\S+)$", title).group(1) == str(value)
 
 
 def open_page(watched, site_url, lang, rel, scheme="light", width=1280):
@@ -71,7 +81,8 @@ def test_hovering_and_focusing_a_cell_reads_its_weight_and_tokens(watched, site_
         view.locator(f"[data-cell='0,{i},{j}']").hover()
         text = readout.text_content()
         assert f"“{data['queries'][i]}”" in text and f"“{data['keys'][j]}”" in text, text
-        assert readout_number(text) == data["weights"][0][i][j], text
+        assert readout_number(text) == shown(data["weights"][0][i][j]), text
+        assert exact_in_title(readout.get_attribute("title"), data["weights"][0][i][j])
     # the keyboard: focus the grid's cell, then arrows move the focus and the readout
     cell = view.locator("[role='gridcell'][tabindex='0']")
     cell.focus()
@@ -80,7 +91,7 @@ def test_hovering_and_focusing_a_cell_reads_its_weight_and_tokens(watched, site_
     focused = page.evaluate("document.activeElement.getAttribute('data-cell')")
     assert focused == "0,1,1"
     text = readout.text_content()
-    assert readout_number(text) == data["weights"][0][1][1]
+    assert readout_number(text) == shown(data["weights"][0][1][1])
     label = page.evaluate("document.activeElement.getAttribute('aria-label')")
     assert label == text and WORDS[lang]["query"] in label
     assert not watch.errors, watch.errors
@@ -138,12 +149,21 @@ def test_pinning_a_query_and_the_table(watched, site_url, lang):
     assert view.locator(".mha-attn-query.mha-attn-pin").count() == 1
     row = data["weights"][0][2]
     best = max(range(len(row)), key=row.__getitem__)
-    assert f"“{data['keys'][best]}” {row[best]}" in view.locator(".mha-attn-readout").inner_text()
+    readout = view.locator(".mha-attn-readout")
+    assert f"“{data['keys'][best]}” {shown(row[best])}" in readout.inner_text()
+    assert f"“{data['keys'][best]}” {row[best]}" in readout.get_attribute("title")
     view.locator(".mha-attn-toggle").click()
     table = view.locator("table.mha-attn-numbers")
     assert table.count() == 1
-    cells = table.locator("tbody tr").nth(2).locator("td").all_text_contents()
-    assert [float(c) for c in cells] == row
+    cells = table.locator("tbody tr").nth(2).locator("td")
+    assert cells.all_text_contents() == [shown(v) for v in row]
+    # the exact value on hover: each cell's title
+    for j, value in enumerate(row):
+        assert exact_in_title(cells.nth(j).get_attribute("title"), value)
+    # Escape unpins (the focus is on the pinned query's button)
+    view.locator(".mha-attn-query button").nth(2).focus()
+    page.keyboard.press("Escape")
+    assert view.locator(".mha-attn-query.mha-attn-pin").count() == 0
     assert not watch.errors, watch.errors
 
 
@@ -301,3 +321,261 @@ def test_layers_and_heads_on_a_page_of_its_own(browser):
     assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "2,0,0"
     page.close()
     assert not errors, errors
+
+
+# -- the keyboard ---------------------------------------------------------------------------------
+
+INDUCTION = "auto_examples/plot_10_induction_heads.html"
+HINT_PARTS = {
+    "en": ["layer menu", "head buttons", "buttons,", "grid"],
+    "zh_CN": ["层的菜单", "各个头的按钮", "视图的按钮", "网格"],
+}
+
+
+def _tab_stops(page, view, count: int) -> list[str]:
+    """What Tab reaches, from the view's first focusable element on, named by its role."""
+    view.locator("input, select, button:not([tabindex='-1']), [tabindex='0']").first.focus()
+    stops = []
+    for _ in range(count):
+        stops.append(
+            page.evaluate(
+                "(() => { const e = document.activeElement;"
+                " if (e.closest('.mha-attn-layer')) return 'layer';"
+                " if (e.closest('.mha-attn-heads')) return 'heads';"
+                " if (e.getAttribute('role') === 'gridcell') return 'grid';"
+                " if (e.hasAttribute('data-query')) return 'query';"
+                " if (e.tagName === 'BUTTON') return 'button';"
+                " if (e.tagName === 'INPUT') return 'input';"
+                " return e.tagName; })()"
+            )
+        )
+        page.keyboard.press("Tab")
+    return stops
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_hint_says_the_tab_order(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    view = page.locator(".mha-attn").first
+    stops = _tab_stops(page, view, 4)
+    assert stops == ["heads", "button", "button", "grid"], stops  # one stop for all the heads
+    hint = view.locator(".mha-attn-hint").text_content()
+    parts = HINT_PARTS[lang][1:]  # no layer menu on this page
+    positions = [hint.find(p) for p in parts]
+    assert -1 not in positions and positions == sorted(positions), (hint, parts)
+    # with several layers (example 10): the layer menu comes first, and the hint says so
+    watch = open_page(watched, site_url, lang, INDUCTION)
+    page = watch.page
+    index = next(
+        k for k in range(page.locator(".mha-attn").count()) if view_data(page, k)["layers"]
+    )
+    view = page.locator(".mha-attn").nth(index)
+    stops = _tab_stops(page, view, 6)
+    assert stops[:2] == ["layer", "heads"] and stops[-1] == "grid", stops
+    hint = view.locator(".mha-attn-hint").text_content()
+    positions = [hint.find(p) for p in HINT_PARTS[lang]]
+    assert -1 not in positions and positions == sorted(positions), hint
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_token_view_works_from_the_keyboard(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    data = view_data(page)
+    view = page.locator(".mha-attn").first
+    toggle = view.locator(".mha-attn-lines-toggle")
+    toggle.focus()
+    page.keyboard.press("Enter")
+    assert toggle.get_attribute("aria-pressed") == "true"
+    page.keyboard.press("Tab")  # the table button, then the query tokens
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.getAttribute('data-query')") == "0"
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.getAttribute('data-query')") == "1"
+    readout = view.locator(".mha-attn-readout").text_content()
+    assert f"“{data['queries'][1]}”" in readout  # its largest weights, read out on focus
+    row = data["weights"][0][1]
+    best = max(range(len(row)), key=row.__getitem__)
+    assert f"“{data['keys'][best]}” {shown(row[best])}" in readout, readout
+    page.keyboard.press("Enter")  # pins query 1: its lines alone, and the token says so
+    assert view.locator("line.mha-attn-pin").count() == len(data["keys"])
+    label = view.locator("[data-query='1']")
+    assert label.get_attribute("aria-pressed") == "true"
+    assert page.evaluate("document.activeElement.getAttribute('data-query')") == "1"
+    page.keyboard.press("Escape")  # unpins
+    assert view.locator("line.mha-attn-pin").count() == 0
+    assert view.locator("[data-query='1']").get_attribute("aria-pressed") == "false"
+    toggle.focus()
+    page.keyboard.press("Enter")
+    assert toggle.get_attribute("aria-pressed") == "false"
+    assert view.locator("[role='grid']").count() == 1
+    assert not watch.errors, watch.errors
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_escape_unpins_in_the_grid(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, SHAPES)
+    page = watch.page
+    view = page.locator(".mha-attn").first
+    view.locator("[role='gridcell'][tabindex='0']").focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    assert view.locator(".mha-attn-query.mha-attn-pin").count() == 1
+    assert view.locator(".mha-attn-query button[aria-pressed='true']").count() == 1
+    assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "0,1,0"
+    page.keyboard.press("Escape")
+    assert view.locator(".mha-attn-query.mha-attn-pin").count() == 0
+    assert view.locator(".mha-attn-query button[aria-pressed='true']").count() == 0
+    assert page.evaluate("document.activeElement.getAttribute('data-cell')") == "0,1,0"
+    assert not watch.errors, watch.errors
+
+
+# -- all layers x all heads -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_overview_shows_every_head_of_every_layer(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, INDUCTION)
+    page = watch.page
+    index = next(
+        k for k in range(page.locator(".mha-attn").count()) if view_data(page, k)["layers"]
+    )
+    data = view_data(page, index)
+    view = page.locator(".mha-attn").nth(index)
+    button = view.locator(".mha-attn-overview-toggle")
+    assert button.get_attribute("aria-pressed") == "false"
+    button.click()
+    assert button.get_attribute("aria-pressed") == "true"
+    overview = view.locator(".mha-attn-overview")
+    layers = sorted(set(data["layers"]), key=data["layers"].index)
+    assert overview.locator(".mha-attn-overview-layer").all_text_contents() == layers
+    assert overview.locator(".mha-attn-multiple").count() == len(data["weights"]) == 4
+    # each small multiple is coloured by its own head's weights
+    for h in range(len(data["weights"])):
+        assert overview.locator(f"[data-cell='{h},0,0']").count() == 1
+    overview.locator(".mha-attn-multiple-title").nth(3).click()  # the second layer's head 1
+    assert button.get_attribute("aria-pressed") == "false"
+    assert view.locator(".mha-attn-layer select").input_value() == data["layers"][3]
+    assert view.locator("[data-cell='3,0,0']").count() == 1
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    button.click()
+    view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-overview.png"))
+    assert not watch.errors, watch.errors
+
+
+# -- the live model -------------------------------------------------------------------------------
+
+TOKEN_NAMES = list("ABCDEFGHIJKLMNOPQRSTUVWX")
+#: sequences a reader may type: a repeat, a short one, no repeat, a repeat at another distance,
+#: lower case with spaces, one token
+LIVE_SEQUENCES = [
+    "ABCDEFABCDEF",
+    "QRSQRS",
+    "XWVUTSRQPONMLKJIHGFE",
+    "MHEARTXWHEARTX",
+    "k l m k l",
+    "K",
+]
+
+
+@pytest.fixture(scope="module")
+def induction_model():
+    """Example 10's model, as the build trained it (from the build's cache when it holds it)."""
+    import os
+
+    from mha_ref.tutorial.cache import CACHE_ENV_VAR
+    from mha_ref.tutorial.induction_training import train_induction
+
+    os.environ.setdefault(CACHE_ENV_VAR, str(ROOT / "build" / ".cache" / "experiments"))
+    return train_induction(seed=0).model()
+
+
+def _live_view(page):
+    page.wait_for_selector(".mha-attn-live-input")
+    return page.locator(".mha-attn", has=page.locator(".mha-attn-live-input")).first
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_live_model_computes_the_builds_numbers(watched, site_url, lang, induction_model):
+    import numpy as np
+    import torch
+
+    from mha_ref.tutorial.live_views import export_model
+
+    watch = open_page(watched, site_url, lang, INDUCTION)
+    page = watch.page
+    view = _live_view(page)
+    data = view.evaluate("v => JSON.parse(v.querySelector('script').textContent)")
+    # the page carries the model's own parameters, bit for bit
+    assert data["live"]["data"] == export_model(induction_model)["data"]
+    box = view.locator(".mha-attn-live-input")
+    for text in LIVE_SEQUENCES:
+        box.fill(text)
+        ids = [TOKEN_NAMES.index(c) for c in text.upper() if c != " "]
+        result = view.evaluate("v => v.mhaAttn.live.result")
+        with torch.no_grad():
+            logits, weights = induction_model(torch.tensor([ids]))  # float32, the build's pass
+        np.testing.assert_allclose(result["logits"], logits[0].numpy(), rtol=1e-5, atol=1e-4)
+        for layer in range(2):
+            np.testing.assert_allclose(
+                result["weights"][layer], weights[layer][0].numpy(), atol=1e-5
+            )
+        # what the view draws and says is that result
+        drawn = view.evaluate("v => v.mhaAttn.data")
+        assert drawn["queries"] == [TOKEN_NAMES[i] for i in ids]
+        np.testing.assert_allclose(drawn["weights"][2], weights[1][0, 0].numpy(), atol=1e-5)
+        probabilities = torch.softmax(logits[0, -1].double(), dim=-1)
+        best = int(probabilities.argmax())
+        message = view.locator(".mha-attn-live-message").text_content()
+        assert f"“{TOKEN_NAMES[best]}”" in message and shown(float(probabilities[best])) in message
+        predicted = view.locator(".mha-attn-live-predictions tbody tr").nth(2).locator("td")
+        expected = logits[0].argmax(dim=-1).tolist()
+        assert [c.split(" ")[0] for c in predicted.all_text_contents()] == [
+            TOKEN_NAMES[i] for i in expected
+        ]
+    assert not watch.errors, watch.errors
+    assert not watch.external, watch.external
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_live_model_by_keyboard_and_its_messages(watched, site_url, lang):
+    watch = open_page(watched, site_url, lang, INDUCTION)
+    page = watch.page
+    view = _live_view(page)
+    data = view.evaluate("v => JSON.parse(v.querySelector('script').textContent)")
+    box = view.locator(".mha-attn-live-input")
+    # the text box has a label and says what it takes; the view opens on layer 2
+    assert box.evaluate("b => b.labels.length") == 1
+    described = box.get_attribute("aria-describedby").split()
+    assert all(page.locator(f"#{i}").count() == 1 for i in described)
+    assert view.locator(".mha-attn-layer select").input_value() == data["live"]["initial_layer"]
+    box.focus()
+    page.keyboard.press("End")
+    page.keyboard.type("Z")  # not a token: the box says so and the heads stay as they were
+    assert box.get_attribute("aria-invalid") == "true"
+    assert "Z" in view.locator(".mha-attn-live-message").text_content()
+    page.keyboard.press("Backspace")
+    assert box.get_attribute("aria-invalid") is None
+    box.fill("ABCDEFGHIJKLMNOPQRSTU")  # 21 tokens: one too many
+    assert "21" in view.locator(".mha-attn-live-message").text_content()
+    box.fill("ABCDABCD")
+    # Tab from the box reaches the predictions, then the view's controls, then the grid
+    stops = _tab_stops(page, view, 8)
+    assert stops == ["input", "DIV", "layer", "heads", "button", "button", "button", "grid"], stops
+    hint = view.locator(".mha-attn-hint").text_content()
+    live_first = {"en": "text box", "zh_CN": "文本框"}[lang]
+    assert -1 < hint.find(live_first) < hint.find(HINT_PARTS[lang][0]), hint
+    # the keyboard reads the induction head's weight at the repeat: a query of the second copy
+    # looks at the token after its earlier occurrence
+    view.locator("[role='gridcell'][tabindex='0']").focus()
+    for _ in range(5):
+        page.keyboard.press("ArrowDown")  # query 5: the second "B"
+    for _ in range(2):
+        page.keyboard.press("ArrowRight")  # key 2: "C", after the first "B"
+    text = view.locator(".mha-attn-readout").text_content()
+    assert "“B”" in text and "“C”" in text, text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-live.png"))
+    assert not watch.errors, watch.errors

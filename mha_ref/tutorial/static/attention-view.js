@@ -7,9 +7,15 @@
  * as a grid of cells, or all heads as small multiples, a line that reads out the weight under
  * the pointer or the keyboard focus, and the same numbers as a table.
  *
- * Keyboard: Tab reaches the head picker (arrow keys change the head), then the grid (arrow keys
- * move between cells, Home/End go to the row's ends, Page Up/Page Down change the head, Enter
- * pins the row). No library, no request: it only reads the data on the page.
+ * Keyboard (the hint above the grid says it in this order): Tab reaches the layer menu, the head
+ * picker (arrow keys change the head), the view's buttons, then the grid (arrow keys move between
+ * cells, Home/End go to the row's ends, Page Up/Page Down change the head, Enter pins the row)
+ * or, in the token view, the query tokens (arrow keys move, Enter pins); Escape unpins. Numbers
+ * are shown to 3 decimals, the exact value in the element's title. With several layers, an
+ * "all layers x heads" overview shows every head at once. When the data carries a model
+ * ("live", see mha_ref.tutorial.live_views.attach_live_model), the reader edits the sequence
+ * and this script runs the model's forward pass on it. No library, no request: it only reads
+ * the data on the page.
  */
 (function () {
   "use strict";
@@ -33,8 +39,38 @@
       hideTable: "Hide table",
       blocked: "blocked by the mask",
       nan: "no weight (NaN: nothing left to attend to)",
-      hint: "Hover or focus a cell (Tab, then the arrow keys) to read its weight; " +
-        "click a query token to pin its row.",
+      // the keyboard hint, in the order Tab visits the view's parts
+      tabStart: "Keyboard: Tab goes to ",
+      tabLive: "the sequence's text box, the predictions, ",
+      tabLayer: "the layer menu, ",
+      tabHeads: "the head buttons (the arrow keys change the head), ",
+      tabMasks: "the mask buttons (the arrow keys change the mask), ",
+      tabButtons: "the view's buttons, ",
+      tabGrid: "then the grid (the arrow keys move between cells and read each weight; Enter " +
+        "pins the row, Escape unpins it). Mouse: hover a cell; click a query token to pin its row.",
+      tabLines: "then the query tokens (the arrow keys move between them and read their largest " +
+        "weights; Enter pins a token's lines, Escape unpins them). Mouse: click a query token " +
+        "to see its lines alone.",
+      tabAll: "then each head's button, which shows that head alone.",
+      hintTouch: "Tap a cell to read its weight; tap a query token to pin its row.",
+      overview: "All layers × heads",
+      overviewLabel: "every head of every layer: rows are layers, columns are heads",
+      exact: "exact value",
+      liveTitle: "The model, running in this page",
+      liveInput: "Sequence",
+      liveHelp: "Type or edit tokens ({first} to {last}, 1 to {max} of them; spaces are " +
+        "ignored); the model runs in the page on each change and redraws its heads below.",
+      liveBad: "Not a token: “{bad}”. The tokens are {first} to {last}.",
+      liveLong: "{n} tokens: the model takes at most {max} (its position embedding has {max} rows).",
+      liveEmpty: "Type at least one token.",
+      livePredicts: "After the last token “{token}”, the model predicts “{next}” " +
+        "(probability {p}).",
+      livePosition: "position",
+      liveToken: "token",
+      liveNext: "predicted next token",
+      liveProb: "probability",
+      liveTable: "The model's prediction of the next token at each position (✓: the " +
+        "sequence's next token is that one)",
       grid: "rows are queries, columns are keys",
       pinned: "pinned row",
       pin: "pin this row",
@@ -63,7 +99,34 @@
       hideTable: "隐藏表格",
       blocked: "被掩码屏蔽",
       nan: "无权重（NaN：没有可关注的键）",
-      hint: "把鼠标移到格子上，或按 Tab 键进入后用方向键移动，即可读出权重；点击查询词元可固定该行。",
+      tabStart: "键盘：按 Tab 键依次到",
+      tabLive: "序列的文本框、预测表、",
+      tabLayer: "层的菜单、",
+      tabHeads: "各个头的按钮（方向键切换头）、",
+      tabMasks: "各个掩码的按钮（方向键切换掩码）、",
+      tabButtons: "视图的按钮，",
+      tabGrid: "最后到网格（方向键在格子间移动并读出权重；Enter 键固定该行，Esc 键取消固定）。" +
+        "鼠标：把鼠标移到格子上即可读出权重；点击查询词元可固定该行。",
+      tabLines: "最后到查询词元（方向键在词元间移动并读出它最大的权重；Enter 键固定它的连线，" +
+        "Esc 键取消固定）。鼠标：点击查询词元只看它的连线。",
+      tabAll: "最后到每个头的按钮（只显示这个头）。",
+      hintTouch: "点按格子读出权重；点按查询词元固定该行。",
+      overview: "全部层 × 头",
+      overviewLabel: "每一层的每一个头：行是层，列是头",
+      exact: "精确值",
+      liveTitle: "在本页中运行的模型",
+      liveInput: "序列",
+      liveHelp: "输入或修改词元（{first} 到 {last}，1 到 {max} 个；空格会被忽略）；" +
+        "每次修改后，模型都在本页中重新运行，并重画下面各个头的权重。",
+      liveBad: "不是词元：“{bad}”。词元是 {first} 到 {last}。",
+      liveLong: "{n} 个词元：模型最多接受 {max} 个（它的位置嵌入只有 {max} 行）。",
+      liveEmpty: "请至少输入一个词元。",
+      livePredicts: "在最后一个词元“{token}”之后，模型预测下一个是“{next}”（概率 {p}）。",
+      livePosition: "位置",
+      liveToken: "词元",
+      liveNext: "预测的下一个词元",
+      liveProb: "概率",
+      liveTable: "模型在每个位置对下一个词元的预测（✓：序列的下一个词元正是它）",
       grid: "行是查询，列是键",
       pinned: "已固定的行",
       pin: "固定这一行",
@@ -101,6 +164,17 @@
     return "rgb(" + rgb.join(",") + ")";
   }
 
+  /* a weight as the reader sees it: 3 decimals ("<0.001" for a smaller positive weight); the
+     exact value (the shortest decimal of the float the build computed) goes in a title */
+  function rounded(v) {
+    if (v > 0 && v < 0.0005) return "<0.001";
+    return v.toFixed(3);
+  }
+
+  function coarsePointer() {
+    return Boolean(window.matchMedia && window.matchMedia("(pointer: coarse)").matches);
+  }
+
   function View(root, data) {
     this.root = root;
     this.data = data;
@@ -110,9 +184,15 @@
     this.layer = this.layerNames.length ? this.layerNames[0] : null;
     this.head = this.headsOfLayer()[0];
     this.all = false;
+    this.overview = false;
     this.pinned = null;
     this.cell = [0, 0];
+    if (data.live && data.live.initial_layer) {
+      this.layer = data.live.initial_layer;
+      this.head = this.headsOfLayer()[0];
+    }
     this.build();
+    if (data.live) this.live = new Live(this);
   }
 
   function uniq(list) {
@@ -144,9 +224,31 @@
     var w = this.w;
     var v = d.weights[h][i][j];
     var value = this.isBlocked(h, i, j) ? d.blocked_label || w.blocked
-      : v === null ? w.nan : d.kind === "mask" ? d.allowed_label : String(v);
+      : v === null ? w.nan : d.kind === "mask" ? d.allowed_label : rounded(v);
     return this.name(h) + w.sep + w.query + " “" + d.queries[i] + "”" + w.sep + w.key +
       " “" + d.keys[j] + "”" + w.colon + value;
+  };
+
+  /* the exact weight of a cell, for its title; "" where the reader sees no number */
+  View.prototype.exact = function (h, i, j) {
+    var v = this.data.weights[h][i][j];
+    if (this.isBlocked(h, i, j) || v === null || this.data.kind === "mask") return "";
+    return this.w.exact + this.w.colon + String(v);
+  };
+
+  View.prototype.hint = function () {
+    var w = this.w;
+    if (coarsePointer()) return w.hintTouch;
+    return w.tabStart + (this.data.live ? w.tabLive : "") +
+      (this.layerNames.length > 1 ? w.tabLayer : "") +
+      (this.data.kind === "mask" ? w.tabMasks : w.tabHeads) + w.tabButtons +
+      (this.all || this.overview ? w.tabAll : this.lines ? w.tabLines : w.tabGrid);
+  };
+
+  View.prototype.say = function (text, title) {
+    this.readout.textContent = text;
+    if (title) this.readout.title = title;
+    else this.readout.removeAttribute("title");
   };
 
   View.prototype.build = function () {
@@ -165,26 +267,37 @@
       this.layerNames.forEach(function (name) {
         self.layerSelect.appendChild(el("option", { value: name }, name));
       });
+      this.layerSelect.value = this.layer;
       this.layerSelect.addEventListener("change", function () {
         self.layer = self.layerSelect.value;
         self.head = self.headsOfLayer()[0];
+        self.overview = false;
         self.renderHeads();
         self.render();
       });
       label.appendChild(this.layerSelect);
       bar.appendChild(label);
+      // every layer's heads at once, rows = layers (mha_ref.tutorial.live_views.attach_layer_head_view)
+      this.overviewButton = el("button", { type: "button", class: "mha-attn-overview-toggle",
+        "aria-pressed": "false" }, w.overview);
+      this.overviewButton.addEventListener("click", function () {
+        self.overview = !self.overview;
+        self.syncHeadButtons();
+        self.render();
+      });
+      bar.appendChild(this.overviewButton);
     }
     this.headBar = el("div", { class: "mha-attn-heads", role: "toolbar",
       "aria-label": d.kind === "mask" ? w.masks : w.heads });
     this.headBar.addEventListener("keydown", function (event) { self.onHeadKey(event); });
     bar.appendChild(this.headBar);
+    if (this.overviewButton) bar.appendChild(this.overviewButton);
     this.lines = false;
     if (d.kind !== "mask") {
       this.linesButton = el("button", { type: "button", class: "mha-attn-lines-toggle",
         "aria-pressed": "false" }, w.lines);
       this.linesButton.addEventListener("click", function () {
         self.lines = !self.lines;
-        self.linesButton.setAttribute("aria-pressed", self.lines ? "true" : "false");
         self.render();
       });
       bar.appendChild(this.linesButton);
@@ -195,7 +308,12 @@
     bar.appendChild(this.tableButton);
     root.appendChild(bar);
 
-    this.readout = el("p", { class: "mha-attn-readout", "aria-live": "polite" }, w.hint);
+    // the keyboard hint (it changes with the view's mode), then the line that reads out weights
+    View.count = (View.count || 0) + 1;
+    this.hintId = "mha-attn-hint-" + View.count;
+    this.hintBox = el("p", { class: "mha-attn-hint", id: this.hintId });
+    root.appendChild(this.hintBox);
+    this.readout = el("p", { class: "mha-attn-readout", "aria-live": "polite" });
     root.appendChild(this.readout);
     this.scroll = el("div", { class: "mha-attn-scroll" });
     root.appendChild(this.scroll);
@@ -212,8 +330,25 @@
     this.scroll.addEventListener("focusin", function (event) {
       var cell = event.target.closest("[data-cell]");
       if (cell) self.read(cell);
+      var query = event.target.closest("[data-query]");
+      if (query) self.readRow(self.head, Number(query.getAttribute("data-query")));
     });
-    this.scroll.addEventListener("keydown", function (event) { self.onGridKey(event); });
+    // a tap on a touch screen reads the cell too (no hover there)
+    this.scroll.addEventListener("click", function (event) {
+      var cell = event.target.closest("[role='gridcell']");
+      if (cell) self.read(cell);
+    });
+    this.scroll.addEventListener("keydown", function (event) {
+      if (event.target.closest("[data-query]")) self.onQueryKey(event);
+      else self.onGridKey(event);
+    });
+    // Escape unpins, wherever the focus is in the view
+    root.addEventListener("keydown", function (event) {
+      if ((event.key === "Escape" || event.key === "Esc") && self.pinned !== null) {
+        event.preventDefault();
+        self.pin(self.pinned);
+      }
+    });
     this.renderHeads();
     this.render();
   };
@@ -261,16 +396,17 @@
   };
 
   View.prototype.syncHeadButtons = function () {
-    var current = this.all ? -1 : this.head;
+    var current = this.overview ? null : this.all ? -1 : this.head;
     Array.prototype.forEach.call(this.headBar.children, function (button) {
       var on = Number(button.getAttribute("data-head")) === current;
       button.setAttribute("aria-pressed", on ? "true" : "false");
-      button.tabIndex = on ? 0 : -1;
+      button.tabIndex = on || (current === null && !button.previousSibling) ? 0 : -1;
     });
   };
 
   View.prototype.choose = function (h, focusButton) {
     this.all = h < 0;
+    this.overview = false;
     if (h >= 0) this.head = h;
     this.syncHeadButtons();
     this.render();
@@ -294,7 +430,13 @@
 
   View.prototype.render = function () {
     this.scroll.textContent = "";
-    if (this.all) {
+    if (this.overviewButton) {
+      this.overviewButton.setAttribute("aria-pressed", this.overview ? "true" : "false");
+    }
+    if (this.linesButton) this.linesButton.setAttribute("aria-pressed", this.lines ? "true" : "false");
+    if (this.overview) {
+      this.scroll.appendChild(this.overviewGrid());
+    } else if (this.all) {
       var box = el("div", { class: "mha-attn-multiples" });
       // small multiples about 9 rem wide whatever the sequence length, 5 to 16 px a cell
       var side = Math.max(5, Math.min(16, Math.floor(144 / this.data.keys.length)));
@@ -309,6 +451,39 @@
     }
     this.root.classList.toggle("mha-attn-is-pinned", this.pinned !== null);
     if (!this.tableBox.hidden) this.renderTable();
+    this.hintBox.textContent = this.hint();
+  };
+
+  /* every head of every layer: one row of small multiples per layer (a 30-layer, 9-head model
+     gives 30 rows of 9); each small multiple opens its layer and head */
+  View.prototype.overviewGrid = function () {
+    var self = this;
+    var box = el("div", { class: "mha-attn-overview", role: "group",
+      "aria-label": this.w.overviewLabel });
+    var keys = this.data.keys.length;
+    var perRow = 0;
+    this.layerNames.forEach(function (layer) {
+      perRow = Math.max(perRow, self.headsIn(layer).length);
+    });
+    // each small multiple about 6 rem wide whatever the length, 2 to 12 px a cell
+    var side = Math.max(2, Math.min(12, Math.floor(96 / keys)));
+    box.style.setProperty("--mha-mini", side + "px");
+    box.style.gridTemplateColumns = "auto repeat(" + perRow + ", max-content)";
+    this.layerNames.forEach(function (layer) {
+      box.appendChild(el("span", { class: "mha-attn-overview-layer" }, layer));
+      var heads = self.headsIn(layer);
+      for (var k = 0; k < perRow; k++) {
+        if (k < heads.length) box.appendChild(self.multiple(heads[k], layer));
+        else box.appendChild(el("span"));
+      }
+    });
+    return box;
+  };
+
+  View.prototype.headsIn = function (layer) {
+    var heads = [];
+    for (var h = 0; h < this.numHeads; h++) if (this.data.layers[h] === layer) heads.push(h);
+    return heads;
   };
 
   View.prototype.paint = function (node, h, i, j) {
@@ -325,7 +500,7 @@
     var d = this.data;
     var w = this.w;
     var grid = el("div", { class: "mha-attn-grid", role: "grid",
-      "aria-label": this.name(h) + w.sep + w.grid });
+      "aria-label": this.name(h) + w.sep + w.grid, "aria-describedby": this.hintId });
     grid.style.gridTemplateColumns = "auto repeat(" + d.keys.length + ", var(--mha-cell))";
     var head = el("div", { role: "row", class: "mha-attn-row" });
     head.appendChild(el("span", { role: "columnheader", class: "mha-attn-corner" },
@@ -346,7 +521,8 @@
       d.keys.forEach(function (k, j) {
         var at = self.cell[0] === i && self.cell[1] === j;
         var cell = el("span", { role: "gridcell", "data-cell": h + "," + i + "," + j,
-          tabindex: at ? "0" : "-1", "aria-label": self.describe(h, i, j) });
+          tabindex: at ? "0" : "-1", "aria-label": self.describe(h, i, j),
+          title: self.exact(h, i, j) || null });
         self.paint(cell, h, i, j);
         row.appendChild(cell);
       });
@@ -369,8 +545,9 @@
     svg.setAttribute("class", "mha-attn-lines");
     svg.setAttribute("width", width);
     svg.setAttribute("height", rows * rowHeight + 6);
-    svg.setAttribute("role", "img");
+    svg.setAttribute("role", "group");
     svg.setAttribute("aria-label", this.name(h) + this.w.sep + this.w.linesLabel);
+    svg.setAttribute("aria-describedby", this.hintId);
     function text(x, i, anchor, label) {
       var node = document.createElementNS(NS, "text");
       node.setAttribute("x", x);
@@ -392,27 +569,47 @@
         line.setAttribute("y2", (j + 0.5) * rowHeight + 3);
         line.setAttribute("stroke-opacity", Math.min(1, v / d.vmax).toFixed(3));
         line.setAttribute("data-cell", h + "," + i + "," + j);
+        line.setAttribute("aria-hidden", "true");
         if (self.pinned !== null) {
           line.setAttribute("class", self.pinned === i ? "mha-attn-pin" : "mha-attn-faded");
         }
         svg.appendChild(line);
       });
+      // a query token is a toggle button: focusable (one at a time, the arrow keys move), and
+      // it says whether its lines are pinned
       var label = text(left, i, "end", q);
       label.setAttribute("class", "mha-attn-line-query" + (self.pinned === i ? " mha-attn-on" : ""));
+      label.setAttribute("role", "button");
+      label.setAttribute("data-query", i);
+      label.setAttribute("tabindex", i === (self.pinned === null ? self.cell[0] : self.pinned)
+        ? "0" : "-1");
+      label.setAttribute("aria-pressed", self.pinned === i ? "true" : "false");
+      label.setAttribute("aria-label", self.w.query + " “" + q + "”" + self.w.colon + self.w.pin);
       label.addEventListener("click", function () { self.pin(i); });
     });
-    d.keys.forEach(function (k, j) { text(right, j, "start", k); });
+    d.keys.forEach(function (k, j) {
+      text(right, j, "start", k).setAttribute("aria-hidden", "true");
+    });
     return svg;
   };
 
   /* all heads: small multiples; each is a button that shows its head alone */
-  View.prototype.multiple = function (h) {
+  View.prototype.multiple = function (h, layer) {
     var self = this;
     var d = this.data;
     var figure = el("div", { class: "mha-attn-multiple" });
+    var name = layer && this.name(h).indexOf(layer) < 0 ? layer + " " + this.name(h)
+      : this.name(h);
     var button = el("button", { type: "button", class: "mha-attn-multiple-title",
-      "aria-label": this.name(h) + this.w.colon + this.w.showHead }, this.name(h));
-    button.addEventListener("click", function () { self.choose(h, true); });
+      "aria-label": name + this.w.colon + this.w.showHead }, this.name(h));
+    button.addEventListener("click", function () {
+      if (layer && layer !== self.layer) {
+        self.layer = layer;
+        self.layerSelect.value = layer;
+        self.renderHeads();
+      }
+      self.choose(h, true);
+    });
     figure.appendChild(button);
     var cells = el("div", { class: "mha-attn-mini", "aria-hidden": "true" });
     cells.style.gridTemplateColumns = "repeat(" + d.keys.length + ", var(--mha-mini))";
@@ -429,15 +626,50 @@
 
   View.prototype.read = function (cell) {
     var at = cell.getAttribute("data-cell").split(",").map(Number);
-    this.readout.textContent = this.describe(at[0], at[1], at[2]);
+    this.say(this.describe(at[0], at[1], at[2]), this.exact(at[0], at[1], at[2]));
   };
 
+  /* pin query i's row (or unpin it if it is pinned); the focus stays on that query */
   View.prototype.pin = function (i) {
+    var focusedCell = document.activeElement && document.activeElement.closest &&
+      document.activeElement.closest("[role='gridcell']");
     this.pinned = this.pinned === i ? null : i;
+    this.cell = [i, this.cell[1]];
     this.render();
     if (this.pinned !== null) this.readRow(this.all ? this.headsOfLayer()[0] : this.head, i);
-    var button = this.scroll.querySelectorAll(".mha-attn-query button")[i];
-    if (button) button.focus();
+    var target = focusedCell
+      ? this.scroll.querySelector("[data-cell='" + this.head + "," + i + "," + this.cell[1] + "']")
+      : null;
+    if (target) {
+      Array.prototype.forEach.call(this.scroll.querySelectorAll("[role='gridcell']"),
+        function (c) { c.tabIndex = -1; });
+      target.tabIndex = 0;
+    }
+    target = target || this.scroll.querySelector("[data-query='" + i + "']") ||
+      this.scroll.querySelectorAll(".mha-attn-query button")[i];
+    if (target) target.focus();
+  };
+
+  /* the token view's query tokens: Up/Down (and Left/Right) move, Home/End go to the ends,
+     Enter or Space pins */
+  View.prototype.onQueryKey = function (event) {
+    var i = Number(event.target.getAttribute("data-query"));
+    var rows = this.data.queries.length;
+    var to = { ArrowDown: i + 1, ArrowRight: i + 1, ArrowUp: i - 1, ArrowLeft: i - 1,
+      Home: 0, End: rows - 1 }[event.key];
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      this.pin(i);
+      return;
+    }
+    if (to === undefined) return;
+    event.preventDefault();
+    to = Math.max(0, Math.min(rows - 1, to));
+    this.cell = [to, this.cell[1]];
+    var labels = this.scroll.querySelectorAll("[data-query]");
+    Array.prototype.forEach.call(labels, function (label) { label.setAttribute("tabindex", "-1"); });
+    labels[to].setAttribute("tabindex", "0");
+    labels[to].focus();
   };
 
   /* the pinned row in words: its largest weights, largest first */
@@ -449,12 +681,16 @@
       return !self.isBlocked(h, i, j) && d.weights[h][i][j] !== null;
     });
     order.sort(function (a, b) { return d.weights[h][i][b] - d.weights[h][i][a]; });
-    var top = order.slice(0, d.kind === "mask" ? order.length : 3).map(function (j) {
-      return "“" + d.keys[j] + "”" + (d.kind === "mask" ? "" : " " + d.weights[h][i][j]);
+    var shown = order.slice(0, d.kind === "mask" ? order.length : 3);
+    var top = shown.map(function (j) {
+      return "“" + d.keys[j] + "”" + (d.kind === "mask" ? "" : " " + rounded(d.weights[h][i][j]));
     });
-    this.readout.textContent = this.name(h) + w.sep + w.pinned + w.space + w.query + w.space +
-      "“" + d.queries[i] + "”" + w.colon + (d.kind === "mask" ? d.allowed_label : w.rowTotal) +
-      w.colon + top.join(w.sep);
+    var exact = d.kind === "mask" ? "" : w.exact + w.colon + shown.map(function (j) {
+      return "“" + d.keys[j] + "” " + d.weights[h][i][j];
+    }).join(w.sep);
+    this.say(this.name(h) + w.sep + (this.pinned === i ? w.pinned + w.space : "") + w.query +
+      w.space + "“" + d.queries[i] + "”" + w.colon +
+      (d.kind === "mask" ? d.allowed_label : w.rowTotal) + w.colon + top.join(w.sep), exact);
   };
 
   View.prototype.onGridKey = function (event) {
@@ -520,10 +756,11 @@
         d.keys.forEach(function (k, j) {
           var v = d.weights[h][i][j];
           var text = self.isBlocked(h, i, j) ? "—" : v === null ? "NaN"
-            : d.kind === "mask" ? "✓" : String(v);
+            : d.kind === "mask" ? "✓" : rounded(v);
           var said = self.isBlocked(h, i, j) ? d.blocked_label || w.blocked
             : d.kind === "mask" ? d.allowed_label : null;
-          row.appendChild(el("td", said ? { title: said, "aria-label": said } : {}, text));
+          row.appendChild(el("td", said ? { title: said, "aria-label": said }
+            : { title: self.exact(h, i, j) || null }, text));
         });
         body.appendChild(row);
       });
@@ -533,6 +770,244 @@
       scroller.appendChild(table);
       self.tableBox.appendChild(scroller);
     });
+  };
+
+  /* ---------------------------------------------------------------------------------------
+   * The live model: mha_ref.tutorial.live_views.attach_live_model put a trained
+   * attention-only model (token and position embeddings, causal attention layers on a residual
+   * stream, an unembedding) in the data; this runs its forward pass on the reader's sequence.
+   * Its Python twin, mha_ref.tutorial.live_views.live_forward, is tested against the model.
+   * --------------------------------------------------------------------------------------- */
+
+  /* the base64 text of little-endian float32 numbers, as named tensors (Float32Arrays) */
+  function unpack(model) {
+    var bytes = atob(model.data);
+    var buffer = new ArrayBuffer(bytes.length);
+    var view = new Uint8Array(buffer);
+    for (var b = 0; b < bytes.length; b++) view[b] = bytes.charCodeAt(b);
+    var floats = new DataView(buffer);
+    var tensors = {};
+    var offset = 0;
+    model.tensors.forEach(function (entry) {
+      var size = entry[1].reduce(function (a, n) { return a * n; }, 1);
+      var values = new Float64Array(size);
+      for (var k = 0; k < size; k++) values[k] = floats.getFloat32(4 * (offset + k), true);
+      tensors[entry[0]] = values;
+      offset += size;
+    });
+    return tensors;
+  }
+
+  /* y = x W^T + b for one row x (length n), W stored row-major (m, n) */
+  function linear(x, W, b, m, n) {
+    var y = new Float64Array(m);
+    for (var r = 0; r < m; r++) {
+      var sum = b[r];
+      for (var c = 0; c < n; c++) sum += W[r * n + c] * x[c];
+      y[r] = sum;
+    }
+    return y;
+  }
+
+  /* the forward pass on token ids: {logits: L x V, weights: layers x heads x L x L} */
+  function forward(model, p, ids) {
+    var E = model.embed_dim;
+    var H = model.num_heads;
+    var D = E / H;
+    var V = model.vocab_size;
+    var L = ids.length;
+    var tok = p["token_embedding.weight"];
+    var pos = p["position_embedding.weight"];
+    var x = ids.map(function (id, t) {
+      var row = new Float64Array(E);
+      for (var e = 0; e < E; e++) row[e] = tok[id * E + e] + pos[t * E + e];
+      return row;
+    });
+    var weights = [];
+    for (var layer = 0; layer < model.num_layers; layer++) {
+      var name = "layers." + layer + ".";
+      var qkv = x.map(function (row) {
+        return linear(row, p[name + "in_proj_weight"], p[name + "in_proj_bias"], 3 * E, E);
+      });
+      var heads = [];
+      var mixed = x.map(function () { return new Float64Array(E); });
+      for (var h = 0; h < H; h++) {
+        var rows = [];
+        for (var i = 0; i < L; i++) {
+          // scores of query i against keys 0..i (the causal mask blocks the rest)
+          var scores = new Float64Array(L);
+          var top = -Infinity;
+          for (var j = 0; j <= i; j++) {
+            var dot = 0;
+            for (var c = 0; c < D; c++) dot += qkv[i][h * D + c] * qkv[j][E + h * D + c];
+            scores[j] = dot / Math.sqrt(D);
+            top = Math.max(top, scores[j]);
+          }
+          var total = 0;
+          for (j = 0; j <= i; j++) { scores[j] = Math.exp(scores[j] - top); total += scores[j]; }
+          var row = [];
+          for (j = 0; j < L; j++) row.push(j <= i ? scores[j] / total : 0);
+          for (j = 0; j <= i; j++) {
+            for (c = 0; c < D; c++) mixed[i][h * D + c] += row[j] * qkv[j][2 * E + h * D + c];
+          }
+          rows.push(row);
+        }
+        heads.push(rows);
+      }
+      x = x.map(function (row, t) {
+        var out = linear(mixed[t], p[name + "out_proj.weight"], p[name + "out_proj.bias"], E, E);
+        var next = new Float64Array(E);
+        for (var e = 0; e < E; e++) next[e] = row[e] + out[e];
+        return next;
+      });
+      weights.push(heads);
+    }
+    var logits = x.map(function (row) {
+      return Array.prototype.slice.call(linear(row, p["unembed.weight"], p["unembed.bias"], V, E));
+    });
+    return { logits: logits, weights: weights };
+  }
+
+  function softmax(row) {
+    var top = Math.max.apply(null, row);
+    var e = row.map(function (v) { return Math.exp(v - top); });
+    var total = e.reduce(function (a, b) { return a + b; }, 0);
+    return e.map(function (v) { return v / total; });
+  }
+
+  function fill(template, values) {
+    return template.replace(/\{(\w+)\}/g, function (all, key) { return String(values[key]); });
+  }
+
+  function Live(view) {
+    var self = this;
+    this.view = view;
+    this.model = view.data.live;
+    this.params = unpack(this.model);
+    this.names = this.model.token_names;
+    this.single = this.names.every(function (n) { return n.length === 1; });
+    var w = view.w;
+    var words = { first: this.names[0], last: this.names[this.names.length - 1],
+      max: this.model.seq_len };
+    var id = "mha-live-" + (Live.count = (Live.count || 0) + 1);
+    var box = el("div", { class: "mha-attn-live", role: "group", "aria-labelledby": id + "-t" });
+    box.appendChild(el("p", { class: "mha-attn-live-title", id: id + "-t" }, w.liveTitle));
+    var label = el("label", { for: id }, w.liveInput + " ");
+    box.appendChild(label);
+    this.input = el("input", { type: "text", id: id, class: "mha-attn-live-input",
+      spellcheck: "false", autocomplete: "off", autocapitalize: "characters",
+      "aria-describedby": id + "-h " + id + "-m" });
+    this.input.value = view.data.queries.join(this.single ? "" : " ");
+    box.appendChild(this.input);
+    box.appendChild(el("p", { class: "mha-attn-live-help", id: id + "-h" }, fill(w.liveHelp, words)));
+    this.message = el("p", { class: "mha-attn-live-message", id: id + "-m", "aria-live": "polite" });
+    box.appendChild(this.message);
+    this.table = el("div", { class: "mha-attn-table-scroll", tabindex: "0", role: "region",
+      "aria-label": w.liveTable });
+    box.appendChild(this.table);
+    view.root.insertBefore(box, view.root.firstChild);
+    this.words = words;
+    this.input.addEventListener("input", function () { self.update(); });
+    this.run(this.parse().ids, false);
+  }
+
+  /* the token ids in the text box, or an error message */
+  Live.prototype.parse = function () {
+    var text = this.input.value;
+    var parts = this.single ? text.replace(/[\s,]+/g, "").split("")
+      : text.split(/[\s,]+/).filter(Boolean);
+    var names = this.names;
+    var lower = names.map(function (n) { return n.toLowerCase(); });
+    var ids = [];
+    for (var k = 0; k < parts.length; k++) {
+      var at = names.indexOf(parts[k]);
+      if (at < 0) at = lower.indexOf(parts[k].toLowerCase());
+      if (at < 0) return { error: fill(this.view.w.liveBad, Object.assign({ bad: parts[k] }, this.words)) };
+      ids.push(at);
+    }
+    if (!ids.length) return { error: this.view.w.liveEmpty };
+    if (ids.length > this.model.seq_len) {
+      return { error: fill(this.view.w.liveLong, Object.assign({ n: ids.length }, this.words)) };
+    }
+    return { ids: ids };
+  };
+
+  Live.prototype.update = function () {
+    var parsed = this.parse();
+    if (parsed.error) {
+      this.input.setAttribute("aria-invalid", "true");
+      this.message.textContent = parsed.error;
+      return;
+    }
+    this.input.removeAttribute("aria-invalid");
+    this.run(parsed.ids, true);
+  };
+
+  /* run the model on ids; redraw the heads (redraw: false keeps the build's own weights) */
+  Live.prototype.run = function (ids, redraw) {
+    var view = this.view;
+    var d = view.data;
+    var names = this.names;
+    var result = forward(this.model, this.params, ids);
+    this.ids = ids;
+    this.result = result; // read by tests/browser
+    if (redraw) {
+      var labels = ids.map(function (id) { return names[id]; });
+      d.queries = labels;
+      d.keys = labels.slice();
+      d.weights = [];
+      result.weights.forEach(function (layer) {
+        layer.forEach(function (head) { d.weights.push(head); });
+      });
+      d.blocked = d.weights.map(function () {
+        return labels.map(function (q, i) {
+          return labels.map(function (k, j) { return j > i ? "1" : "0"; }).join("");
+        });
+      });
+      view.pinned = null;
+      view.cell = [Math.min(view.cell[0], ids.length - 1), Math.min(view.cell[1], ids.length - 1)];
+      view.render();
+    }
+    this.predictions();
+  };
+
+  Live.prototype.predictions = function () {
+    var w = this.view.w;
+    var names = this.names;
+    var ids = this.ids;
+    var rows = this.result.logits.map(function (logits) {
+      var p = softmax(logits);
+      var best = 0;
+      for (var v = 1; v < p.length; v++) if (p[v] > p[best]) best = v;
+      return { next: best, p: p[best] };
+    });
+    var last = rows[rows.length - 1];
+    this.message.textContent = fill(w.livePredicts, { token: names[ids[ids.length - 1]],
+      next: names[last.next], p: rounded(last.p) });
+    var table = el("table", { class: "mha-attn-numbers mha-attn-live-predictions" });
+    table.appendChild(el("caption", {}, w.liveTable));
+    var body = el("tbody");
+    [[w.livePosition, function (r, t) { return String(t); }, null],
+      [w.liveToken, function (r, t) { return names[ids[t]]; }, null],
+      [w.liveNext, function (r) { return names[r.next]; }, null],
+      [w.liveProb, function (r) { return rounded(r.p); }, function (r) { return w.exact + w.colon + r.p; }]
+    ].forEach(function (spec) {
+      var tr = el("tr");
+      tr.appendChild(el("th", { scope: "row" }, spec[0]));
+      rows.forEach(function (r, t) {
+        var td = el("td", spec[2] ? { title: spec[2](r) } : {}, spec[1](r, t));
+        // the prediction the next token bears out
+        if (spec[0] === w.liveNext && t + 1 < ids.length && r.next === ids[t + 1]) {
+          td.classList.add("mha-attn-live-hit");
+          td.textContent += " ✓";
+        }
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    this.table.textContent = "";
+    this.table.appendChild(table);
   };
 
   function start() {
