@@ -21,7 +21,7 @@ whose every cell names its query, key and weight, a real table as the alternativ
 follow the theme's dark mode, and a notebook copy with no files beside it. Vega's SVG renderer
 can give each mark an ARIA description, but its marks take no keyboard focus; the glue to add
 all of that would outweigh the heatmap, on top of 840 kB of vendored JavaScript (vega 6.4.0,
-vega-lite 6.5.0 and vega-embed 7.3.0, minified). The view is about 22 kB (6 kB compressed) of
+vega-lite 6.5.0 and vega-embed 7.3.0, minified). The view is about 44 kB (12 kB compressed) of
 plain script, tested in Chromium by ``tests/browser``.
 """
 
