@@ -50,6 +50,7 @@ __all__ = [
     "induction_scores",
     "duplicate_token_scores",
     "pearson",
+    "plot_score_maps",
     "previous_token_scores",
     "random_repeated_tokens",
     "top_heads",
@@ -611,8 +612,8 @@ def _interventions(num_controls: int) -> dict:
     feeding = {}
     for head in [previous_head, *controls]:
         with torch.no_grad(), ablate_heads(model, [head]):
-            _, weights = model(repeated, need_weights=True)  # layers x (batch, heads, 2n, 2n)
-            second = copy_losses(model, repeated)[1]
+            logits, weights = model(repeated, need_weights=True)  # (b, 2n, vocab), layers x ...
+        second = float(_second_copy_loss(logits, repeated))
         ind = [float(induction_scores(weights[l], REPEATED["half_len"])[h]) for l, h in induction]
         feeding[head] = (second, ind)
     short = random_repeated_tokens(**SHORT_REPEATED, vocab_size=model.config.vocab_size)
@@ -629,3 +630,43 @@ def _interventions(num_controls: int) -> dict:
         "attribution": attribution_effects(model, short),
         "short_clean": copy_losses(model, short),
     }
+
+
+# ------------------------------------------------------------------------------------------------
+# figure
+# ------------------------------------------------------------------------------------------------
+
+
+def plot_score_maps(
+    maps: Sequence[torch.Tensor],
+    titles: Sequence[str],
+    *,
+    xlabel: str,
+    ylabel: str,
+    colorbar_label: str,
+):
+    """Side-by-side heatmaps of per-head scores: rows blocks, columns heads, one colour scale.
+
+    Args:
+        maps: each ``(num_layers, num_heads)``, values in ``[0, 1]``.
+        titles: one per map, in any language.
+        xlabel, ylabel, colorbar_label: Keyword-only; labels.
+
+    Returns:
+        matplotlib.figure.Figure: the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from mha_ref.tutorial.fonts import use_cjk_font_for
+
+    use_cjk_font_for(*titles, xlabel, ylabel, colorbar_label)
+    fig, axes = plt.subplots(1, len(maps), figsize=(7.0, 4.8), layout="constrained", sharey=True)
+    for ax, values, title in zip(axes, maps, titles, strict=True):
+        image = ax.imshow(values.double().numpy(), cmap="viridis", vmin=0.0, vmax=1.0,
+                          aspect="auto")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_xticks(range(values.shape[1]))
+    axes[0].set_ylabel(ylabel)
+    fig.colorbar(image, ax=list(axes), label=colorbar_label)
+    return fig
