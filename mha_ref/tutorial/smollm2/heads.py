@@ -614,8 +614,9 @@ def _interventions(num_controls: int) -> dict:
         with torch.no_grad(), ablate_heads(model, [head]):
             logits, weights = model(repeated, need_weights=True)  # (b, 2n, vocab), layers x ...
         second = float(_second_copy_loss(logits, repeated))
-        ind = [float(induction_scores(weights[l], REPEATED["half_len"])[h]) for l, h in induction]
-        feeding[head] = (second, ind)
+        half_len = REPEATED["half_len"]
+        scores_after = [float(induction_scores(weights[b], half_len)[h]) for b, h in induction]
+        feeding[head] = (second, scores_after)
     short = random_repeated_tokens(**SHORT_REPEATED, vocab_size=model.config.vocab_size)
     return {
         "induction_heads": induction,
@@ -625,7 +626,7 @@ def _interventions(num_controls: int) -> dict:
         "previous_head": previous_head,
         "controls": controls,
         "feeding": feeding,
-        "clean_induction": [float(scores["induction"][l, h]) for l, h in induction],
+        "clean_induction": [float(scores["induction"][block, h]) for block, h in induction],
         "exact": exact_effects(model, short, SWEEP_LAYERS),
         "attribution": attribution_effects(model, short),
         "short_clean": copy_losses(model, short),
