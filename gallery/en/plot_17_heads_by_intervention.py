@@ -25,6 +25,7 @@ Mathematical Framework for Transformer Circuits") and Olsson et al.'s (2022,
 import matplotlib.pyplot as plt
 import torch
 
+from mha_ref.tutorial.fonts import use_cjk_font_for
 from mha_ref.tutorial.plotting import text_table
 from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
 from mha_ref.tutorial.smollm2.files import extra_install_command
@@ -99,8 +100,8 @@ print(text_table(["ablated head", "second-copy loss", *(f"induction {h}" for h i
 # good that estimate is, the exact effect is computed too, on a shorter input (one sequence of
 # 20 random tokens repeated) and in the blocks of the top heads only.
 
-exact = result["exact"]  # (len(SWEEP_LAYERS), num_heads) nats
-estimate = result["attribution"][list(SWEEP_LAYERS)]  # (len(SWEEP_LAYERS), num_heads)
+exact = result["exact"]  # (num_swept, num_heads) nats, num_swept = len(SWEEP_LAYERS)
+estimate = result["attribution"][list(SWEEP_LAYERS)]  # (num_swept, num_heads)
 print(f"short input: first-copy loss {result['short_clean'][0]:.2f}, second-copy "
       f"{result['short_clean'][1]:.2f}; swept blocks {list(SWEEP_LAYERS)} "
       f"({exact.numel()} heads)")
@@ -113,15 +114,21 @@ for row, head in top_heads(exact, 6):
                  f"{estimate[row, head]:.3f}"])
 print(text_table(["head", "exact effect (nats)", "attribution estimate"], rows))
 
+labels = {
+    "diagonal": "estimate = exact",
+    "x": "exact effect of the ablation (nats)",
+    "y": "attribution patching estimate (nats)",
+    "title": f"Zero ablation, one head at a time, blocks {SWEEP_LAYERS[0]}-{SWEEP_LAYERS[-1]}",
+}
+use_cjk_font_for(*labels.values())  # the Chinese page's labels need a CJK font
 fig, ax = plt.subplots(figsize=(5.0, 4.0), layout="constrained")
 ax.scatter(exact.flatten(), estimate.flatten(), s=14)
 low = float(min(exact.min(), estimate.min()))
 high = float(max(exact.max(), estimate.max()))
-ax.plot([low, high], [low, high], color="grey", linewidth=0.8, label="estimate = exact")
-ax.set_xlabel("exact effect of the ablation (nats)")
-ax.set_ylabel("attribution patching estimate (nats)")
-ax.set_title(f"Zero ablation, one head at a time, blocks {SWEEP_LAYERS[0]}-{SWEEP_LAYERS[-1]}",
-             fontsize=10)
+ax.plot([low, high], [low, high], color="grey", linewidth=0.8, label=labels["diagonal"])
+ax.set_xlabel(labels["x"])
+ax.set_ylabel(labels["y"])
+ax.set_title(labels["title"], fontsize=10)
 ax.legend()
 plt.show()
 
