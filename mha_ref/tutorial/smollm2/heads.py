@@ -46,6 +46,11 @@ __all__ = [
     "head_outputs",
     "head_scores",
     "heads_analysis",
+    "icl_analysis",
+    "icl_score",
+    "group_similarities",
+    "pattern_similarity",
+    "sinks_analysis",
     "interventions_analysis",
     "induction_scores",
     "duplicate_token_scores",
@@ -671,3 +676,210 @@ def plot_score_maps(
     axes[0].set_ylabel(ylabel)
     fig.colorbar(image, ax=list(axes), label=colorbar_label)
     return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# example 18: heads that share a key/value head, and attention sinks
+# ------------------------------------------------------------------------------------------------
+
+
+def pattern_similarity(weights: torch.Tensor) -> torch.Tensor:
+    """How alike the heads' attention patterns are: cosine similarity of their weight matrices.
+
+    Args:
+        weights: ``(num_heads, seq_len, seq_len)`` of one block on one text (causal, so the
+            entries above the diagonal are 0 in every head and add nothing).
+
+    Returns:
+        torch.Tensor: ``(num_heads, num_heads)``, in ``[0, 1]`` (weights are non-negative);
+        1 on the diagonal.
+    """
+    flat = weights.flatten(1).double()  # (heads, seq_len * seq_len)
+    flat = flat / flat.norm(dim=1, keepdim=True)
+    return (flat @ flat.T).float()  # (heads, heads)
+
+
+def group_similarities(similarity: torch.Tensor, num_kv_heads: int) -> tuple[float, float]:
+    """Mean similarity of head pairs in the same key/value group, and across groups.
+
+    Args:
+        similarity: ``(num_heads, num_heads)`` from :func:`pattern_similarity`.
+        num_kv_heads: groups; heads ``g * size .. (g + 1) * size - 1`` share key/value head
+            ``g``.
+
+    Returns:
+        tuple[float, float]: ``(within, across)``, each over the distinct pairs.
+    """
+    num_heads = similarity.shape[0]
+    group = torch.arange(num_heads) // (num_heads // num_kv_heads)  # (heads,)
+    same = group[:, None] == group[None, :]  # (heads, heads)
+    distinct = ~torch.eye(num_heads, dtype=torch.bool)  # (heads, heads)
+    return float(similarity[same & distinct].mean()), float(similarity[~same].mean())
+
+
+def _matched_controls(
+    chosen: Sequence[tuple[int, int]], num_heads: int, excluded: set, draws: int, seed: int
+) -> list[list[tuple[int, int]]]:
+    """``draws`` random sets of heads: as many per block as ``chosen`` has, none in ``excluded``."""
+    generator = torch.Generator().manual_seed(seed)
+    per_block: dict[int, int] = {}
+    for layer, _ in chosen:
+        per_block[layer] = per_block.get(layer, 0) + 1
+    sets = []
+    for _ in range(draws):
+        picked = []
+        for layer, count in sorted(per_block.items()):
+            free = [h for h in range(num_heads) if (layer, h) not in excluded]
+            order = torch.randperm(len(free), generator=generator)[:count].tolist()
+            picked += [(layer, free[i]) for i in order]
+        sets.append(picked)
+    return sets
+
+
+def sinks_analysis(num_ablated: int = 9, draws: int = 3) -> dict:
+    """Example 18's measurements: pattern similarity within and across key/value groups, each
+    head's output size, and the ablation of the strongest first-token heads beside controls.
+
+    Args:
+        num_ablated: how many heads with the highest first-token score are ablated together.
+        draws: random control sets of as many heads, drawn (seed 0) from the heads of the same
+            blocks whose first-token score is at most 0.5.
+
+    Returns:
+        dict: ``"within"``, ``"across"`` ``(num_layers,)``; ``"sinks"`` (the ablated heads);
+        ``"controls"`` (the control sets); ``"output_norm"`` ``(num_layers, num_heads)``, each
+        head's mean output norm on the text; ``"clean"`` (real-text loss); ``"ablated"``
+        ``{mode: loss}``; ``"control_losses"`` ``{mode: [loss per draw]}``.
+    """
+    arguments = _arguments(num_ablated=num_ablated, draws=draws)
+    return cached("smollm2_sinks", arguments, lambda: _sinks(num_ablated, draws))
+
+
+def _sinks(num_ablated: int, draws: int) -> dict:
+    from mha_ref.tutorial.smollm2 import load_model
+
+    model = load_model("cpu")
+    c = model.config
+    _, text = _inputs(model)
+    scores = heads_analysis()["scores"]
+    with torch.no_grad():
+        _, weights = model(text, need_weights=True)  # layers x (1, heads, L, L)
+    within, across = zip(
+        *(group_similarities(pattern_similarity(w[0]), c.num_kv_heads) for w in weights),
+        strict=True,
+    )
+    outputs = head_outputs(model, text)  # (layers, 1, L, heads, head_dim)
+    sinks = top_heads(scores["first"], num_ablated)
+    blocks = sorted({layer for layer, _ in sinks})
+    pool = [(b, h) for b in blocks for h in range(c.num_heads) if scores["first"][b, h] <= 0.5]
+    generator = torch.Generator().manual_seed(0)
+    controls = [
+        [pool[i] for i in torch.randperm(len(pool), generator=generator)[:num_ablated].tolist()]
+        for _ in range(draws)
+    ]
+    means = head_means(model, text)  # (layers, heads, head_dim)
+    ablated, control_losses = {}, {}
+    with torch.no_grad():
+        clean = float(model.token_losses(text).mean())
+        for mode in ABLATION_MODES:
+            with ablate_heads(model, sinks, mode=mode, means=means):
+                ablated[mode] = float(model.token_losses(text).mean())
+            control_losses[mode] = []
+            for heads in controls:
+                with ablate_heads(model, heads, mode=mode, means=means):
+                    control_losses[mode].append(float(model.token_losses(text).mean()))
+    return {
+        "within": torch.tensor(within),
+        "across": torch.tensor(across),
+        "sinks": sinks,
+        "controls": controls,
+        "output_norm": outputs.norm(dim=-1).mean(dim=(1, 2)),  # (layers, heads)
+        "clean": clean,
+        "ablated": ablated,
+        "control_losses": control_losses,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# example 19: loss against the position in a long real text, and in-context learning
+# ------------------------------------------------------------------------------------------------
+
+#: the long texts and how many of their first tokens example 19 uses
+ICL_TEXTS = ("execution_model", "import_statement")
+ICL_LEN = 512
+#: Olsson et al.'s in-context-learning score: loss late in the context minus loss early
+#: (their tokens 500 and 50; here means over windows of positions, to average the noise)
+EARLY = (40, 60)
+LATE = (400, 511)
+
+
+def icl_score(losses: torch.Tensor) -> float:
+    """Mean loss at positions ``LATE`` minus mean loss at ``EARLY`` (negative: it learned).
+
+    Args:
+        losses: ``(batch, seq_len - 1)`` from ``model.token_losses``, entry ``t`` the loss of
+            token ``t + 1``.
+
+    Returns:
+        float: nats per token.
+
+    Source:
+        Olsson et al. 2022, arXiv:2209.11895, Sec. 2 ("in-context learning score": the loss of
+        the 500th token minus the loss of the 50th, averaged over examples).
+    """
+    late = losses[:, LATE[0] : LATE[1]].mean()
+    early = losses[:, EARLY[0] : EARLY[1]].mean()
+    return float(late - early)
+
+
+def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
+    """Example 19's measurements: per-position loss on long texts, clean, with the induction
+    heads mean-ablated, and with matched control heads mean-ablated.
+
+    Args:
+        threshold: the induction heads are those whose induction score is above this.
+        draws: random control sets: as many heads per block as the induction heads, none of
+            them an induction head, drawn with seed 0.
+
+    Returns:
+        dict: ``"induction_heads"``; ``"controls"`` (the sets); ``"clean"``, ``"ablated"``
+        ``(batch, ICL_LEN - 1)`` losses and ``"control_losses"``, one such tensor per draw.
+    """
+    from mha_ref.tutorial.smollm2.texts import text_sha256
+
+    arguments = _arguments(
+        threshold=threshold, draws=draws, texts=[text_sha256(t) for t in ICL_TEXTS],
+        length=ICL_LEN,
+    )
+    return cached("smollm2_icl", arguments, lambda: _icl(threshold, draws))
+
+
+def _icl(threshold: float, draws: int) -> dict:
+    from mha_ref.tutorial.smollm2 import load_model
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    model = load_model("cpu")
+    _, reference = _inputs(model)
+    tokens = torch.stack(
+        [model.tokenizer.encode(real_text(name))[:ICL_LEN] for name in ICL_TEXTS]
+    )  # (texts, ICL_LEN)
+    scores = heads_analysis()["scores"]
+    chosen = [(int(l_), int(h)) for l_, h in (scores["induction"] > threshold).nonzero().tolist()]
+    controls = _matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
+    means = head_means(model, reference)  # (layers, heads, head_dim) over the short text
+    with torch.no_grad():
+        clean = model.token_losses(tokens)  # (texts, ICL_LEN - 1)
+        with ablate_heads(model, chosen, mode="mean", means=means):
+            ablated = model.token_losses(tokens)
+        control_losses = []
+        for heads in controls:
+            with ablate_heads(model, heads, mode="mean", means=means):
+                control_losses.append(model.token_losses(tokens))
+    return {
+        "induction_heads": chosen,
+        "controls": controls,
+        "tokens": tokens,
+        "clean": clean,
+        "ablated": ablated,
+        "control_losses": control_losses,
+    }
