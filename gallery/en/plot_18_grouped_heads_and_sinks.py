@@ -23,7 +23,6 @@ The second half is about heads that put most of their weight on the first token,
 # model: the two install steps are printed first.)
 
 import matplotlib.pyplot as plt
-import torch
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
