@@ -63,7 +63,7 @@ print(f"loss on the real text: {analysis['text_loss']:.3f}")
 # Four scores for every head
 # --------------------------
 # From one forward pass that returns every block's attention weights, four mean weights per
-# head (:mod:`mha_ref.tutorial.smollm2.heads`): *previous-token* (from each token to the one
+# head (``mha_ref.tutorial.smollm2.heads``): *previous-token* (from each token to the one
 # before it), *induction* (from a token of the second copy to the token *after* its first
 # occurrence), *duplicate-token* (to its first occurrence itself), all on the repeated
 # sequences, and *first-token* (to token 0, on the real text).

@@ -6,7 +6,7 @@ Example 16 found heads of SmolLM2-135M-Instruct (the 4-bit quantised file; every
 this build's measurement) whose attention *looks like* induction. A pattern is not a function:
 this page removes heads and measures what the model loses. Removing a head (*ablation*) means
 replacing its output by zeros, or by its mean over a real text, inside its block's output
-projection (:func:`~mha_ref.tutorial.smollm2.ablate_heads`, a hook added and removed by a
+projection (``mha_ref.tutorial.smollm2.ablate_heads``, a hook added and removed by a
 ``with`` block), as Michel et al. (2019, "Are Sixteen Heads Really Better than One?",
 `arXiv:1905.10650 <https://arxiv.org/abs/1905.10650>`_) mask heads. The argument that
 induction heads need a previous-token head in an earlier layer is Elhage et al.'s (2021, "A
@@ -96,7 +96,7 @@ print(text_table(["ablated head", "second-copy loss", *(f"induction {h}" for h i
 # Ablating each of the 270 heads alone costs one forward pass per head. Attribution patching
 # estimates all 270 effects from **one** backward pass: the change of the loss is
 # approximated to first order by the gradient with respect to a head's output times the change
-# of that output (:func:`~mha_ref.tutorial.smollm2.heads.attribution_effects`). To see how
+# of that output (``mha_ref.tutorial.smollm2.heads.attribution_effects``). To see how
 # good that estimate is, the exact effect is computed too, on a shorter input (one sequence of
 # 20 random tokens repeated) and in the blocks of the top heads only.
 

@@ -5,7 +5,7 @@
 示例 16 在 SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建测出来的）里找到了一些注意力
 *看起来像* 归纳的头。模式不等于功能：本页把头拿掉，测量模型损失了什么。拿掉一个头（*消融*）的意思是：
 在它所在块的输出投影里，把它的输出换成零，或者换成它在一段真实文本上的平均值
-（:func:`~mha_ref.tutorial.smollm2.ablate_heads`，一个由 ``with`` 块加上又移除的钩子），和 Michel 等人
+（``mha_ref.tutorial.smollm2.ablate_heads``，一个由 ``with`` 块加上又移除的钩子），和 Michel 等人
 （2019，“Are Sixteen Heads Really Better than One?”，`arXiv:1905.10650
 <https://arxiv.org/abs/1905.10650>`_）屏蔽头的做法一样。归纳头需要更早一层里的前一词元头，这个论证来自
 Elhage 等人（2021，“A Mathematical Framework for Transformer Circuits”）和 Olsson 等人（2022，
@@ -86,7 +86,7 @@ print(text_table(["消融的头", "第二遍损失", *(f"归纳 {h}" for h in he
 # --------------------------
 # 把 270 个头逐个单独消融，每个头要一次前向传播。归因修补（attribution patching）只用 **一次** 反向
 # 传播就估计出全部 270 个效果：损失的变化取一阶近似，等于损失对头输出的梯度乘以这个输出的变化
-# （:func:`~mha_ref.tutorial.smollm2.heads.attribution_effects`）。为了看这个估计有多好，也算出了精确
+# （``mha_ref.tutorial.smollm2.heads.attribution_effects``）。为了看这个估计有多好，也算出了精确
 # 效果，用的是更短的输入（一条 20 个随机词元重复两遍的序列），并且只扫描最强几个头所在的块。
 
 exact = result["exact"]  # (num_swept, num_heads)，单位奈特，num_swept 是扫描的块数
