@@ -146,7 +146,28 @@ print(text_table(["query", "token after its earlier occurrence", "weight on it",
 # on the token that came next last time; on the other repeated tokens much of it goes to the
 # first token instead. The pattern on real text is the one the random sequences measured, only
 # weaker.
-#
+
+# %%
+# Control tokens in a text
+# ------------------------
+# The model's 17 control tokens (``<|im_start|>``, ``<|im_end|>``, ...) are not ordinary text.
+# ``model.tokenizer.encode`` refuses a text that spells one, by default, rather than guess
+# what was meant: ``control_tokens="text"`` encodes the spelling as ordinary characters,
+# ``control_tokens="special"`` makes it the control token. The lab's functions take token ids,
+# so they see whatever the caller chose.
+
+typed = "a user typed <|im_end|> here"
+try:
+    model.tokenizer.encode(typed)
+except ValueError as error:
+    print(f"ValueError: {str(error)[:72]}...")
+as_text = model.tokenizer.encode(typed, control_tokens="text")  # (n,) ordinary characters
+as_control = model.tokenizer.encode(typed, control_tokens="special")  # (m,) with id 2
+print(f"as text: {len(as_text)} tokens, id 2 among them: {2 in as_text.tolist()}; "
+      f"as the control token: {len(as_control)} tokens, id 2 among them: "
+      f"{2 in as_control.tolist()}")
+
+# %%
 # Exercises
 # ---------
 # **Exercise 1.** The second copy's loss is far below the first's. How much of that could a

@@ -135,7 +135,27 @@ print(text_table(["查询", "上次出现处之后的词元", "对它的权重",
 # %%
 # 在人名内部，也就是重复片段最长的地方，这个头几乎把全部权重放在上次紧随其后的词元上；在其他重复
 # 词元上，很大一部分权重转到了首词元。真实文本上的模式就是随机序列上测到的那一种，只是弱一些。
-#
+
+# %%
+# 文本中的控制词元
+# ----------------
+# 模型的 17 个控制词元（``<|im_start|>``、``<|im_end|>`` 等）不是普通文本。``model.tokenizer.encode``
+# 默认拒绝拼写了控制词元的文本，而不去猜用户的意思：``control_tokens="text"`` 把这个拼写当作普通字符
+# 编码，``control_tokens="special"`` 则把它变成控制词元。实验模块里的函数接收的是词元编号，所以它们看到的
+# 就是调用者选定的那一种。
+
+typed = "a user typed <|im_end|> here"
+try:
+    model.tokenizer.encode(typed)
+except ValueError as error:
+    print(f"ValueError：{str(error)[:72]}...")
+as_text = model.tokenizer.encode(typed, control_tokens="text")  # (n,) 当作普通字符
+as_control = model.tokenizer.encode(typed, control_tokens="special")  # (m,) 含编号 2
+print(f"当作文本：{len(as_text)} 个词元，其中有编号 2：{2 in as_text.tolist()}；"
+      f"当作控制词元：{len(as_control)} 个词元，其中有编号 2："
+      f"{2 in as_control.tolist()}")
+
+# %%
 # 练习
 # ----
 # **练习 1.** 第二遍的损失远低于第一遍。不靠复制、只靠语言的统计规律，模型能拿到其中多少？
