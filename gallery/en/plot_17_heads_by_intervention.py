@@ -146,7 +146,7 @@ print(f"largest attribution estimates over all 270 heads: "
 
 # %%
 # The estimate fails on exactly the head the previous section found most important: it gives
-# the previous-token head a small negative effect where its removal costs the most of all.
+# the previous-token head a negative effect where its removal costs the most of all.
 # That head acts through the induction heads' attention patterns (removing it changed their
 # scores above), a change that the first-order estimate, which holds the later patterns
 # fixed to first order, cannot follow. Without that head the two agree closely.
