@@ -37,6 +37,10 @@ EXERCISES = {
     "plot_13_online_softmax": 2,
     "plot_14_kv_cache": 2,
     "plot_15_grouped_heads_decode": 3,
+    "plot_16_real_model_heads": 2,
+    "plot_17_heads_by_intervention": 2,
+    "plot_18_grouped_heads_and_sinks": 2,
+    "plot_19_in_context_learning": 2,
     "plot_20_positions": 2,
     "plot_21_rope_in_a_real_model": 2,
 }

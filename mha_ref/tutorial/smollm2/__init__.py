@@ -57,6 +57,7 @@ from mha_ref.tutorial.smollm2.files import (
     model_file,
 )
 from mha_ref.tutorial.smollm2.gguf_file import GGUFContents, read_gguf
+from mha_ref.tutorial.smollm2.heads import ablate_heads
 from mha_ref.tutorial.smollm2.load import load_model, load_tokenizer
 from mha_ref.tutorial.smollm2.model import RMSNorm, SmolLM2, SmolLM2Block, SmolLM2Config, SwiGLU
 from mha_ref.tutorial.smollm2.tokenizer import SmolLM2Tokenizer
@@ -72,6 +73,7 @@ __all__ = [
     "SmolLM2Config",
     "SmolLM2Tokenizer",
     "SwiGLU",
+    "ablate_heads",
     "load_model",
     "load_tokenizer",
     "model_file",

@@ -1,0 +1,189 @@
+"""
+示例 16：真实模型的头
+=====================
+
+到目前为止，所有的头都属于本站现场训练的玩具模型。本页看一个真实的预训练语言模型的 270 个头（30 个块，
+每块 9 个查询头）：SmolLM2-135M-Instruct，用的是真实模型这几个示例共用的 4 位量化文件（Q4_1），反量化
+后由本软件包自己的 :class:`~mha_ref.GroupedQueryAttention` 运行。下面的每个数都是这次构建在这个文件上
+测出来的，不是论文里发表的数字。分数来自注意力权重；一个头 *做了* 什么，要到示例 17 把它拿掉之后才下
+结论。这些分数沿用 Olsson 等人（2022，“In-context Learning and Induction Heads”，`arXiv:2209.11895
+<https://arxiv.org/abs/2209.11895>`_）和 Elhage 等人（2021，“A Mathematical Framework for
+Transformer Circuits”）的做法；首词元分数就是 Xiao 等人（2023，`arXiv:2309.17453
+<https://arxiv.org/abs/2309.17453>`_）所说的注意力汇（attention sink）。
+"""
+
+# %%
+# 模型和两种输入
+# --------------
+# （自己运行本页需要真实模型：下面先打印两步安装命令。）第一种输入是两条由 50 个随机词元组成的序列，
+# 每条重复两遍。第一遍无从预测；第二遍则可以预测：只要模型回头找到当前词元上一次出现的位置，把它后面
+# 那个词元抄过来。第二种输入是真实文本：随软件包提供的 Python 语言参考中的三段话。层和头都从 0 开始
+# 编号。
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref.masks import causal_mask
+from mha_ref.tutorial.plotting import plot_heads, text_table
+from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
+from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.heads import heads_analysis, plot_score_maps, top_heads
+
+print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+model = load_model()
+config = model.config
+analysis = heads_analysis()  # 有缓存：每次构建只算一次，另一种语言直接复用
+scores = analysis["scores"]  # 每个都是 (num_layers, num_heads)
+print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
+print(f"头：{config.num_layers} 个块 x {config.num_heads} 个查询头"
+      f"（每块 {config.num_kv_heads} 个键/值头）")
+print(f"重复输入：{tuple(analysis['repeated'].shape)}；真实文本："
+      f"{len(analysis['text'])} 个词元")
+
+# %%
+# 模型在上下文中复制
+# ------------------
+# 随机序列每一遍上的平均损失（每个词元多少奈特），以及真实文本上的损失。在 49,152 个词元里均匀瞎猜，
+# 损失是 ``log 49152``：
+
+first, second = analysis["copy_losses"]
+print(f"第一遍的损失：{first:.2f}；第二遍的损失：{second:.2f}；"
+      f"均匀瞎猜：{torch.log(torch.tensor(49152.0)):.2f}")
+print(f"真实文本上的损失：{analysis['text_loss']:.3f}")
+
+# %%
+# 在第一遍上，模型比均匀瞎猜还差（它期待的是语言，而这些词元不是）；在第二遍上，损失低得多。模型的
+# 权重里不可能知道这些随机序列：下降只能来自从上下文里复制。
+#
+# 每个头的四种分数
+# ----------------
+# 一次前向传播返回每个块的注意力权重，由此给每个头算出四个平均权重
+# （``mha_ref.tutorial.smollm2.heads``）：*前一词元* （每个词元对它前面那个词元的权重）、*归纳*
+# （第二遍中的词元对它第一次出现处 *之后* 那个词元的权重）、*重复词元* （对它第一次出现处本身的权重），
+# 这三种在重复序列上算；还有 *首词元* （对词元 0 的权重），在真实文本上算。
+
+names = {
+    "previous": "前一词元",
+    "induction": "归纳",
+    "duplicate": "重复词元",
+    "first": "首词元（汇）",
+}
+fig = plot_score_maps(
+    [scores[key] for key in names],
+    list(names.values()),
+    xlabel="头",
+    ylabel="块",
+    colorbar_label="平均注意力权重",
+)
+plt.show()
+
+rows = []
+for key, name in names.items():
+    for layer, head in top_heads(scores[key], 3):
+        rows.append([name, f"({layer}, {head})", f"{scores[key][layer, head]:.3f}"])
+print(text_table(["分数", "头（块，头）", "分数值"], rows))
+for key, name in names.items():
+    print(f"分数高于 0.5 的头（{name}）：{int((scores[key] > 0.5).sum())}")
+sinks = scores["first"] > 0.5  # (num_layers, num_heads)
+print(f"这些首词元头中，在块 0-14 的：{int(sinks[:15].sum())}，在块 15-29 的："
+      f"{int(sinks[15:].sum())}")
+
+# %%
+# 最强的归纳头在块 17 和 18，位于模型中部；最强的前一词元头在块 16，就在它们前面一块，其余几个在块
+# 2 和 11；首词元分数高于 0.5 的头很多，几乎都在后半部分。分数高只说明一个头看向哪里，不说明它的输出
+# 被拿去做什么：示例 17 拿掉一些头，测量有什么变化。
+#
+# 真实句子上的几个具名头
+# ----------------------
+# 在一个后半句重复前半句词语的句子上看四个头（人名取自 Olsson 等人的例子）：前一词元分数最高的头、
+# 归纳分数最高的头、重复词元分数最高的头和首词元分数最高的头。选一个头，把指针放在格子上即可读出
+# 权重（在网站上这个视图是可交互的）。
+
+sentence = ("The meeting with Mr Dursley is on Tuesday. "
+            "Later, the meeting with Mr Dursley was moved.")
+tokens = model.tokenizer.encode(sentence)  # (L,) torch.long 词元编号
+labels = model.tokenizer.token_strings(tokens)
+named = [top_heads(scores[key], 1)[0] for key in names]  # (layer, head)，每种分数一个
+with torch.no_grad():
+    _, weights = model(tokens, need_weights=True)  # 每层一个 (1, num_heads, L, L)
+fig = plot_heads(
+    [weights[layer][0, head] for layer, head in named],
+    labels,
+    titles=[f"{names[key]}: ({layer}, {head})" for key, (layer, head) in zip(names, named, strict=True)],
+    layers=[f"块 {layer}" for layer, _ in named],
+    ncols=2,
+    colorbar_label="注意力权重",
+    xlabel="键（词元）",
+    ylabel="查询（词元）",
+    blocked=~causal_mask(len(labels)),  # (L, L)，True 表示被屏蔽
+    blocked_label="被因果掩码屏蔽（权重为 0）",
+)
+plt.show()
+layer, head = named[1]
+rows = []
+for i, label in enumerate(labels):
+    seen = [j for j in range(i) if labels[j] == label]  # 这个词元此前出现的位置
+    if seen and seen[-1] + 1 < i:
+        after = seen[-1] + 1  # 上一次紧跟在它后面的词元
+        weight = weights[layer][0, head, i]  # (L,) 这个查询的权重
+        rows.append([f"{i} {label!r}", f"{labels[after]!r}", f"{weight[after]:.3f}",
+                     f"{weight[0]:.3f}"])
+print(f"归纳头 ({layer}, {head}) 在句中重复词元上的权重：")
+print(text_table(["查询", "上次出现处之后的词元", "对它的权重",
+                  "对首词元的权重"], rows))
+
+# %%
+# 在人名内部，也就是重复片段最长的地方，这个头几乎把全部权重放在上次紧随其后的词元上；在其他重复
+# 词元上，很大一部分权重转到了首词元。真实文本上的模式就是随机序列上测到的那一种，只是弱一些。
+
+# %%
+# 文本中的控制词元
+# ----------------
+# 模型的 17 个控制词元（``<|im_start|>``、``<|im_end|>`` 等）不是普通文本。``model.tokenizer.encode``
+# 默认拒绝拼写了控制词元的文本，而不去猜用户的意思：``control_tokens="text"`` 把这个拼写当作普通字符
+# 编码，``control_tokens="special"`` 则把它变成控制词元。实验模块里的函数接收的是词元编号，所以它们看到的
+# 就是调用者选定的那一种。
+
+typed = "a user typed <|im_end|> here"
+try:
+    model.tokenizer.encode(typed)
+except ValueError as error:
+    print(f"ValueError：{str(error)[:72]}...")
+as_text = model.tokenizer.encode(typed, control_tokens="text")  # (n,) 当作普通字符
+as_control = model.tokenizer.encode(typed, control_tokens="special")  # (m,) 含编号 2
+print(f"当作文本：{len(as_text)} 个词元，其中有编号 2：{2 in as_text.tolist()}；"
+      f"当作控制词元：{len(as_control)} 个词元，其中有编号 2："
+      f"{2 in as_control.tolist()}")
+
+# %%
+# 练习
+# ----
+# **练习 1.** 第二遍的损失远低于第一遍。不靠复制、只靠语言的统计规律，模型能拿到其中多少？
+#
+# .. dropdown:: 答案
+#    :class-container: mha-answer
+#
+#    一点也拿不到：这些词元是独立均匀抽取的，上下文之前学到的任何东西都不能说明哪个词元跟在哪个
+#    后面。第一遍测的正是这种知识。只有上下文能降低损失，降低的比例是：
+
+print(f"第二遍 / 第一遍：{second / first:.3f}")
+
+# %%
+# **练习 2.** 有多少个头的归纳分数高于 0.3？它们分布在哪几个块？
+#
+# .. dropdown:: 答案
+#    :class-container: mha-answer
+#
+#    在分数图上数一数：
+
+strong = (scores["induction"] > 0.3).nonzero().tolist()
+print(f"{len(strong)} 个头，分布在块 {sorted({layer for layer, _ in strong})}")
+
+# %%
+# 小结
+# ----
+# - SmolLM2-135M-Instruct（4 位文件）会在上下文中复制：对于此前见过一次的随机词元，从第一遍到第二遍
+#   损失按上面打印的比例下降。
+# - 一次前向传播就能给全部 270 个头打分；块 17 和 18 中有几个头从一个词元看向它上次出现处之后的
+#   词元（归纳），最强的前一词元头就在它们前面一块，后半部分的许多头把大部分权重放在首词元上。
+# - 这些是注意力的模式，不是功能：示例 17 用消融来检验它们。

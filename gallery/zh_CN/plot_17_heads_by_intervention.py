@@ -1,0 +1,181 @@
+"""
+示例 17：用干预看头做了什么
+==============================
+
+示例 16 在 SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建测出来的）里找到了一些注意力
+*看起来像* 归纳的头。模式不等于功能：本页把头拿掉，测量模型损失了什么。拿掉一个头（*消融*）的意思是：
+在它所在块的输出投影里，把它的输出换成零，或者换成它在一段真实文本上的平均值
+（``mha_ref.tutorial.smollm2.ablate_heads``，一个由 ``with`` 块加上又移除的钩子），和 Michel 等人
+（2019，“Are Sixteen Heads Really Better than One?”，`arXiv:1905.10650
+<https://arxiv.org/abs/1905.10650>`_）屏蔽头的做法一样。归纳头需要更早一层里的前一词元头，这个论证来自
+Elhage 等人（2021，“A Mathematical Framework for Transformer Circuits”）和 Olsson 等人（2022，
+`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_）。
+"""
+
+# %%
+# 最强的几个归纳头：逐个消融与一起消融
+# ------------------------------------
+# 输入和示例 16 相同：两条由 50 个随机词元组成、各重复两遍的序列，以及那三段真实文本。对每种消融，
+# 给出第二遍上的损失（复制能降低的那部分）和真实文本上的损失。（自己运行本页需要真实模型：下面先打印
+# 两步安装命令。）
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref.tutorial.fonts import use_cjk_font_for
+from mha_ref.tutorial.plotting import text_table
+from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
+from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.heads import (
+    SWEEP_LAYERS,
+    interventions_analysis,
+    pearson,
+    top_heads,
+    top_k_overlap,
+)
+
+print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
+result = interventions_analysis()  # 有缓存：每次构建只算一次，两种语言共用
+heads = result["induction_heads"]
+clean_copy, clean_text = result["clean"]
+print(f"最强的归纳头（块，头）：{heads}")
+print(f"不消融：第二遍损失 {clean_copy:.2f}，真实文本损失 {clean_text:.3f}")
+for mode in ("zero", "mean"):
+    rows = [[f"({block}, {h})", f"{c:.2f}", f"{t:.3f}"]
+            for (block, h), (c, t) in result["single"][mode].items()]
+    together_copy, together_text = result["together"][mode]
+    rows.append(["三个一起", f"{together_copy:.2f}", f"{together_text:.3f}"])
+    print(f"{mode} 消融：")
+    print(text_table(["消融的头", "第二遍损失", "真实文本损失"], rows))
+
+# %%
+# 每个头单独消融都会抬高第二遍的损失；三个一起抬得多得多，而真实文本的损失只变动了百分之几奈特。
+# 三个一起的效果是否大于各自单独效果之和？
+
+for mode in ("zero", "mean"):
+    singles = sum(c - clean_copy for c, _ in result["single"][mode].values())
+    joint = result["together"][mode][0] - clean_copy
+    print(f"{mode}：单独效果之和 {singles:.2f} 奈特，三个一起 {joint:.2f} "
+          f"（比值 {joint / singles:.2f}）；第二遍损失 x{result['together'][mode][0] / clean_copy:.2f}")
+
+# %%
+# 一起消融的代价大于各部分之和（超可加）。这 *提示* 存在冗余：拿掉一个头时，其余的头仍能复制它原来
+# 复制的很多内容，所以单独消融低估了每个头的份额。但这 *不能证明* 冗余：这些头的输出还要经过后面每
+# 一层，而后面各层不是线性的，单独效果之和可能漏掉任何一种相互作用。它也说明不了这里没有消融的其余
+# 267 个头。
+#
+# 为它们提供输入的前一词元头
+# --------------------------
+# 归纳头之所以能找到“上次出现处之后的词元”，是因为更早的一个头已经在每个位置写下了它前面是哪个词元
+# （Elhage 等人所说的 K 组合）。在所有最强归纳头之前的块中，取前一词元分数最高的头，做零消融；作为
+# 对照，从同一块里随机抽三个别的头，各自单独消融。对每一种，给出第二遍损失和上面三个头的归纳分数。
+
+previous = result["previous_head"]
+rows = [["不消融", f"{clean_copy:.2f}", *(f"{s:.3f}" for s in result["clean_induction"])]]
+for head, (copy_loss, induction) in result["feeding"].items():
+    kind = "前一词元头" if head == previous else "对照"
+    rows.append([f"{head} ({kind})", f"{copy_loss:.2f}", *(f"{s:.3f}" for s in induction)])
+print(text_table(["消融的头", "第二遍损失", *(f"归纳 {h}" for h in heads)], rows))
+
+# %%
+# 拿掉这个前一词元头，后面那些头的归纳模式就消失了，第二遍损失升得比拿掉三个归纳头还多；同一块里的
+# 对照头两者都没有改变。归纳头依赖这个头：这是干预显示的，不是从热力图上读出来的。
+#
+# 所有头：精确扫描与归因修补
+# --------------------------
+# 把 270 个头逐个单独消融，每个头要一次前向传播。归因修补（attribution patching）只用 **一次** 反向
+# 传播就估计出全部 270 个效果：损失的变化取一阶近似，等于损失对头输出的梯度乘以这个输出的变化
+# （``mha_ref.tutorial.smollm2.heads.attribution_effects``）。为了看这个估计有多好，也算出了精确
+# 效果，用的是更短的输入（一条 20 个随机词元重复两遍的序列），并且只扫描最强几个头所在的块。
+
+exact = result["exact"]  # (num_swept, num_heads)，单位奈特，num_swept 是扫描的块数
+estimate = result["attribution"][list(SWEEP_LAYERS)]  # (num_swept, num_heads)，扫描的块 x 头
+print(f"短输入：第一遍损失 {result['short_clean'][0]:.2f}，第二遍 "
+      f"{result['short_clean'][1]:.2f}；扫描的块 {list(SWEEP_LAYERS)} "
+      f"（{exact.numel()} 个头）")
+print(f"精确效果与归因估计的皮尔逊相关系数：{pearson(exact, estimate):.3f}")
+for k in (3, 6):
+    print(f"前 {k} 个头中两者共有的：{top_k_overlap(exact, estimate, k)} / {k}")
+rows = []
+for row, head in top_heads(exact, 6):
+    rows.append([f"({SWEEP_LAYERS[row]}, {head})", f"{exact[row, head]:.3f}",
+                 f"{estimate[row, head]:.3f}"])
+print(text_table(["头", "精确效果（奈特）", "归因估计"], rows))
+
+labels = {
+    "diagonal": "估计 = 精确",
+    "x": "消融的精确效果（奈特）",
+    "y": "归因修补的估计（奈特）",
+    "title": f"零消融，每次一个头，块 {SWEEP_LAYERS[0]}-{SWEEP_LAYERS[-1]}",
+}
+use_cjk_font_for(*labels.values())  # 中文页的标签需要 CJK 字体
+fig, ax = plt.subplots(figsize=(5.0, 4.0), layout="constrained")
+ax.scatter(exact.flatten(), estimate.flatten(), s=14)
+low = float(min(exact.min(), estimate.min()))
+high = float(max(exact.max(), estimate.max()))
+ax.plot([low, high], [low, high], color="grey", linewidth=0.8, label=labels["diagonal"])
+ax.set_xlabel(labels["x"])
+ax.set_ylabel(labels["y"])
+ax.set_title(labels["title"], fontsize=10)
+ax.legend()
+plt.show()
+
+largest = exact.flatten().argmax()  # 精确效果最大的那个头
+rest = torch.ones(exact.numel(), dtype=torch.bool)
+rest[largest] = False
+print(f"去掉精确效果最大的那个头后：皮尔逊相关系数 "
+      f"{pearson(exact.flatten()[rest], estimate.flatten()[rest]):.3f}")
+signs = (exact.sign() == estimate.sign()).float().mean()
+print(f"估计与精确效果符号相同的头：{signs:.0%}")
+
+whole = result["attribution"]  # (num_layers, num_heads)
+print(f"全部 270 个头中归因估计最大的："
+      f"{[(h, round(float(whole[h]), 2)) for h in top_heads(whole, 5)]}")
+
+# %%
+# 估计恰好在上一节认为最重要的那个头上失败了：拿掉前一词元头的代价是所有头里最大的，估计却给了它一个
+# 负的效果。这个头是通过归纳头的注意力模式起作用的（上面拿掉它就改变了它们的分数），而一阶估计在
+# 一阶上把后面的模式视为不变，跟不上这种变化。去掉这个头，两者就吻合得很好。
+#
+# 什么时候信哪一个：归因修补一次反向传播就覆盖所有头，适合给输出被较直接读取的头排序（这里就是归纳头
+# 本身）；一个靠改变后面的头看向哪里而起作用的头可能被漏掉，甚至符号都会错。关于单个头的结论要靠精确
+# 消融。在扫描的块之外，上面的估计没有和精确消融核对过。
+#
+# 练习
+# ----
+# **练习 1.** 均值消融把头的输出换成它在真实文本上的平均值，而不是零。为什么零消融可能夸大一个头的
+# 贡献？这里两种方式有分歧吗？
+#
+# .. dropdown:: 答案
+#    :class-container: mha-answer
+#
+#    一个头的平均输出可能离零很远，而它后面的各层是在这个平均值存在的情况下训练出来的：置零把平均值
+#    也去掉了，这是模型从没见过的情况，代价可能超过这个头携带的信息。均值消融保留平均值，只去掉随输入
+#    变化的部分。这里两种方式相差不过零点几奈特，而且均值消融的代价略大，所以零消融并没有夸大这三个
+#    头：
+
+for (block, h), (c, _) in result["single"]["zero"].items():
+    print(f"({block}, {h})：零消融 {c - clean_copy:+.2f}，均值消融 "
+          f"{result['single']['mean'][(block, h)][0] - clean_copy:+.2f} 奈特（第二遍）")
+
+# %%
+# **练习 2.** 消融三个归纳头几乎不改变真实文本的损失。这是否说明在真实文本上上下文复制无关紧要？
+#
+# .. dropdown:: 答案
+#    :class-container: mha-answer
+#
+#    不是。这段真实文本是三段短文，重复的片段很少，复制只能降低其中少数几个损失，而且别的头也会复制
+#    （正如超可加效果所提示的，头之间有冗余）。对所有词元取平均，会掩盖只发生在那几个词元上的效果，
+#    本页没有测量它。平均值的变化是：
+
+for mode in ("zero", "mean"):
+    print(f"{mode}：真实文本损失 {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
+
+# %%
+# 小结
+# ----
+# - 把 SmolLM2-135M-Instruct（4 位文件）最强的三个归纳头一起消融，重复随机词元上的损失按上面打印的
+#   倍数上升，超过它们单独效果之和，而真实文本的损失几乎不变。
+# - 消融它们之前的前一词元头，会去掉它们的归纳模式和复制能力；同一块里的三个对照头不会。
+# - 归因修补用一次反向传播给头排序；它和精确扫描的吻合程度打印在上面，关于单个头的结论要靠精确消融。

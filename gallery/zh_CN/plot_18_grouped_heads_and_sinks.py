@@ -1,0 +1,150 @@
+"""
+示例 18：真实模型中的分组查询头与注意力汇
+=========================================
+
+SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建测出来的）使用分组查询注意力（Ainslie 等人
+2023，`arXiv:2305.13245 <https://arxiv.org/abs/2305.13245>`_）：每个块的 9 个查询头共用 3 个键/值头，
+查询头 ``3g``、``3g + 1`` 和 ``3g + 2`` 读取键/值头 ``g``。示例 6 和 15 在玩具模型上搭建了这种共享；这里
+看它在一个训练好的模型里的样子。共用键并不强制模式相同（每个头有自己的查询，并用 RoPE 旋转，Su 等人
+2021，`arXiv:2104.09864 <https://arxiv.org/abs/2104.09864>`_），那么同一组的头有多相像？后半部分讨论把
+大部分权重放在首词元上的头，即 Xiao 等人（2023，`arXiv:2309.17453 <https://arxiv.org/abs/2309.17453>`_）
+所说的 *注意力汇*。
+"""
+
+# %%
+# 同组的头与别组的头
+# ------------------
+# 在示例 16 和 17 用过的真实文本（Python 语言参考中的三段话）上，两个头的相似度取它们注意力权重矩阵
+# 的余弦（1 表示模式相同）。对每个块：同组的 9 对头的平均值，以及同一块中不同组的 27 对头的平均值。
+# （自己运行本页需要真实模型：下面先打印两步安装命令。）
+
+import matplotlib.pyplot as plt
+
+from mha_ref.tutorial.plotting import plot_lines, text_table
+from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
+from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
+
+print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
+config = load_model().config
+scores = heads_analysis()["scores"]  # 有缓存（示例 16 的结果），每个都是 (num_layers, num_heads)
+result = sinks_analysis()  # 有缓存：每次构建只算一次，两种语言共用
+within, across = result["within"], result["across"]  # (num_layers,)，各一个
+blocks = list(range(config.num_layers))
+fig = plot_lines(
+    blocks,
+    {"同组": within.tolist(), "不同组": across.tolist()},
+    xlabel="块",
+    ylabel="模式的平均余弦相似度",
+    title="共用一个键/值头的头与其他头相比",
+)
+plt.show()
+print(f"同组的头比不同组的头更相像的块："
+      f"{int((within > across).sum())} / {config.num_layers}")
+print(f"对所有块取平均：同组 {within.mean():.3f}，不同组 {across.mean():.3f}")
+
+# %%
+# 在大多数块里，共用键和值的头比不共用的更相像，但差距很小：键是共用的，三个查询仍然可以看向不同的
+# 地方。有一组显示了它们能分开多远：最强归纳头所在的那一组。
+
+layer, head = top_heads(scores["induction"], 1)[0]
+group = head // (config.num_heads // config.num_kv_heads)
+size = config.num_heads // config.num_kv_heads
+rows = [[f"({layer}, {h})", f"{scores['induction'][layer, h]:.3f}", f"{scores['first'][layer, h]:.3f}",
+         f"{scores['previous'][layer, h]:.3f}"] for h in range(group * size, (group + 1) * size)]
+print(f"块 {layer}，键/值头 {group}：")
+print(text_table(["头", "归纳", "首词元", "前一词元"], rows))
+
+# %%
+# 三个头读取同样的键和值：一个是整个模型最强的归纳头，另一个几乎把全部权重放在首词元上。共用的键足以
+# 支撑这两种模式；一个头形成哪一种，由它的查询决定。
+#
+# 各块中的注意力汇
+# ----------------
+# 一个头的首词元分数是它放在词元 0 上的平均权重（示例 16）。每个块中有多少个头把一半以上的权重
+# 放在那里：
+
+sinks_per_block = (scores["first"] > 0.5).sum(dim=1)  # (num_layers,)
+fig = plot_lines(
+    blocks,
+    {"首词元分数 > 0.5 的头": sinks_per_block.tolist()},
+    xlabel="块",
+    ylabel="头数（共 9 个）",
+    title="主要关注首词元的头",
+)
+plt.show()
+print(f"块 0-3 中：{int(sinks_per_block[:4].sum())}；块 4-29 中："
+      f"{int(sinks_per_block[4:].sum())}；共 {config.num_layers * config.num_heads} 个头")
+
+# %%
+# 为什么 softmax 会产生汇
+# ------------------------
+# softmax 的权重之和为 1：一个头不能 *什么都不* 关注。一个头在某个位置上没有东西可加，也必须把权重放在
+# 某处，最省事的地方是一个值向量贡献很小的词元。示例 7 的 ``add_zero_attn=True`` 正好给
+# :class:`torch.nn.MultiheadAttention` 提供了这样一个地方（一个全零的键和值）；没有它的训练模型会自己造
+# 一个，而每个查询都能看到的首词元是最自然的选择（Xiao 等人 2023，第 3.1 节）。如果汇头用首词元只是为了
+# 什么都不加，它的输出就会很小。每个头在这段文本上输出的平均范数：
+
+norms = result["output_norm"]  # (num_layers, num_heads)
+is_sink = scores["first"] > 0.5  # (num_layers, num_heads)
+print(f"平均输出范数：首词元分数 > 0.5 的头 {norms[is_sink].mean():.3f}；"
+      f"其余的头 {norms[~is_sink].mean():.3f}")
+
+# %%
+# 汇头值多少
+# ----------
+# 把首词元分数最高的九个头一起消融，分别用零消融和均值消融（示例 17 的两种方式），并与三组对照比较：
+# 每组九个头，从同样的块中首词元分数不超过 0.5 的头里随机抽取。真实文本上的损失：
+
+print(f"消融的头：{result['sinks']}")
+print(f"不消融：{result['clean']:.3f}")
+rows = []
+for mode in ("zero", "mean"):
+    controls = result["control_losses"][mode]
+    rows.append([mode, f"{result['ablated'][mode]:.3f}",
+                 ", ".join(f"{loss:.3f}" for loss in controls)])
+print(text_table(["方式", "消融汇头", "消融对照（3 次抽取）"], rows))
+
+# %%
+# 汇头的输出并不比其他头小（见上面的范数），所以在这个模型里，首词元头并不只是什么都不加：首词元的值
+# 并不接近零，一个主要看它的头会加上一个几乎不变的向量。拿掉九个最强的汇头，代价是百分之几奈特：零消融时
+# 比三组对照中的两组小，均值消融（保留一个不变的输出）时比三组都大。这个不变的向量有什么用，以及首词元
+# 本身值多少（拿掉它，或者像 StreamingLLM 的滑动窗口那样拿掉汇的模式），是另外的干预，这里没有做。
+#
+# 练习
+# ----
+# **练习 1.** 分组查询注意力每块只存 3 个键/值头，而不是 9 个。从打印出的相似度看，共用键会让同组的
+# 头彼此复制吗？
+#
+# .. dropdown:: 答案
+#    :class-container: mha-answer
+#
+#    不会。在大多数块里，同组的头只比不同组的头稍微相像一点，而最强归纳头所在的组里既有归纳头也有汇。
+#    逐块看差距：
+
+gap = within - across  # (num_layers,)，同组减不同组
+print(f"最大差距 {gap.max():.3f}（块 {int(gap.argmax())}）；最小 {gap.min():.3f}"
+      f"（块 {int(gap.argmin())}）")
+
+# %%
+# **练习 2.** 设置 ``add_zero_attn=True`` （示例 7）后，一个头可以把权重放在一个全零的值上。你会预期
+# 这样的模型首词元汇更少吗？
+#
+# .. dropdown:: 答案
+#    :class-container: mha-answer
+#
+#    它有了另一个放权重的地方，于是不再需要把首词元当作汇；Xiao 等人（2023，第 3.3 节）正是出于这个
+#    原因训练了带可学习汇词元的模型。本页只测量了一个没有这种设置的模型。这里主要关注首词元的头有：
+
+print(f"{int(is_sink.sum())} / {config.num_layers * config.num_heads} 个头")
+
+# %%
+# 小结
+# ----
+# - 在 SmolLM2-135M-Instruct（4 位文件）里，大多数块中共用一个键/值头的头比不同组的头更相像，但差距
+#   很小；有一组同时包含最强的归纳头和一个首词元头。
+# - 许多头（前四个块中一个也没有）把大部分权重放在首词元上；它们的输出并不比其他头小。
+# - 消融九个最强的汇头，真实文本损失变化百分之几奈特，与消融同样块中同样数量的其他头相当（见上面的
+#   打印）。
+# - softmax 必须把权重放在某处；``add_zero_attn`` （示例 7）给了它一个地方，训练好的模型用的是首词元。

@@ -1,0 +1,885 @@
+r"""What each head of SmolLM2 does: pattern scores, ablation (zero and mean), attribution patching.
+
+**Scores** (one forward pass with ``need_weights=True``; every score is a mean attention weight,
+so it lies in ``[0, 1]``): on a sequence of ``n`` random tokens repeated twice,
+
+* *previous-token*: the weight from token ``i`` on token ``i - 1``;
+* *induction*: from a token ``i`` of the second copy on the token **after** its first
+  occurrence, ``i - n + 1`` (Olsson et al. 2022, arXiv:2209.11895, Sec. 2 "prefix matching");
+* *duplicate-token*: from ``i`` of the second copy on its first occurrence, ``i - n``;
+* *first-token* (sink): from every token ``i >= 1`` on token 0 (Xiao et al. 2023,
+  arXiv:2309.17453, Sec. 3.1).
+
+**Ablation** (:func:`ablate_heads`): a head's output, the ``head_dim`` features it puts into
+its block's output projection ``out_proj``, is replaced by zeros or by its mean over a reference
+text, with a forward pre-hook on ``out_proj`` that a ``with`` block adds and removes. Nothing in
+the model is patched otherwise (Michel et al. 2019, "Are Sixteen Heads Really Better than One?",
+arXiv:1905.10650, Sec. 2, mask heads this way).
+
+**Attribution patching** (:func:`attribution_effects`): the first-order estimate of every
+head's ablation effect from one backward pass,
+:math:`\Delta L \approx \sum_{t,f} \partial L / \partial z_{t,f}\,(z'_{t,f} - z_{t,f})`, with
+``z`` the head's output and ``z'`` its replacement; compared with the exact effect, one head at a
+time (:func:`exact_effects`).
+
+Layers and heads are numbered from 0. The random tokens never include the 17 control tokens
+(ids 0 to 16).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+
+import torch
+
+from mha_ref.tutorial.cache import cached
+
+__all__ = [
+    "ABLATION_MODES",
+    "ablate_heads",
+    "attribution_effects",
+    "copy_losses",
+    "exact_effects",
+    "first_token_scores",
+    "head_means",
+    "head_outputs",
+    "head_scores",
+    "heads_analysis",
+    "icl_analysis",
+    "icl_score",
+    "group_similarities",
+    "pattern_similarity",
+    "sinks_analysis",
+    "interventions_analysis",
+    "induction_scores",
+    "duplicate_token_scores",
+    "pearson",
+    "plot_score_maps",
+    "previous_token_scores",
+    "random_repeated_tokens",
+    "top_heads",
+    "top_k_overlap",
+]
+
+#: what :func:`ablate_heads` puts in place of a head's output
+ABLATION_MODES = ("zero", "mean")
+#: the ids of SmolLM2's control tokens are 0 .. 16; random tokens start above them
+_FIRST_ORDINARY_ID = 17
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs
+# ------------------------------------------------------------------------------------------------
+
+
+def random_repeated_tokens(
+    half_len: int, batch: int = 1, seed: int = 0, vocab_size: int = 49152
+) -> torch.Tensor:
+    """``batch`` sequences of ``half_len`` random tokens, each repeated twice.
+
+    Args:
+        half_len: tokens in one copy, ``n``.
+        batch: sequences.
+        seed: seed of the ``torch.Generator`` that draws them.
+        vocab_size: ids are drawn uniformly from ``17 .. vocab_size - 1`` (no control token).
+
+    Returns:
+        torch.Tensor: ``(batch, 2 * half_len)``, ``torch.long``; ``x[:, n + i] == x[:, i]``.
+
+    Raises:
+        ValueError: if ``half_len < 2`` or ``batch < 1``.
+    """
+    if half_len < 2 or batch < 1:
+        raise ValueError(
+            f"need half_len >= 2 and batch >= 1, got half_len={half_len}, batch={batch}."
+        )
+    generator = torch.Generator().manual_seed(seed)
+    half = torch.randint(_FIRST_ORDINARY_ID, vocab_size, (batch, half_len), generator=generator)
+    return torch.cat([half, half], dim=1)  # (batch, 2 * half_len)
+
+
+# ------------------------------------------------------------------------------------------------
+# scores from attention weights
+# ------------------------------------------------------------------------------------------------
+
+
+def _diagonal_mean(weights: torch.Tensor, offset: int, start: int) -> torch.Tensor:
+    """Mean of ``weights[..., i, i - offset]`` over queries ``i >= start``; ``(..., heads)``."""
+    seq_len = weights.shape[-1]
+    queries = torch.arange(start, seq_len)  # (m,)
+    picked = weights[..., queries, queries - offset]  # (batch, heads, m)
+    return picked.mean(dim=-1).mean(dim=0)  # (heads,)
+
+
+def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
+    """Mean weight from each token on the one before it.
+
+    Args:
+        weights: ``(batch, num_heads, seq_len, seq_len)`` of one block.
+
+    Returns:
+        torch.Tensor: ``(num_heads,)``, mean over queries ``1 .. seq_len - 1`` and the batch.
+    """
+    return _diagonal_mean(weights, offset=1, start=1)
+
+
+def induction_scores(weights: torch.Tensor, half_len: int) -> torch.Tensor:
+    """Mean weight from each token of the second copy on the token after its first occurrence.
+
+    Args:
+        weights: ``(batch, num_heads, 2 * half_len, 2 * half_len)`` on a repeated sequence
+            (:func:`random_repeated_tokens`).
+        half_len: tokens in one copy.
+
+    Returns:
+        torch.Tensor: ``(num_heads,)``; query ``i`` in ``n .. 2n - 1``, key ``i - n + 1``.
+
+    Source:
+        Olsson et al. 2022, arXiv:2209.11895, Sec. 2 (prefix matching).
+    """
+    return _diagonal_mean(weights, offset=half_len - 1, start=half_len)
+
+
+def duplicate_token_scores(weights: torch.Tensor, half_len: int) -> torch.Tensor:
+    """Mean weight from each token of the second copy on its own first occurrence.
+
+    Args:
+        weights: ``(batch, num_heads, 2 * half_len, 2 * half_len)``.
+        half_len: tokens in one copy.
+
+    Returns:
+        torch.Tensor: ``(num_heads,)``; query ``i`` in ``n .. 2n - 1``, key ``i - n``.
+    """
+    return _diagonal_mean(weights, offset=half_len, start=half_len)
+
+
+def first_token_scores(weights: torch.Tensor) -> torch.Tensor:
+    """Mean weight from every token ``i >= 1`` on token 0 (the attention sink).
+
+    Args:
+        weights: ``(batch, num_heads, seq_len, seq_len)``.
+
+    Returns:
+        torch.Tensor: ``(num_heads,)``.
+
+    Source:
+        Xiao et al. 2023, "Efficient Streaming Language Models with Attention Sinks",
+        arXiv:2309.17453, Sec. 3.1.
+    """
+    return weights[..., 1:, 0].mean(dim=-1).mean(dim=0)  # (heads,)
+
+
+def head_scores(model, repeated: torch.Tensor, text: torch.Tensor) -> dict[str, torch.Tensor]:
+    """All four scores of every head, from one forward pass on each input.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        repeated: ``(batch, 2n)`` from :func:`random_repeated_tokens`.
+        text: ``(seq_len,)`` or ``(1, seq_len)`` ids of a real text.
+
+    Returns:
+        dict[str, torch.Tensor]: ``"previous"``, ``"induction"``, ``"duplicate"`` (on the
+        repeated sequence), ``"first"`` and ``"previous_text"`` (on the text), each
+        ``(num_layers, num_heads)``, float32.
+
+    Raises:
+        ValueError: if ``repeated`` is not two equal copies (``x[:, n:] == x[:, :n]``).
+    """
+    half_len = _check_repeated(repeated)
+    with torch.no_grad():
+        _, weights = model(repeated, need_weights=True)  # layers x (batch, heads, 2n, 2n)
+        _, text_weights = model(text, need_weights=True)  # layers x (1, heads, L, L)
+    return {
+        "previous": torch.stack([previous_token_scores(w) for w in weights]),
+        "induction": torch.stack([induction_scores(w, half_len) for w in weights]),
+        "duplicate": torch.stack([duplicate_token_scores(w, half_len) for w in weights]),
+        "first": torch.stack([first_token_scores(w) for w in text_weights]),
+        "previous_text": torch.stack([previous_token_scores(w) for w in text_weights]),
+    }  # each (layers, heads)
+
+
+def _check_repeated(repeated: torch.Tensor) -> int:
+    """``n`` of a ``(batch, 2n)`` repeated sequence; a clear error when it is not one."""
+    if not isinstance(repeated, torch.Tensor) or repeated.dim() != 2 or repeated.shape[1] % 2:
+        shape = tuple(repeated.shape) if isinstance(repeated, torch.Tensor) else type(repeated)
+        raise ValueError(
+            f"repeated must be a (batch, 2n) tensor of two equal copies, got {shape}. Use "
+            f"random_repeated_tokens()."
+        )
+    half_len = repeated.shape[1] // 2
+    if not torch.equal(repeated[:, :half_len], repeated[:, half_len:]):
+        raise ValueError(
+            "repeated's second half differs from its first: the induction and duplicate scores "
+            "need two equal copies. Use random_repeated_tokens()."
+        )
+    return half_len
+
+
+def top_heads(scores: torch.Tensor, k: int) -> list[tuple[int, int]]:
+    """The ``k`` heads with the highest score, best first.
+
+    Args:
+        scores: ``(num_layers, num_heads)``.
+        k: how many.
+
+    Returns:
+        list[tuple[int, int]]: ``(layer, head)`` pairs, 0-based.
+    """
+    num_heads = scores.shape[1]
+    order = scores.flatten().argsort(descending=True)[:k]  # (k,)
+    return [divmod(int(i), num_heads) for i in order]
+
+
+# ------------------------------------------------------------------------------------------------
+# ablation
+# ------------------------------------------------------------------------------------------------
+
+
+def _group_by_layer(model, heads: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
+    """``{layer: [head, ...]}``, each pair checked by ``model.check_head``."""
+    by_layer: dict[int, list[int]] = {}
+    for pair in heads:
+        if not (isinstance(pair, Sequence) and len(pair) == 2):
+            raise TypeError(
+                f"heads must be (layer, head) pairs, got {pair!r}. Example: [(17, 3), (18, 6)]."
+            )
+        layer, head = model.check_head(*pair)
+        by_layer.setdefault(layer, []).append(head)
+    return by_layer
+
+
+@contextmanager
+def ablate_heads(model, heads: Iterable[tuple[int, int]], *, mode: str = "zero", means=None):
+    """Inside the ``with`` block, replace these heads' outputs by zeros or by their means.
+
+    A head's output is its ``head_dim`` slice of the input of its block's ``out_proj``
+    (``(batch, seq_len, num_heads * head_dim)``, head ``h`` at features ``h * head_dim`` to
+    ``(h + 1) * head_dim``). A forward pre-hook on ``out_proj`` (``torch.nn.Module.
+    register_forward_pre_hook``) returns a copy with those slices replaced; leaving the block
+    removes the hooks, even after an exception.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        heads: ``(layer, head)`` pairs, 0-based; an empty list ablates nothing.
+        mode: Keyword-only. ``"zero"`` or ``"mean"`` (:data:`ABLATION_MODES`).
+        means: Keyword-only. With ``mode="mean"``: ``(num_layers, num_heads, head_dim)``, each
+            head's mean output (:func:`head_means`).
+
+    Yields:
+        None.
+
+    Raises:
+        TypeError: if a head is not a ``(layer, head)`` pair of ints.
+        ValueError: if a head does not exist (the message gives the ranges), ``mode`` is not
+            in :data:`ABLATION_MODES`, or ``mode="mean"`` without ``means`` of that shape.
+
+    Source:
+        Michel et al. 2019, arXiv:1905.10650, Sec. 2 (head masking); mean ablation: Wang et
+        al. 2022, arXiv:2211.00593, Sec. 3.
+    """
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}.")
+    c = model.config
+    if mode == "mean":
+        expected = (c.num_layers, c.num_heads, c.head_dim)
+        if not isinstance(means, torch.Tensor) or tuple(means.shape) != expected:
+            got = tuple(means.shape) if isinstance(means, torch.Tensor) else means
+            raise ValueError(
+                f"mode='mean' needs means of shape {expected} (head_means(model, tokens)), "
+                f"got {got}."
+            )
+    by_layer = _group_by_layer(model, heads)
+    handles = []
+    try:
+        for layer, layer_heads in by_layer.items():
+            replacement = None if mode == "zero" else means[layer]  # (num_heads, head_dim)
+            hook = _replace_heads_hook(layer_heads, c.num_heads, replacement)
+            handles.append(model.layers[layer].attention.out_proj.register_forward_pre_hook(hook))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _replace_heads_hook(heads: list[int], num_heads: int, replacement: torch.Tensor | None):
+    """A forward pre-hook for ``out_proj`` that replaces ``heads``' slices of its input."""
+    index = torch.tensor(sorted(set(heads)))  # (k,)
+
+    def hook(module, inputs):
+        merged = inputs[0]  # (batch, seq_len, num_heads * head_dim)
+        split = merged.unflatten(-1, (num_heads, -1)).clone()  # (batch, seq_len, heads, hd)
+        if replacement is None:
+            split[..., index, :] = 0.0
+        else:
+            split[..., index, :] = replacement[index].to(split.dtype)  # (k, head_dim)
+        return (split.flatten(-2),)  # (batch, seq_len, embed_dim)
+
+    return hook
+
+
+@contextmanager
+def _capture_head_outputs(model, keep_grad: bool = False):
+    """Record every block's ``out_proj`` input, ``(batch, seq_len, heads, head_dim)``."""
+    captured: dict[int, torch.Tensor] = {}
+    handles = []
+
+    def make(layer: int):
+        def hook(module, inputs):
+            merged = inputs[0]  # (batch, seq_len, embed_dim)
+            if keep_grad:
+                merged.retain_grad()
+            captured[layer] = merged
+
+        return hook
+
+    try:
+        for layer, block in enumerate(model.layers):
+            handles.append(block.attention.out_proj.register_forward_pre_hook(make(layer)))
+        yield captured
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def head_outputs(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Every head's output on ``tokens`` (what ``out_proj`` receives from it).
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        tokens: ``(batch, seq_len)`` or ``(seq_len,)`` ids.
+
+    Returns:
+        torch.Tensor: ``(num_layers, batch, seq_len, num_heads, head_dim)``.
+    """
+    c = model.config
+    with torch.no_grad(), _capture_head_outputs(model) as captured:
+        model(tokens)
+    return torch.stack(
+        [captured[layer].unflatten(-1, (c.num_heads, c.head_dim)) for layer in range(c.num_layers)]
+    )  # (layers, batch, seq_len, heads, head_dim)
+
+
+def head_means(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Each head's mean output over the batch and the positions of ``tokens``.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        tokens: ``(batch, seq_len)`` or ``(seq_len,)`` ids, the reference text.
+
+    Returns:
+        torch.Tensor: ``(num_layers, num_heads, head_dim)``, for ``ablate_heads(...,
+        mode="mean", means=...)``.
+    """
+    return head_outputs(model, tokens).mean(dim=(1, 2))  # (layers, heads, head_dim)
+
+
+# ------------------------------------------------------------------------------------------------
+# losses
+# ------------------------------------------------------------------------------------------------
+
+
+def copy_losses(model, repeated: torch.Tensor) -> tuple[float, float]:
+    """Mean loss (nats per token) on the first and on the second copy of a repeated sequence.
+
+    The first copy: predictions of tokens ``1 .. n - 1``; the second: of tokens
+    ``n + 1 .. 2n - 1`` (token ``n`` restarts the sequence and cannot be predicted from the
+    first copy, so neither mean includes it).
+
+    Args:
+        model: a loaded ``SmolLM2`` (ablations in force apply).
+        repeated: ``(batch, 2n)`` from :func:`random_repeated_tokens`.
+
+    Returns:
+        tuple[float, float]: ``(first, second)``.
+    """
+    half_len = _check_repeated(repeated)
+    with torch.no_grad():
+        losses = model.token_losses(repeated)  # (batch, 2n - 1); entry t predicts token t + 1
+    return float(losses[:, : half_len - 1].mean()), float(losses[:, half_len:].mean())
+
+
+def pearson(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Pearson correlation of two equal-length vectors (flattened).
+
+    Raises:
+        ValueError: if the sizes differ or either is constant.
+    """
+    x, y = x.flatten().double(), y.flatten().double()  # (m,), (m,)
+    if x.shape != y.shape or x.numel() < 2:
+        raise ValueError(f"need two vectors of equal size >= 2, got {x.numel()} and {y.numel()}.")
+    x, y = x - x.mean(), y - y.mean()
+    denominator = float(x.norm() * y.norm())
+    if denominator == 0.0:
+        raise ValueError("a constant vector has no correlation.")
+    return float((x * y).sum()) / denominator
+
+
+def top_k_overlap(x: torch.Tensor, y: torch.Tensor, k: int) -> int:
+    """How many of the ``k`` largest entries of ``x`` are among the ``k`` largest of ``y``."""
+    top_x = set(x.flatten().argsort(descending=True)[:k].tolist())
+    top_y = set(y.flatten().argsort(descending=True)[:k].tolist())
+    return len(top_x & top_y)
+
+
+# ------------------------------------------------------------------------------------------------
+# every head's ablation effect: exact and attribution patching
+# ------------------------------------------------------------------------------------------------
+
+
+def _second_copy_loss(logits: torch.Tensor, repeated: torch.Tensor) -> torch.Tensor:
+    """Mean loss on the second copy, from logits ``(batch, 2n, vocab)``; a 0-d tensor."""
+    from mha_ref.tutorial.smollm2.model import next_token_losses
+
+    half_len = repeated.shape[1] // 2
+    return next_token_losses(logits, repeated)[:, half_len:].mean()
+
+
+def exact_effects(
+    model, repeated: torch.Tensor, layers: Sequence[int], *, mode: str = "zero", means=None
+) -> torch.Tensor:
+    """The second-copy loss change when each head of ``layers`` alone is ablated.
+
+    The residual stream entering each block is computed once; an ablation in block ``l``
+    reruns blocks ``l .. num_layers - 1`` only.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        repeated: ``(batch, 2n)`` from :func:`random_repeated_tokens`.
+        layers: the blocks whose heads are swept.
+        mode, means: Keyword-only; as :func:`ablate_heads`.
+
+    Returns:
+        torch.Tensor: ``(len(layers), num_heads)``, ablated minus clean loss, nats per token.
+    """
+    _check_repeated(repeated)
+    with torch.no_grad():
+        residual = model.embed(repeated)  # (batch, 2n, embed_dim)
+        entering = [residual]
+        for layer in range(model.config.num_layers):
+            residual, _ = model.run_layers(residual, layer, layer + 1)
+            entering.append(residual)  # stream entering block layer + 1
+        clean = _second_copy_loss(model.unembed(residual), repeated)
+        effects = torch.zeros(len(layers), model.config.num_heads)  # (window, heads)
+        for row, layer in enumerate(layers):
+            for head in range(model.config.num_heads):
+                with ablate_heads(model, [(layer, head)], mode=mode, means=means):
+                    out, _ = model.run_layers(entering[layer], layer)  # (batch, 2n, embed_dim)
+                effects[row, head] = _second_copy_loss(model.unembed(out), repeated) - clean
+    return effects
+
+
+def attribution_effects(
+    model, repeated: torch.Tensor, *, mode: str = "zero", means=None
+) -> torch.Tensor:
+    r"""First-order estimate of every head's ablation effect on the second-copy loss.
+
+    Math: :math:`\Delta L_h \approx \sum_{b,t,f} g_{b,t,f}\,(z'_{b,t,f} - z_{b,t,f})`, with
+    :math:`z` head ``h``'s output, :math:`g = \partial L / \partial z` from **one** backward
+    pass, and :math:`z'` its replacement (0, or its mean). Exact for a model linear in
+    :math:`z`; a head whose removal changes the later heads' patterns a lot is where the
+    estimate is least reliable.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        repeated: ``(batch, 2n)`` from :func:`random_repeated_tokens`.
+        mode, means: Keyword-only; as :func:`ablate_heads`.
+
+    Returns:
+        torch.Tensor: ``(num_layers, num_heads)``, estimated ablated minus clean loss.
+
+    Source:
+        Nanda 2023, "Attribution Patching: Activation Patching At Industrial Scale"
+        (neelnanda.io); Syed et al. 2023, arXiv:2310.10348 (attribution patching as the
+        first-order Taylor approximation of activation patching).
+    """
+    _check_repeated(repeated)
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}.")
+    c = model.config
+    with torch.enable_grad(), _capture_head_outputs(model, keep_grad=True) as captured:
+        residual = model.embed(repeated).requires_grad_(True)  # (batch, 2n, embed_dim)
+        residual, _ = model.run_layers(residual)  # (batch, 2n, embed_dim)
+        _second_copy_loss(model.unembed(residual), repeated).backward()
+    effects = torch.zeros(c.num_layers, c.num_heads)  # (layers, heads)
+    for layer in range(c.num_layers):
+        z = captured[layer].detach().unflatten(-1, (c.num_heads, c.head_dim))  # (b, L, h, hd)
+        g = captured[layer].grad.unflatten(-1, (c.num_heads, c.head_dim))  # (b, L, h, hd)
+        target = torch.zeros_like(z) if mode == "zero" else means[layer].expand_as(z)
+        effects[layer] = (g * (target - z)).sum(dim=(0, 1, 3))  # (heads,)
+    return effects
+
+
+# ------------------------------------------------------------------------------------------------
+# the measurements of examples 16 and 17, cached on disk (the second language reuses them)
+# ------------------------------------------------------------------------------------------------
+
+#: the random sequences of examples 16 and 17: 2 sequences of 50 tokens, each repeated
+REPEATED = {"half_len": 50, "batch": 2, "seed": 0}
+#: the short sequences of the exact sweep (cheap enough to rerun the model once per head)
+SHORT_REPEATED = {"half_len": 20, "batch": 1, "seed": 1}
+#: the blocks of the exact sweep: the top induction heads' blocks and the block before them
+SWEEP_LAYERS = (16, 17, 18)
+
+
+def _arguments(**extra) -> dict:
+    from mha_ref.tutorial.smollm2.files import MODEL_FILE_SHA256
+    from mha_ref.tutorial.smollm2.texts import text_sha256
+
+    return {"model": MODEL_FILE_SHA256, "text": text_sha256("statements"), **extra}
+
+
+def _inputs(model) -> tuple[torch.Tensor, torch.Tensor]:
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    repeated = random_repeated_tokens(**REPEATED, vocab_size=model.config.vocab_size)
+    return repeated, model.tokenizer.encode(real_text("statements"))  # (2, 100), (L,)
+
+
+def heads_analysis() -> dict:
+    """Example 16's measurements: every head's four scores and the loss on each copy.
+
+    Returns:
+        dict: ``"scores"`` (see :func:`head_scores`), ``"copy_losses"`` ``(first, second)``,
+        ``"text_loss"`` (mean loss on the shipped text ``"statements"``), ``"repeated"``
+        ``(2, 100)`` and ``"text"`` ``(L,)``, the inputs.
+    """
+    return cached("smollm2_heads_analysis", _arguments(**REPEATED), _heads_analysis)
+
+
+def _heads_analysis() -> dict:
+    from mha_ref.tutorial.smollm2 import load_model
+
+    model = load_model("cpu")
+    repeated, text = _inputs(model)
+    with torch.no_grad():
+        text_loss = float(model.token_losses(text).mean())
+    return {
+        "scores": head_scores(model, repeated, text),
+        "copy_losses": copy_losses(model, repeated),
+        "text_loss": text_loss,
+        "repeated": repeated,
+        "text": text,
+    }
+
+
+def interventions_analysis(num_controls: int = 3) -> dict:
+    """Example 17's measurements: ablations of the top induction heads, of the previous-token
+    head before them (with control heads of its block), and the sweep exact vs attribution.
+
+    Args:
+        num_controls: other heads of the previous-token head's block, drawn with seed 0, each
+            ablated alone as a control.
+
+    Returns:
+        dict: ``"induction_heads"`` (the top 3), ``"single"`` and ``"together"``:
+        ``{mode: ...}`` with ``(second_copy_loss, text_loss)`` per head / for the three;
+        ``"clean"`` ``(second_copy_loss, text_loss)``; ``"previous_head"``, ``"controls"``,
+        ``"feeding"``: per ablated head ``(second_copy_loss, induction scores of the top 3)``;
+        ``"clean_induction"``; ``"exact"`` ``(len(SWEEP_LAYERS), heads)``, ``"attribution"``
+        ``(layers, heads)``; ``"short_clean"``, the short sequence's copy losses.
+    """
+    arguments = _arguments(**REPEATED, short=SHORT_REPEATED, sweep=list(SWEEP_LAYERS),
+                           controls=num_controls)
+    return cached("smollm2_interventions", arguments, lambda: _interventions(num_controls))
+
+
+def _losses(model, repeated, text) -> tuple[float, float]:
+    with torch.no_grad():
+        return copy_losses(model, repeated)[1], float(model.token_losses(text).mean())
+
+
+def _interventions(num_controls: int) -> dict:
+    from mha_ref.tutorial.smollm2 import load_model
+
+    model = load_model("cpu")
+    repeated, text = _inputs(model)
+    scores = heads_analysis()["scores"]
+    means = head_means(model, text)  # (layers, heads, head_dim), over the real text
+    induction = top_heads(scores["induction"], 3)
+    single, together = {}, {}
+    for mode in ABLATION_MODES:
+        single[mode] = {}
+        for head in induction:
+            with ablate_heads(model, [head], mode=mode, means=means):
+                single[mode][head] = _losses(model, repeated, text)
+        with ablate_heads(model, induction, mode=mode, means=means):
+            together[mode] = _losses(model, repeated, text)
+    # the strongest previous-token head in a block before every top induction head
+    first_layer = min(layer for layer, _ in induction)
+    earlier = scores["previous"].clone()
+    earlier[first_layer:] = -1.0
+    previous_head = top_heads(earlier, 1)[0]
+    generator = torch.Generator().manual_seed(0)
+    others = [h for h in range(model.config.num_heads) if h != previous_head[1]]
+    picks = torch.randperm(len(others), generator=generator)[:num_controls].tolist()
+    controls = [(previous_head[0], others[i]) for i in picks]
+    feeding = {}
+    for head in [previous_head, *controls]:
+        with torch.no_grad(), ablate_heads(model, [head]):
+            logits, weights = model(repeated, need_weights=True)  # (b, 2n, vocab), layers x ...
+        second = float(_second_copy_loss(logits, repeated))
+        half_len = REPEATED["half_len"]
+        scores_after = [float(induction_scores(weights[b], half_len)[h]) for b, h in induction]
+        feeding[head] = (second, scores_after)
+    short = random_repeated_tokens(**SHORT_REPEATED, vocab_size=model.config.vocab_size)
+    return {
+        "induction_heads": induction,
+        "clean": _losses(model, repeated, text),
+        "single": single,
+        "together": together,
+        "previous_head": previous_head,
+        "controls": controls,
+        "feeding": feeding,
+        "clean_induction": [float(scores["induction"][block, h]) for block, h in induction],
+        "exact": exact_effects(model, short, SWEEP_LAYERS),
+        "attribution": attribution_effects(model, short),
+        "short_clean": copy_losses(model, short),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# figure
+# ------------------------------------------------------------------------------------------------
+
+
+def plot_score_maps(
+    maps: Sequence[torch.Tensor],
+    titles: Sequence[str],
+    *,
+    xlabel: str,
+    ylabel: str,
+    colorbar_label: str,
+):
+    """Side-by-side heatmaps of per-head scores: rows blocks, columns heads, one colour scale.
+
+    Args:
+        maps: each ``(num_layers, num_heads)``, values in ``[0, 1]``.
+        titles: one per map, in any language.
+        xlabel, ylabel, colorbar_label: Keyword-only; labels.
+
+    Returns:
+        matplotlib.figure.Figure: the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from mha_ref.tutorial.fonts import use_cjk_font_for
+
+    use_cjk_font_for(*titles, xlabel, ylabel, colorbar_label)
+    fig, axes = plt.subplots(1, len(maps), figsize=(7.0, 4.8), layout="constrained", sharey=True)
+    for ax, values, title in zip(axes, maps, titles, strict=True):
+        image = ax.imshow(values.double().numpy(), cmap="viridis", vmin=0.0, vmax=1.0,
+                          aspect="auto")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_xticks(range(values.shape[1]))
+    axes[0].set_ylabel(ylabel)
+    fig.colorbar(image, ax=list(axes), label=colorbar_label)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# example 18: heads that share a key/value head, and attention sinks
+# ------------------------------------------------------------------------------------------------
+
+
+def pattern_similarity(weights: torch.Tensor) -> torch.Tensor:
+    """How alike the heads' attention patterns are: cosine similarity of their weight matrices.
+
+    Args:
+        weights: ``(num_heads, seq_len, seq_len)`` of one block on one text (causal, so the
+            entries above the diagonal are 0 in every head and add nothing).
+
+    Returns:
+        torch.Tensor: ``(num_heads, num_heads)``, in ``[0, 1]`` (weights are non-negative);
+        1 on the diagonal.
+    """
+    flat = weights.flatten(1).double()  # (heads, seq_len * seq_len)
+    flat = flat / flat.norm(dim=1, keepdim=True)
+    return (flat @ flat.T).float()  # (heads, heads)
+
+
+def group_similarities(similarity: torch.Tensor, num_kv_heads: int) -> tuple[float, float]:
+    """Mean similarity of head pairs in the same key/value group, and across groups.
+
+    Args:
+        similarity: ``(num_heads, num_heads)`` from :func:`pattern_similarity`.
+        num_kv_heads: groups; heads ``g * size .. (g + 1) * size - 1`` share key/value head
+            ``g``.
+
+    Returns:
+        tuple[float, float]: ``(within, across)``, each over the distinct pairs.
+    """
+    num_heads = similarity.shape[0]
+    group = torch.arange(num_heads) // (num_heads // num_kv_heads)  # (heads,)
+    same = group[:, None] == group[None, :]  # (heads, heads)
+    distinct = ~torch.eye(num_heads, dtype=torch.bool)  # (heads, heads)
+    return float(similarity[same & distinct].mean()), float(similarity[~same].mean())
+
+
+def _matched_controls(
+    chosen: Sequence[tuple[int, int]], num_heads: int, excluded: set, draws: int, seed: int
+) -> list[list[tuple[int, int]]]:
+    """``draws`` random sets of heads: as many per block as ``chosen`` has, none in ``excluded``."""
+    generator = torch.Generator().manual_seed(seed)
+    per_block: dict[int, int] = {}
+    for layer, _ in chosen:
+        per_block[layer] = per_block.get(layer, 0) + 1
+    sets = []
+    for _ in range(draws):
+        picked = []
+        for layer, count in sorted(per_block.items()):
+            free = [h for h in range(num_heads) if (layer, h) not in excluded]
+            order = torch.randperm(len(free), generator=generator)[:count].tolist()
+            picked += [(layer, free[i]) for i in order]
+        sets.append(picked)
+    return sets
+
+
+def sinks_analysis(num_ablated: int = 9, draws: int = 3) -> dict:
+    """Example 18's measurements: pattern similarity within and across key/value groups, each
+    head's output size, and the ablation of the strongest first-token heads beside controls.
+
+    Args:
+        num_ablated: how many heads with the highest first-token score are ablated together.
+        draws: random control sets of as many heads, drawn (seed 0) from the heads of the same
+            blocks whose first-token score is at most 0.5.
+
+    Returns:
+        dict: ``"within"``, ``"across"`` ``(num_layers,)``; ``"sinks"`` (the ablated heads);
+        ``"controls"`` (the control sets); ``"output_norm"`` ``(num_layers, num_heads)``, each
+        head's mean output norm on the text; ``"clean"`` (real-text loss); ``"ablated"``
+        ``{mode: loss}``; ``"control_losses"`` ``{mode: [loss per draw]}``.
+    """
+    arguments = _arguments(num_ablated=num_ablated, draws=draws)
+    return cached("smollm2_sinks", arguments, lambda: _sinks(num_ablated, draws))
+
+
+def _sinks(num_ablated: int, draws: int) -> dict:
+    from mha_ref.tutorial.smollm2 import load_model
+
+    model = load_model("cpu")
+    c = model.config
+    _, text = _inputs(model)
+    scores = heads_analysis()["scores"]
+    with torch.no_grad():
+        _, weights = model(text, need_weights=True)  # layers x (1, heads, L, L)
+    within, across = zip(
+        *(group_similarities(pattern_similarity(w[0]), c.num_kv_heads) for w in weights),
+        strict=True,
+    )
+    outputs = head_outputs(model, text)  # (layers, 1, L, heads, head_dim)
+    sinks = top_heads(scores["first"], num_ablated)
+    blocks = sorted({layer for layer, _ in sinks})
+    pool = [(b, h) for b in blocks for h in range(c.num_heads) if scores["first"][b, h] <= 0.5]
+    generator = torch.Generator().manual_seed(0)
+    controls = [
+        [pool[i] for i in torch.randperm(len(pool), generator=generator)[:num_ablated].tolist()]
+        for _ in range(draws)
+    ]
+    means = head_means(model, text)  # (layers, heads, head_dim)
+    ablated, control_losses = {}, {}
+    with torch.no_grad():
+        clean = float(model.token_losses(text).mean())
+        for mode in ABLATION_MODES:
+            with ablate_heads(model, sinks, mode=mode, means=means):
+                ablated[mode] = float(model.token_losses(text).mean())
+            control_losses[mode] = []
+            for heads in controls:
+                with ablate_heads(model, heads, mode=mode, means=means):
+                    control_losses[mode].append(float(model.token_losses(text).mean()))
+    return {
+        "within": torch.tensor(within),
+        "across": torch.tensor(across),
+        "sinks": sinks,
+        "controls": controls,
+        "output_norm": outputs.norm(dim=-1).mean(dim=(1, 2)),  # (layers, heads)
+        "clean": clean,
+        "ablated": ablated,
+        "control_losses": control_losses,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# example 19: loss against the position in a long real text, and in-context learning
+# ------------------------------------------------------------------------------------------------
+
+#: the long texts and how many of their first tokens example 19 uses
+ICL_TEXTS = ("execution_model", "import_statement")
+ICL_LEN = 512
+#: Olsson et al.'s in-context-learning score: loss late in the context minus loss early
+#: (their tokens 500 and 50; here means over windows of positions, to average the noise)
+EARLY = (40, 60)
+LATE = (400, 511)
+
+
+def icl_score(losses: torch.Tensor) -> float:
+    """Mean loss at positions ``LATE`` minus mean loss at ``EARLY`` (negative: it learned).
+
+    Args:
+        losses: ``(batch, seq_len - 1)`` from ``model.token_losses``, entry ``t`` the loss of
+            token ``t + 1``.
+
+    Returns:
+        float: nats per token.
+
+    Source:
+        Olsson et al. 2022, arXiv:2209.11895, Sec. 2 ("in-context learning score": the loss of
+        the 500th token minus the loss of the 50th, averaged over examples).
+    """
+    late = losses[:, LATE[0] : LATE[1]].mean()
+    early = losses[:, EARLY[0] : EARLY[1]].mean()
+    return float(late - early)
+
+
+def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
+    """Example 19's measurements: per-position loss on long texts, clean, with the induction
+    heads mean-ablated, and with matched control heads mean-ablated.
+
+    Args:
+        threshold: the induction heads are those whose induction score is above this.
+        draws: random control sets: as many heads per block as the induction heads, none of
+            them an induction head, drawn with seed 0.
+
+    Returns:
+        dict: ``"induction_heads"``; ``"controls"`` (the sets); ``"clean"``, ``"ablated"``
+        ``(batch, ICL_LEN - 1)`` losses and ``"control_losses"``, one such tensor per draw.
+    """
+    from mha_ref.tutorial.smollm2.texts import text_sha256
+
+    arguments = _arguments(
+        threshold=threshold, draws=draws, texts=[text_sha256(t) for t in ICL_TEXTS],
+        length=ICL_LEN,
+    )
+    return cached("smollm2_icl", arguments, lambda: _icl(threshold, draws))
+
+
+def _icl(threshold: float, draws: int) -> dict:
+    from mha_ref.tutorial.smollm2 import load_model
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    model = load_model("cpu")
+    _, reference = _inputs(model)
+    tokens = torch.stack(
+        [model.tokenizer.encode(real_text(name))[:ICL_LEN] for name in ICL_TEXTS]
+    )  # (texts, ICL_LEN)
+    scores = heads_analysis()["scores"]
+    chosen = [(int(l_), int(h)) for l_, h in (scores["induction"] > threshold).nonzero().tolist()]
+    controls = _matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
+    means = head_means(model, reference)  # (layers, heads, head_dim) over the short text
+    with torch.no_grad():
+        clean = model.token_losses(tokens)  # (texts, ICL_LEN - 1)
+        with ablate_heads(model, chosen, mode="mean", means=means):
+            ablated = model.token_losses(tokens)
+        control_losses = []
+        for heads in controls:
+            with ablate_heads(model, heads, mode="mean", means=means):
+                control_losses.append(model.token_losses(tokens))
+    return {
+        "induction_heads": chosen,
+        "controls": controls,
+        "tokens": tokens,
+        "clean": clean,
+        "ablated": ablated,
+        "control_losses": control_losses,
+    }
