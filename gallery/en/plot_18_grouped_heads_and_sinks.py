@@ -118,7 +118,9 @@ print(text_table(["mode", "sink heads ablated", "controls ablated (3 draws)"], r
 # %%
 # The sink heads' output is not smaller than the others' (the norms above), so in this model
 # a first-token head does not simply add nothing: the first token's value is not near zero,
-# and a head that looks mostly at it adds a nearly constant vector. Removing the nine strongest
+# and a head whose weight sits almost all on it adds almost the same vector at every position
+# (the first token's value through the head's rows of ``W^O``: that follows from the formula, it
+# is not measured here). Removing the nine strongest
 # sink heads costs a few hundredths of a nat: under zero ablation less than two of the three
 # control sets, under mean ablation (which keeps a constant output in place) more than all
 # three. What the constant is for, and what the first token itself is worth (removing it, or
