@@ -206,3 +206,50 @@ def test_no_notebook_cell_holds_rest_directives_or_roles(lang):
                 assert not _CJK_LINE_BREAK.search(text), (where, text[:300])
     assert seen >= 2 * len(course_ext.load_course()), seen  # each notebook, and in the zips
     assert answers >= 2 * len(course_ext.load_course()), answers
+
+
+# -- every example ends with a summary --------------------------------------------------------------
+SUMMARY_TITLE = {"en": "Summary", "zh_CN": "小结"}
+_SECTION = re.compile(r"^# (?P<title>\S.*)\n# -{2,}$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("name", sorted(course_ext.load_course()))
+def test_every_example_ends_with_a_summary(lang, name):
+    """The last section of every example is its summary (d2l's 小结): a few bullets that say
+    what the page showed, after the exercises."""
+    text = (ROOT / "gallery" / lang / f"{name}.py").read_text(encoding="utf-8")
+    titles = [m.group("title").strip() for m in _SECTION.finditer(text)]
+    assert titles and titles[-1] == SUMMARY_TITLE[lang], (name, titles[-3:])
+    body = text[list(_SECTION.finditer(text))[-1].end() :]
+    bullets = re.findall(r"^# [-*] ", body, re.MULTILINE)
+    assert 2 <= len(bullets) <= 8, f"{lang}/{name}: {len(bullets)} bullets in the summary"
+    assert not re.search(r"^[^#\s]", body, re.MULTILINE), f"{lang}/{name}: code after the summary"
+
+
+def test_formula_check_sees_doubled_backslashes_and_bare_commands():
+    assert course_ext.formula_problem(r"\\mathrm{KL}(P \\,\\|\\, Q)", display=False)
+    assert course_ext.formula_problem(r"mathrm{KL}(P \| Q)", display=False)
+    assert course_ext.formula_problem("a \\\\\\mathrm{b}", display=True)
+    assert course_ext.formula_problem(r"\mathrm{KL}(P \,\|\, \mathrm{softmax}(S))", display=False) is None
+    assert course_ext.formula_problem("a &= b \\\\\nc &= d", display=True) is None  # a line break
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_rendered_formula_holds_a_doubled_backslash(lang):
+    """The formulas MathJax reads (``\\(...\\)`` and ``\\[...\\]`` in the pages) pass the check."""
+    _built()
+    import html as html_lib
+
+    found = 0
+    for page in sorted((HTML / lang).rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        for inline in re.findall(r'<span class="math[^"]*">\\\((.*?)\\\)</span>', text, re.S):
+            found += 1
+            problem = course_ext.formula_problem(html_lib.unescape(inline), display=False)
+            assert problem is None, (page.relative_to(HTML), inline, problem)
+        for block in re.findall(r'<div class="math[^"]*">\s*\\\[(.*?)\\\]\s*</div>', text, re.S):
+            found += 1
+            problem = course_ext.formula_problem(html_lib.unescape(block), display=True)
+            assert problem is None, (page.relative_to(HTML), block, problem)
+    assert found > 20, found

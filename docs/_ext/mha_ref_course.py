@@ -772,6 +772,34 @@ def _replace_in_zip(archive: Path, files: dict[str, bytes]) -> None:
     tmp.replace(archive)
 
 
+# -- formulas: a doubled backslash is a formula MathJax cannot read -------------------------------
+# A ``:math:`` role in a gallery comment is not a Python string: ``\\mathrm`` there stays doubled,
+# and MathJax draws "mathrmKL(P, |, ...)". Any formula that holds a literal ``\\`` (inline, or in a
+# display before a letter, where it cannot be a line break) or ``mathrm`` without its backslash
+# fails the build (a warning, which the build treats as an error), naming the page and the formula.
+_DOUBLED = re.compile(r"\\\\")
+_DOUBLED_COMMAND = re.compile(r"\\\\[A-Za-z]")
+_BARE_COMMAND = re.compile(r"(?<!\\)\b(?:mathrm|mathbf|frac|sqrt|operatorname)\b")
+
+
+def formula_problem(latex: str, display: bool) -> str | None:
+    """What is wrong with a formula's LaTeX source, or ``None``."""
+    if (_DOUBLED_COMMAND if display else _DOUBLED).search(latex):
+        return "a doubled backslash (write one backslash; in a Python comment, ``\\`` is not an escape)"
+    bare = _BARE_COMMAND.search(latex)
+    if bare:
+        return f"{bare.group(0)!r} without its backslash"
+    return None
+
+
+def _check_formulas(app: Sphinx, doctree) -> None:
+    for node in doctree.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
+        latex = node.astext()
+        problem = formula_problem(latex, isinstance(node, nodes.math_block))
+        if problem:
+            logger.warning(f"formula {latex!r}: {problem}", location=node)
+
+
 # -- the architecture figure ---------------------------------------------------------------------
 _ARCH_TEXT = {
     "en": {
@@ -960,7 +988,8 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("mha-course-path", CoursePath)
     app.connect("config-inited", _check_course, priority=850)
     app.connect("source-read", _course_pages, priority=450)
-    app.connect("builder-inited", _clean_notebooks, priority=600)  # after sphinx-gallery's 500
+    app.connect("builder-inited", _clean_notebooks, priority=600)
+    app.connect("doctree-read", _check_formulas)  # after sphinx-gallery's 500
     app.connect("html-page-context", _page_context)
     app.connect("source-read", _example_page, priority=400)
     app.connect("build-finished", _ship_wheel)

@@ -387,3 +387,15 @@ for h in [1, 2, 4, 8]:
     module = MultiHeadAttentionFromScratch(embed_dim, h)
     print(f"num_heads={h}：head_dim={module.head_dim}，参数 {sum(p.numel() for p in module.parameters())} 个")
 print("4 * (embed_dim**2 + embed_dim) =", 4 * (embed_dim**2 + embed_dim))
+
+# %%
+# 小结
+# ----
+# - 因果注意力头让每个词元只对自己和之前的词元分配权重：对角线以上的权重恰好为 0，每一行之和为 1。
+# - ``MultiHeadAttentionWrapper`` 运行几个相互独立的头，把它们的输出拼接起来：每个词元得到
+#   ``num_heads * d_out`` 个特征，没有输出投影。
+# - 在 ``CausalAttention`` 和封装类里，``d_out`` 是一个头的宽度；在 ``CausalMultiHeadAttention`` 里，
+#   它是所有头加起来的宽度。
+# - 把各头的投影矩阵堆叠起来之后，批量计算的模块算出的结果与封装类相同，而每个投影只需一次矩阵乘法。
+# - ``torch.nn.MultiheadAttention`` 需要显式传入因果掩码，并且 ``True`` 表示屏蔽；从零写出的模块无论
+#   有没有掩码，都给出与它相同的输出。

@@ -237,3 +237,16 @@ both_extra = nn.MultiheadAttention(embed_dim, num_heads, add_bias_kv=True, add_z
 with torch.no_grad():
     _, w_extra = both_extra(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len + 2)
 print("x：", tuple(x.shape), " 逐头注意力权重：", tuple(w_extra.shape))
+
+# %%
+# 小结
+# ----
+# - ``batch_first`` 只改变输入和输出的布局；默认布局是 ``(seq_len, batch, embed_dim)``。
+# - 返回的权重默认对各头取平均，除非传入 ``average_attn_weights=False``；``need_weights=False``
+#   不返回权重，让 PyTorch 可以使用融合内核。
+# - 查询、键和值宽度相同时，三个输入投影打包在 ``in_proj_weight`` 里（依次是 Q、K、V 的行）；
+#   ``kdim`` 和 ``vdim`` 则换成三个独立的矩阵。
+# - ``add_bias_kv`` 和 ``add_zero_attn`` 各自增加一个所有查询都能关注的键。
+# - :class:`mha_ref.MultiHeadAttention` 的参数和 ``state_dict`` 的键都相同：``load_state_dict``、
+#   ``from_torch`` 和 ``to_torch`` 可以在两边来回搬运模块，表格逐个配置对照了它与 PyTorch 的输出和
+#   各头的权重。
