@@ -57,7 +57,7 @@ def install_command(wheel: str) -> str:
 
 def _wheel_inputs() -> list[Path]:
     files = sorted(p for p in (ROOT / "mha_ref").rglob("*") if p.is_file() and _packaged(p))
-    return [*files, ROOT / "pyproject.toml", ROOT / "README.md"]
+    return [*files, ROOT / "pyproject.toml", ROOT / "README.md", ROOT / "LICENSE"]
 
 
 def _packaged(path: Path) -> bool:
@@ -169,7 +169,12 @@ class WheelInstall(SphinxDirective):
         return [block]
 
 
+_VIEWPORT = re.compile(r'<meta name="viewport"[^>]*>\n?')
+
+
 def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    # docutils writes a viewport meta among the page's metatags; Sphinx's layout has its own
+    context["metatags"] = _VIEWPORT.sub("", context.get("metatags", ""))
     context["mha_wheel"] = wheel_name()
     context["mha_wheel_uri"] = wheel_uri(pagename)
     context["mha_wheel_install"] = install_command(wheel_name())
@@ -445,34 +450,69 @@ def html_escape(text: str) -> str:
 
 class CoursePath(SphinxDirective):
     """``{mha-course-path}``: a table of every example with its tier, prerequisites, reading
-    time and run time, core tier first."""
+    time and run time, core tier first. Built as nodes, so that it reads the same from a MyST
+    page and from a reST one."""
 
     has_content = False
+
+    def _ref(self, name: str, text: str | None = None):
+        from sphinx import addnodes
+
+        node = addnodes.pending_xref(
+            "",
+            refdomain="std",
+            reftype="ref",
+            reftarget=f"sphx_glr_auto_examples_{name}.py",
+            refexplicit=text is not None,
+            refwarn=True,
+            refdoc=self.env.docname,
+        )
+        node += nodes.inline(text or name, text or name, classes=["xref", "std", "std-ref"])
+        return node
 
     def run(self):
         lang = self.config.language or "en"
         course, words = load_course(), _WORDS[lang]
         self.env.note_dependency(str(COURSE_FILE))
         names = {example_number(n): n for n in course}
-        rows = []
+        widths = (40, 12, 20, 12, 16)
+        table = nodes.table(classes=["mha-course-path"])
+        group = nodes.tgroup(cols=len(widths))
+        table += group
+        group += [nodes.colspec(colwidth=w) for w in widths]
+
+        def row(cells):
+            tr = nodes.row()
+            for cell in cells:
+                entry = nodes.entry()
+                para = nodes.paragraph()
+                para += cell if isinstance(cell, list) else [nodes.Text(cell)]
+                entry += para
+                tr += entry
+            return tr
+
+        head = nodes.thead()
+        head += row(list(words["table"]))
+        body = nodes.tbody()
         for tier in TIERS:
             for name in sorted(n for n in course if course[n]["tier"] == tier):
                 entry = course[name]
-                needs = ", ".join(_example_ref(n, names, lang) for n in entry["needs"]) or "—"
-                rows.append(
+                needs: list = []
+                for i, need in enumerate(entry["needs"]):
+                    if i:
+                        needs.append(nodes.Text(", " if lang == "en" else "、"))
+                    needs.append(self._ref(names[need], str(need)))
+                body += row(
                     [
-                        f":ref:`sphx_glr_auto_examples_{name}.py`",
+                        [self._ref(name)],
                         words["tier"][tier],
-                        needs,
+                        needs or "—",
                         words["min"].format(n=entry["read_min"]),
                         run_band(entry["run_s"], words["run_short"]),
                     ]
                 )
-        lines = [".. list-table::", "   :header-rows: 1", "   :class: mha-course-path", ""]
-        for row in [list(words["table"]), *rows]:
-            lines.append(f"   * - {row[0]}")
-            lines += [f"     - {cell}" for cell in row[1:]]
-        return self.parse_text_to_nodes("\n".join(lines))
+        group += [head, body]
+        return [table]
 
 
 def _check_course(app: Sphinx, config: Config) -> None:
@@ -979,6 +1019,96 @@ class ArchitectureFigure(SphinxDirective):
         return [nodes.figure("", image, classes=["mha-architecture-figure"])]
 
 
+# -- discovery: description, OpenGraph, 404 page ------------------------------------------------
+#: where the site is published, when the build is told (``MHA_REF_SITE_URL``): absolute OpenGraph
+#: addresses and a sitemap then; without it, relative addresses and no sitemap (a sitemap needs
+#: absolute ones)
+SITE_URL_VARIABLE = "MHA_REF_SITE_URL"
+_NOT_FOUND = {
+    "en": (
+        "Page not found",
+        "<h1>Page not found</h1>\n\n<p>There is no page at this address. The "
+        '<a href="/en/index.html">start page</a> lists every page of the site, and the search '
+        "box above finds a word in all of them.</p>",
+    ),
+    "zh_CN": (
+        "找不到页面",
+        "<h1>找不到页面</h1>\n\n<p>这个地址上没有页面。<a href=\"/zh_CN/index.html\">首页</a>"
+        "列出了本站的全部页面，上方的搜索框可以在所有页面里查找一个词。</p>",
+    ),
+}
+
+
+def _configure_discovery(app: Sphinx, config: Config) -> None:
+    lang = config.language or "en"
+    site_url = os.environ.get(SITE_URL_VARIABLE, "").rstrip("/")
+    config.ogp_site_name = config.project
+    config.ogp_type = "website"
+    config.ogp_enable_meta_description = True  # <meta name="description">, from the page's text
+    config.ogp_social_cards = {"enable": False}  # no generated images
+    config.ogp_site_url = f"{site_url}/{lang}/" if site_url else ""
+    title, body = _NOT_FOUND[lang]
+    config.notfound_context = {"title": title, "body": body}
+    config.notfound_urls_prefix = f"/{lang}/"
+    if site_url:
+        app.setup_extension("sphinx_sitemap")
+        config.html_baseurl = f"{site_url}/{lang}/"
+        config.sitemap_url_scheme = "{link}"
+
+
+_FIRST_PARAGRAPH = re.compile(r"^=+\n\n(?P<text>(?:.+\n)+)", re.MULTILINE)
+
+
+def page_description(rst: str, lang: str) -> str | None:
+    """The first paragraph under an example page's title, as plain text on one line."""
+    match = _FIRST_PARAGRAPH.search(rst)
+    if match is None:
+        return None
+    text = match.group("text")
+    text = RST_ROLE.sub(lambda m: role_to_code(m).strip("`"), text)
+    text = text.replace("``", "").replace("\\ ", "").replace("**", "").replace("*", "")
+    if lang == "zh_CN":
+        from mha_ref_site import _CJK_LINE_BREAK
+
+        text = _CJK_LINE_BREAK.sub("", text)
+    return " ".join(text.split())
+
+
+def _describe_example(app: Sphinx, docname: str, source: list[str]) -> None:
+    """An example page's description (meta description and og:description) is its
+    introduction, not the notes the build puts under its title."""
+    if not docname.startswith("auto_examples/plot_"):
+        return
+    text = page_description(source[0], app.config.language or "en")
+    if text:
+        source[0] = f".. meta::\n   :description: {text}\n\n" + source[0]
+        source[0] = f":og:description: {text}\n\n" + source[0]
+
+
+_OG_URL = re.compile(r'<meta property="og:url" content="[^"]*" />\n?')
+_DESCRIPTION = re.compile(r'(<meta (?:name="description"|property="og:description") content=")([^"]*)(")')
+_CONTENT_DESCRIPTION = re.compile(r'(<meta content=")([^"]*)(" name="description" />)')
+
+
+def _tidy_head(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """After OpenGraph's tags: no og:url without the site's address (a relative one would be
+    read against the page's own address), and Chinese descriptions without the spaces the
+    text extraction puts between Chinese words (as the page itself shows them)."""
+    tags = context.get("metatags", "")
+    if not os.environ.get(SITE_URL_VARIABLE):
+        tags = _OG_URL.sub("", tags)
+    if (app.config.language or "en") == "zh_CN":
+        from mha_ref_site import _CJK, _FULL_WIDTH
+
+        spaces = re.compile(rf"(?<={_CJK})\s+(?={_CJK})|(?<={_FULL_WIDTH})\s+|\s+(?={_FULL_WIDTH})")
+
+        def join(match: re.Match) -> str:
+            return match.group(1) + spaces.sub("", match.group(2)) + match.group(3)
+
+        tags = _CONTENT_DESCRIPTION.sub(join, _DESCRIPTION.sub(join, tags))
+    context["metatags"] = tags
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _build_wheel, priority=800)
     app.add_role("mha-wheel", WheelRole())
@@ -989,7 +1119,13 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _check_course, priority=850)
     app.connect("source-read", _course_pages, priority=450)
     app.connect("builder-inited", _clean_notebooks, priority=600)
-    app.connect("doctree-read", _check_formulas)  # after sphinx-gallery's 500
+    app.connect("doctree-read", _check_formulas)
+    app.setup_extension("sphinxext.opengraph")
+    app.setup_extension("notfound.extension")
+    app.connect("config-inited", _configure_discovery, priority=860)
+    app.connect("html-page-context", _tidy_head, priority=900)  # after sphinxext-opengraph's
+    app.connect("source-read", _describe_example, priority=300)  # on the page as sphinx-gallery wrote it
+    app.add_css_file("mha-print.css")  # docs/_static: code and output lines wrap on paper  # after sphinx-gallery's 500
     app.connect("html-page-context", _page_context)
     app.connect("source-read", _example_page, priority=400)
     app.connect("build-finished", _ship_wheel)
