@@ -1095,6 +1095,10 @@ def _tidy_head(app: Sphinx, pagename: str, templatename: str, context: dict, doc
     read against the page's own address), and Chinese descriptions without the spaces the
     text extraction puts between Chinese words (as the page itself shows them)."""
     tags = context.get("metatags", "")
+    if pagename == "404" and 'name="description"' not in tags:  # no doctree: no OpenGraph tags
+        title = _NOT_FOUND[app.config.language or "en"][0]
+        text = html_escape(f"{title}: {re.sub(r'<[^>]+>', '', _NOT_FOUND[app.config.language or 'en'][1].split('</h1>')[1]).strip()}")
+        tags += f'<meta name="description" content="{text}" />\n'
     if not os.environ.get(SITE_URL_VARIABLE):
         tags = _OG_URL.sub("", tags)
     if (app.config.language or "en") == "zh_CN":
