@@ -17,7 +17,7 @@
 # 逐词对照：Your（你的）、journey（旅程）、starts（开始）、with（以）、one（一）、
 # step（步）。六个词元各有一个 3 维嵌入（沿用本例所依据的教材中手选的小数值；教材是 S. Raschka 的
 # *Build a Large Language Model (From Scratch)* 第 3 章）。
-# 实际的批次里有多个序列，所以这里的批次是同一句话的两份拷贝，形状为
+# 实际的批次里有多个序列，所以这里的批次是同一句话的两份副本，形状为
 # ``(batch, num_tokens, d_in)``。
 
 import matplotlib.pyplot as plt
@@ -257,7 +257,7 @@ plt.show()
 # ``torch.nn.MultiheadAttention`` 只把 ``is_causal`` 当作一个提示：掩码本身必须放进
 # ``attn_mask``，而且要用它自己的约定——``True`` 表示 **屏蔽**。``allowed_to_blocked`` 把
 # ``causal_mask`` （``True`` 表示可以关注）翻转成这种约定。``to_torch`` 把我们的模块
-# 连同权重复制成一个 PyTorch 模块。
+# 连同参数复制成一个 PyTorch 模块。
 
 torch_mha = mha.to_torch()
 blocked = allowed_to_blocked(causal_mask(context_length, device=device))  # (num_tokens, num_tokens)
