@@ -48,7 +48,10 @@ def test_every_page_has_one_viewport_and_one_description(lang):
         head = _head(page)
         where = page.relative_to(HTML)
         assert len(re.findall(r'<meta name="viewport"', head)) == 1, where
-        descriptions = re.findall(r'<meta (?:content="([^"]*)" name="description"|name="description" content="([^"]*)")', head)
+        descriptions = re.findall(
+            r'<meta (?:content="([^"]*)" name="description"|name="description" content="([^"]*)")',
+            head,
+        )
         assert len(descriptions) == 1, (where, descriptions)
         text = "".join(descriptions[0])
         assert len(text) > 40, (where, text)
@@ -84,7 +87,8 @@ def test_every_page_names_its_alternates_in_both_languages(lang):
         assert set(links) == {"en", "zh-CN", "x-default"}, (page.relative_to(HTML), links)
         for code, href in links.items():
             # the 404 page's links are absolute: from the site's root, build/html
-            target = (HTML / href.lstrip("/") if href.startswith("/") else page.parent / href).resolve()
+            target = HTML / href.lstrip("/") if href.startswith("/") else page.parent / href
+            target = target.resolve()
             assert target.is_file(), (page.relative_to(HTML), code, href)
         own = links[lang.replace("_", "-")]
         own = HTML / own.lstrip("/") if own.startswith("/") else page.parent / own

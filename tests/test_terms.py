@@ -33,7 +33,11 @@ RULES = {
     # repeated segment (examples 10 and 20, the induction lab's docstrings): see IN_CONTEXT
     "tokens that are not the repeated segment": ("无关词元", r"填充词元", "填充 means padding"),
     # parameters are 参数; 权重 alone means the attention weights (the softmax's output)
-    "the module's parameters": ("参数", r"(复制|迁移|搬运|载入|加载|拷贝)(同一组)?权重|连同权重|权重随机|权重(可以)?在两者之间", "权重 is the attention weights"),
+    "the module's parameters": (
+        "参数",
+        r"(复制|迁移|搬运|载入|加载|拷贝)(同一组)?权重|连同权重|权重随机|权重(可以)?在两者之间",
+        "权重 is the attention weights",
+    ),
 }
 
 #: rules that apply only in a paragraph that matches this pattern
@@ -48,7 +52,8 @@ def violations(text: str) -> list[str]:
         context = IN_CONTEXT.get(concept)
         for match in re.finditer(variants, text):
             if context:
-                start = max((m.end() for m in _PARAGRAPH.finditer(text, 0, match.start())), default=0)
+                before = _PARAGRAPH.finditer(text, 0, match.start())
+                start = max((m.end() for m in before), default=0)
                 following = _PARAGRAPH.search(text, match.end())
                 paragraph = text[start : following.start() if following else len(text)]
                 if not re.search(context, paragraph):
@@ -90,5 +95,6 @@ def test_the_rules_see_what_they_forbid():
 
 def test_the_glossary_says_rows_of_w_o():
     for path, word in ((GLOSSARY, "行"), (ROOT / "docs" / "en" / "glossary.md", "rows")):
-        row = next(line for line in path.read_text(encoding="utf-8").splitlines() if "OV" in line and "W^O" in line)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        row = next(line for line in lines if "OV" in line and "W^O" in line)
         assert word in row, row

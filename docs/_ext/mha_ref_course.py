@@ -534,7 +534,8 @@ def _course_pages(app: Sphinx, docname: str, source: list[str]) -> None:
         app.env.note_dependency(str(COURSE_FILE))
         name = docname.split("/", 1)[1]
         line = course_header(name, load_course(), lang)
-        source[0] = _insert_after_title(source[0], f"\n\n.. rst-class:: mha-course-meta\n\n{line}\n\n")
+        note = f"\n\n.. rst-class:: mha-course-meta\n\n{line}\n\n"
+        source[0] = _insert_after_title(source[0], note)
 
 
 # -- example pages: how to install, and answers folded with their code --------------------------
@@ -651,12 +652,14 @@ _FIRST_CELL = {
     ),
     "zh_CN": (
         "# 本笔记本需要 Python 3.11 或更新版本，以及 mha_ref 包及其 tutorial 附加依赖（numpy、\n"
-        "# matplotlib 和中文字体）。示例在 CPU 上就能运行，所以先安装只含 CPU 的 PyTorch（约 0.2 GB；\n"
+        "# matplotlib 和中文字体）。示例在 CPU 上就能运行，\n"
+        "# 所以先安装只含 CPU 的 PyTorch（约 0.2 GB；\n"
         "# 在 Linux 上直接安装这个包会拉取约 5.6 GB 的 CUDA 版 PyTorch）：\n"
         "#     {torch_command}\n"
         "# 再在本笔记本所在的示例页面（下载区）下载这个包的 wheel 文件 {wheel}，然后安装：\n"
         "#     python -m pip install \"{wheel}[tutorial]\"\n"
-        "# （在笔记本里：%pip install ...，然后重启内核）。本笔记本对应的页面由 torch {torch} 构建。\n"
+        "# （在笔记本里：%pip install ...，然后重启内核）。\n"
+        "# 本笔记本对应的页面由 torch {torch} 构建。\n"
     ),
 }
 _FIRST_CELL_CHECK = {
@@ -825,7 +828,10 @@ _BARE_COMMAND = re.compile(r"(?<!\\)\b(?:mathrm|mathbf|frac|sqrt|operatorname)\b
 def formula_problem(latex: str, display: bool) -> str | None:
     """What is wrong with a formula's LaTeX source, or ``None``."""
     if (_DOUBLED_COMMAND if display else _DOUBLED).search(latex):
-        return "a doubled backslash (write one backslash; in a Python comment, ``\\`` is not an escape)"
+        return (
+            "a doubled backslash: write one (a gallery text cell is a Python comment, not a "
+            "string, so a backslash there escapes nothing)"
+        )
     bare = _BARE_COMMAND.search(latex)
     if bare:
         return f"{bare.group(0)!r} without its backslash"
@@ -1086,7 +1092,9 @@ def _describe_example(app: Sphinx, docname: str, source: list[str]) -> None:
 
 
 _OG_URL = re.compile(r'<meta property="og:url" content="[^"]*" />\n?')
-_DESCRIPTION = re.compile(r'(<meta (?:name="description"|property="og:description") content=")([^"]*)(")')
+_DESCRIPTION = re.compile(
+    r'(<meta (?:name="description"|property="og:description") content=")([^"]*)(")'
+)
 _CONTENT_DESCRIPTION = re.compile(r'(<meta content=")([^"]*)(" name="description" />)')
 
 
@@ -1096,8 +1104,9 @@ def _tidy_head(app: Sphinx, pagename: str, templatename: str, context: dict, doc
     text extraction puts between Chinese words (as the page itself shows them)."""
     tags = context.get("metatags", "")
     if pagename == "404" and 'name="description"' not in tags:  # no doctree: no OpenGraph tags
-        title = _NOT_FOUND[app.config.language or "en"][0]
-        text = html_escape(f"{title}: {re.sub(r'<[^>]+>', '', _NOT_FOUND[app.config.language or 'en'][1].split('</h1>')[1]).strip()}")
+        title, body = _NOT_FOUND[app.config.language or "en"]
+        text = re.sub(r"<[^>]+>", "", body.split("</h1>")[1]).strip()
+        text = html_escape(f"{title}: {text}")
         tags += f'<meta name="description" content="{text}" />\n'
     if not os.environ.get(SITE_URL_VARIABLE):
         tags = _OG_URL.sub("", tags)
@@ -1122,14 +1131,15 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("mha-course-path", CoursePath)
     app.connect("config-inited", _check_course, priority=850)
     app.connect("source-read", _course_pages, priority=450)
-    app.connect("builder-inited", _clean_notebooks, priority=600)
+    app.connect("builder-inited", _clean_notebooks, priority=600)  # after sphinx-gallery's 500
     app.connect("doctree-read", _check_formulas)
     app.setup_extension("sphinxext.opengraph")
     app.setup_extension("notfound.extension")
     app.connect("config-inited", _configure_discovery, priority=860)
     app.connect("html-page-context", _tidy_head, priority=900)  # after sphinxext-opengraph's
-    app.connect("source-read", _describe_example, priority=300)  # on the page as sphinx-gallery wrote it
-    app.add_css_file("mha-print.css")  # docs/_static: code and output lines wrap on paper  # after sphinx-gallery's 500
+    # the introduction as sphinx-gallery wrote it, before the notes under the title
+    app.connect("source-read", _describe_example, priority=300)
+    app.add_css_file("mha-print.css")  # docs/_static: code and output lines wrap on paper
     app.connect("html-page-context", _page_context)
     app.connect("source-read", _example_page, priority=400)
     app.connect("build-finished", _ship_wheel)
