@@ -1140,6 +1140,7 @@ def setup(app: Sphinx) -> dict:
     # the introduction as sphinx-gallery wrote it, before the notes under the title
     app.connect("source-read", _describe_example, priority=300)
     app.add_css_file("mha-print.css")  # docs/_static: code and output lines wrap on paper
+    app.add_css_file("mha-course.css")  # docs/_static: the course path's lines and table
     app.connect("html-page-context", _page_context)
     app.connect("source-read", _example_page, priority=400)
     app.connect("build-finished", _ship_wheel)
