@@ -153,6 +153,8 @@ def test_example_pages_print_the_cpu_first_install(lang):
         assert note, path.name
         text = _text(note.group(1))
         assert TORCH_CPU_COMMAND in text and "3.11" in text and built_torch() in text, path.name
+        sidebar = re.findall(r'<code class="mha-wheel-command">(.*?)</code>', page, re.S)
+        assert sidebar and sidebar[0] == TORCH_CPU_COMMAND, (path.name, sidebar)  # CPU first
 
 
 # -- notebooks: no reST in what Jupyter shows -----------------------------------------------------

@@ -178,6 +178,7 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
     context["mha_wheel"] = wheel_name()
     context["mha_wheel_uri"] = wheel_uri(pagename)
     context["mha_wheel_install"] = install_command(wheel_name())
+    context["mha_torch_cpu_install"] = TORCH_CPU_COMMAND
 
 
 def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
