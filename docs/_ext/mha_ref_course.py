@@ -57,7 +57,7 @@ def install_command(wheel: str) -> str:
 
 def _wheel_inputs() -> list[Path]:
     files = sorted(p for p in (ROOT / "mha_ref").rglob("*") if p.is_file() and _packaged(p))
-    return [*files, ROOT / "pyproject.toml", ROOT / "README.md"]
+    return [*files, ROOT / "pyproject.toml", ROOT / "README.md", ROOT / "LICENSE"]
 
 
 def _packaged(path: Path) -> bool:
@@ -169,10 +169,16 @@ class WheelInstall(SphinxDirective):
         return [block]
 
 
+_VIEWPORT = re.compile(r'<meta name="viewport"[^>]*>\n?')
+
+
 def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    # docutils writes a viewport meta among the page's metatags; Sphinx's layout has its own
+    context["metatags"] = _VIEWPORT.sub("", context.get("metatags", ""))
     context["mha_wheel"] = wheel_name()
     context["mha_wheel_uri"] = wheel_uri(pagename)
     context["mha_wheel_install"] = install_command(wheel_name())
+    context["mha_torch_cpu_install"] = TORCH_CPU_COMMAND
 
 
 def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
@@ -198,20 +204,378 @@ def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
             zipped.writestr(info, data)
 
 
+# -- installing: CPU-only torch first, then the wheel ------------------------------------------
+#: PyTorch's own index of CPU-only wheels (Linux, Windows and macOS)
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: the command that installs a CPU-only torch before the wheel (so pip keeps it)
+TORCH_CPU_COMMAND = f"python -m pip install torch --index-url {TORCH_CPU_INDEX}"
+
+
+def built_torch() -> str:
+    """The version of torch that built these pages (``2.13.0+cpu``), read at build time."""
+    import torch
+
+    return torch.__version__
+
+
+def install_commands(wheel: str) -> list[str]:
+    """The CPU-first recipe: a CPU-only torch from PyTorch's index, then the wheel."""
+    return [TORCH_CPU_COMMAND, install_command(wheel)]
+
+
+# The sizes are approximate downloads on Linux x86-64 (a CPU-only torch wheel is about 0.2 GB;
+# the default torch from PyPI brings CUDA, cuDNN, NCCL and triton wheels, about 5.6 GB in all).
+_RECIPE_TEXT = {
+    "en": (
+        "It needs Python 3.11 or newer. Install a CPU-only PyTorch from PyTorch's own wheel index "
+        "first (a download of about 0.2 GB), then the package: on Linux, installing the package "
+        "alone pulls the default CUDA build of PyTorch, about 5.6 GB, which the examples do not "
+        "need (on macOS and Windows the default build is already CPU-only). "
+        "These pages were built with torch {torch}."
+    ),
+    "zh_CN": (
+        "需要 Python 3.11 或更新版本。先从 PyTorch 自己的 wheel 索引安装只含 CPU 的 PyTorch"
+        "（下载约 0.2 GB），再安装这个包：在 Linux 上直接安装这个包会拉取默认的 CUDA 版 PyTorch，"
+        "约 5.6 GB，而这些示例用不到它（macOS 和 Windows 上的默认版本本来就只含 CPU）。"
+        "本站页面由 torch {torch} 构建。"
+    ),
+}
+
+
+def recipe_text(lang: str) -> str:
+    """One paragraph: Python version, the two routes' sizes, and the torch that built the pages."""
+    return _RECIPE_TEXT[lang].format(torch=built_torch())
+
+
+class InstallRecipe(SphinxDirective):
+    """``{mha-install-recipe}``: the recipe's paragraph, then its commands (and the directive's
+    own lines) as one bash block."""
+
+    has_content = True
+
+    def run(self):
+        lang = self.config.language or "en"
+        para = nodes.paragraph(classes=["mha-install-recipe"])
+        para += nodes.Text(recipe_text(lang))
+        lines = [*install_commands(wheel_name()), *self.content]
+        block = nodes.literal_block("\n".join(lines), "\n".join(lines))
+        block["language"] = "bash"
+        return [para, block]
+
+
+# -- the course path: tier, prerequisites, reading time and run time of every example ---------
+COURSE_FILE = Path(__file__).with_name("course.toml")
+TIERS = ("core", "advanced")
+_EXAMPLE_NAME = re.compile(r"^plot_(\d+)_\w+$")
+
+
+def load_course(path: Path = COURSE_FILE) -> dict[str, dict]:
+    """The entries of ``course.toml``, by example name (``plot_01_shapes``), each checked.
+
+    Raises:
+        ValueError: an entry with a bad name, tier, ``needs``, ``read_min`` or ``run_s``.
+    """
+    import tomllib
+
+    course = tomllib.loads(path.read_text(encoding="utf-8"))
+    problems = []
+    for name, entry in course.items():
+        where = f"{path.name} [{name}]"
+        if not _EXAMPLE_NAME.match(name):
+            problems.append(f"{where}: not an example's name (expected plot_NN_<words>)")
+            continue
+        if entry.get("tier") not in TIERS:
+            problems.append(f"{where}: tier = {entry.get('tier')!r}, expected one of {TIERS}")
+        needs = entry.get("needs")
+        if not isinstance(needs, list) or not all(isinstance(n, int) for n in needs):
+            problems.append(f"{where}: needs = {needs!r}, expected a list of example numbers")
+        for key in ("read_min", "run_s"):
+            value = entry.get(key)
+            if not isinstance(value, int) or value <= 0:
+                problems.append(f"{where}: {key} = {value!r}, expected a positive whole number")
+    if problems:
+        raise ValueError("\n".join(problems))
+    return course
+
+
+def example_number(name: str) -> int:
+    """``plot_01_shapes`` -> 1."""
+    return int(_EXAMPLE_NAME.match(name).group(1))
+
+
+def check_course(course: dict[str, dict], examples: list[str]) -> None:
+    """Every example has an entry, every entry an example, and every prerequisite comes first.
+
+    Raises:
+        ValueError: listing each example without an entry, each entry without an example, and
+            each prerequisite that names no example or one that does not come before it.
+    """
+    problems = [
+        f"example {name} has no entry in {COURSE_FILE.name}: add a [{name}] table "
+        f"(tier, needs, read_min, run_s)"
+        for name in sorted(set(examples) - set(course))
+    ]
+    problems += [
+        f"{COURSE_FILE.name} [{name}] names no example (no gallery/<lang>/{name}.py): "
+        f"remove it or rename it"
+        for name in sorted(set(course) - set(examples))
+    ]
+    numbers = {example_number(name) for name in examples}
+    for name in sorted(set(course) & set(examples)):
+        for need in course[name]["needs"]:
+            if need not in numbers or need >= example_number(name):
+                problems.append(
+                    f"{COURSE_FILE.name} [{name}]: needs = {course[name]['needs']}, but {need} "
+                    f"is not an example that comes before it"
+                )
+    if problems:
+        raise ValueError("\n".join(problems))
+
+
+def gallery_examples(lang: str) -> list[str]:
+    """The example names of a language's gallery (``gallery/<lang>/plot_*.py``)."""
+    return sorted(p.stem for p in (ROOT / "gallery" / lang).glob("plot_*.py"))
+
+
+_WORDS = {
+    "en": {
+        "tier": {"core": "Core", "advanced": "Advanced"},
+        "tier_long": {"core": "Core tier", "advanced": "Advanced tier"},
+        "needs": "needs {refs}",
+        "needs_none": "no prerequisite",
+        "example": "example",
+        "read": "about {n} min read",
+        "run": {
+            5: "runs in a few seconds on 2 CPU cores",
+            30: "runs in under half a minute on 2 CPU cores",
+            90: "runs in about a minute on 2 CPU cores",
+            None: "runs for a few minutes on 2 CPU cores",
+        },
+        "sep": " · ",
+        "table": ("Example", "Tier", "Needs", "Reading", "Run time (2 CPU cores)"),
+        "min": "{n} min",
+        "run_short": {5: "seconds", 30: "< 30 s", 90: "about 1 min", None: "minutes"},
+    },
+    "zh_CN": {
+        "tier": {"core": "核心", "advanced": "进阶"},
+        "tier_long": {"core": "核心部分", "advanced": "进阶部分"},
+        # an escaped space (removed from the output) lets the role start after a Han character
+        "needs": "先读\\ {refs}",
+        "needs_none": "无需先读其他示例",
+        "example": "示例",
+        "read": "阅读约 {n} 分钟",
+        "run": {
+            5: "在 2 个 CPU 核心上运行几秒钟",
+            30: "在 2 个 CPU 核心上运行不到半分钟",
+            90: "在 2 个 CPU 核心上运行约一分钟",
+            None: "在 2 个 CPU 核心上运行几分钟",
+        },
+        "sep": " · ",
+        "table": ("示例", "层级", "先读", "阅读", "运行时间（2 个 CPU 核心）"),
+        "min": "{n} 分钟",
+        "run_short": {5: "几秒", 30: "< 30 秒", 90: "约 1 分钟", None: "几分钟"},
+    },
+}
+
+
+def run_band(seconds: int, bands: dict) -> str:
+    """The coarse band a run time falls in (the pages never print the measured seconds)."""
+    for limit, words in bands.items():
+        if limit is not None and seconds <= limit:
+            return words
+    return bands[None]
+
+
+def _example_ref(number: int, names: dict[int, str], lang: str) -> str:
+    word = _WORDS[lang]["example"]
+    return f":ref:`{word} {number} <sphx_glr_auto_examples_{names[number]}.py>`"
+
+
+def _needs_rst(entry: dict, names: dict[int, str], lang: str) -> str:
+    words = _WORDS[lang]
+    refs = [_example_ref(n, names, lang) for n in entry["needs"]]
+    if not refs:
+        return words["needs_none"]
+    if lang == "zh_CN":
+        joined = "、".join(refs)
+    else:
+        joined = refs[0] if len(refs) == 1 else ", ".join(refs[:-1]) + " and " + refs[-1]
+    return words["needs"].format(refs=joined)
+
+
+def course_header(name: str, course: dict, lang: str) -> str:
+    """The reST line under an example's title: tier, prerequisites, reading and run time."""
+    entry, words = course[name], _WORDS[lang]
+    names = {example_number(n): n for n in course}
+    parts = [
+        f"**{words['tier_long'][entry['tier']]}**",
+        _needs_rst(entry, names, lang),
+        words["read"].format(n=entry["read_min"]),
+        run_band(entry["run_s"], words["run"]),
+    ]
+    return words["sep"].join(parts)
+
+
+def card_meta(name: str, course: dict, lang: str) -> str:
+    """The line of plain text a gallery card shows under its title."""
+    entry, words = course[name], _WORDS[lang]
+    needs = ", ".join(str(n) for n in entry["needs"])
+    parts = [words["tier"][entry["tier"]], words["min"].format(n=entry["read_min"])]
+    if needs:
+        parts.append(("needs " + needs) if lang == "en" else ("先读 " + needs.replace(", ", "、")))
+    return words["sep"].join(parts)
+
+
+_CARD_TITLE = re.compile(
+    r'^(?P<indent>[ ]*)<div class="sphx-glr-thumbnail-title">.*</div>\n', re.MULTILINE
+)
+_CARD_DOC = re.compile(r":doc:`/auto_examples/(?P<name>plot_\w+)`")
+
+
+def add_card_meta(rst: str, course: dict, lang: str) -> str:
+    """Under each gallery card's title, the example's tier, reading time and prerequisites."""
+    out, cursor = [], 0
+    for doc in _CARD_DOC.finditer(rst):
+        title = _CARD_TITLE.search(rst, doc.end())
+        if title is None or doc.group("name") not in course:
+            continue
+        out.append(rst[cursor : title.end()])
+        meta = html_escape(card_meta(doc.group("name"), course, lang))
+        out.append(f'{title.group("indent")}<div class="mha-card-meta">{meta}</div>\n')
+        cursor = title.end()
+    out.append(rst[cursor:])
+    return "".join(out)
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+class CoursePath(SphinxDirective):
+    """``{mha-course-path}``: a table of every example with its tier, prerequisites, reading
+    time and run time, core tier first. Built as nodes, so that it reads the same from a MyST
+    page and from a reST one."""
+
+    has_content = False
+
+    def _ref(self, name: str, text: str | None = None):
+        from sphinx import addnodes
+
+        node = addnodes.pending_xref(
+            "",
+            refdomain="std",
+            reftype="ref",
+            reftarget=f"sphx_glr_auto_examples_{name}.py",
+            refexplicit=text is not None,
+            refwarn=True,
+            refdoc=self.env.docname,
+        )
+        node += nodes.inline(text or name, text or name, classes=["xref", "std", "std-ref"])
+        return node
+
+    def run(self):
+        lang = self.config.language or "en"
+        course, words = load_course(), _WORDS[lang]
+        self.env.note_dependency(str(COURSE_FILE))
+        names = {example_number(n): n for n in course}
+        widths = (40, 12, 20, 12, 16)
+        table = nodes.table(classes=["mha-course-path"])
+        group = nodes.tgroup(cols=len(widths))
+        table += group
+        group += [nodes.colspec(colwidth=w) for w in widths]
+
+        def row(cells):
+            tr = nodes.row()
+            for cell in cells:
+                entry = nodes.entry()
+                para = nodes.paragraph()
+                para += cell if isinstance(cell, list) else [nodes.Text(cell)]
+                entry += para
+                tr += entry
+            return tr
+
+        head = nodes.thead()
+        head += row(list(words["table"]))
+        body = nodes.tbody()
+        for tier in TIERS:
+            for name in sorted(n for n in course if course[n]["tier"] == tier):
+                entry = course[name]
+                needs: list = []
+                for i, need in enumerate(entry["needs"]):
+                    if i:
+                        needs.append(nodes.Text(", " if lang == "en" else "、"))
+                    needs.append(self._ref(names[need], str(need)))
+                body += row(
+                    [
+                        [self._ref(name)],
+                        words["tier"][tier],
+                        needs or "—",
+                        words["min"].format(n=entry["read_min"]),
+                        run_band(entry["run_s"], words["run_short"]),
+                    ]
+                )
+        group += [head, body]
+        return [table]
+
+
+def _check_course(app: Sphinx, config: Config) -> None:
+    try:
+        check_course(load_course(), gallery_examples(config.language or "en"))
+    except ValueError as error:
+        raise ExtensionError(f"the course path (docs/_ext/{COURSE_FILE.name}):\n{error}") from None
+
+
+def _course_pages(app: Sphinx, docname: str, source: list[str]) -> None:
+    """The course path on the examples' index (each card) and each example's page (its header)."""
+    lang = app.config.language or "en"
+    if docname == "auto_examples/index":
+        app.env.note_dependency(str(COURSE_FILE))
+        source[0] = add_card_meta(source[0], load_course(), lang)
+    elif docname.startswith("auto_examples/plot_"):
+        from mha_ref_site import _insert_after_title
+
+        app.env.note_dependency(str(COURSE_FILE))
+        name = docname.split("/", 1)[1]
+        line = course_header(name, load_course(), lang)
+        note = f"\n\n.. rst-class:: mha-course-meta\n\n{line}\n\n"
+        source[0] = _insert_after_title(source[0], note)
+
+
 # -- example pages: how to install, and answers folded with their code --------------------------
 _INSTALL_NOTE = {
     "en": (
-        "To run this example on your machine, first install the ``mha_ref`` package it "
-        "imports: download :mha-wheel:`{wheel}` (built from the same commit as this page) and, "
-        "in the folder where you saved it, run ``{command}``."
+        "To run this example on your machine, first install a CPU-only PyTorch with "
+        "``{torch_command}`` (about 0.2 GB; installing the package alone pulls, on Linux, the "
+        "CUDA build of about 5.6 GB), then the ``mha_ref`` package it imports: download "
+        ":mha-wheel:`{wheel}` (built from the same commit as this page) and, in the folder where "
+        "you saved it, run ``{command}``. It needs Python 3.11 or newer; this page was built "
+        "with torch {torch}."
     ),
     "zh_CN": (
         # reST ends inline markup only before a space or some punctuation, not before "（":
         # an escaped space (removed from the output) ends the role instead
-        "要在自己的电脑上运行这个示例，先安装它导入的 ``mha_ref`` 包：下载 :mha-wheel:`{wheel}`\\ "
+        "要在自己的电脑上运行这个示例，先用 ``{torch_command}`` 安装只含 CPU 的 PyTorch"
+        "（约 0.2 GB；在 Linux 上直接安装这个包会拉取约 5.6 GB 的 CUDA 版），再安装它导入的 "
+        "``mha_ref`` 包：下载 :mha-wheel:`{wheel}`\\ "
         "（与本页出自同一次提交），然后在保存它的目录里运行 ``{command}``。"
+        "需要 Python 3.11 或更新版本；本页由 torch {torch} 构建。"
     ),
 }
+
+
+def install_note(lang: str) -> str:
+    """The reST paragraph that ends every example page above its download buttons."""
+    wheel = wheel_name()
+    return _INSTALL_NOTE[lang].format(
+        wheel=wheel,
+        command=install_command(wheel),
+        torch_command=TORCH_CPU_COMMAND,
+        torch=built_torch(),
+    )
+
+
 _FOOTER = re.compile(
     r"^(?P<indent>[ ]*)\.\. container:: sphx-glr-footer sphx-glr-footer-example\n", re.MULTILINE
 )
@@ -224,7 +588,7 @@ def _example_page(app: Sphinx, docname: str, source: list[str]) -> None:
         return
     source[0] = fold_answers(source[0], docname)
     lang = app.config.language or "en"
-    note = _INSTALL_NOTE[lang].format(wheel=wheel_name(), command=install_command(wheel_name()))
+    note = install_note(lang)
     match = _FOOTER.search(source[0])
     if match is None:
         raise ExtensionError(f"{docname}: no sphinx-gallery download footer to add the wheel to")
@@ -268,6 +632,223 @@ def fold_answers(rst: str, docname: str = "") -> str:
 def _footer_start(rst: str) -> int:
     match = re.search(r"^\.\. _sphx_glr_download_", rst, re.MULTILINE)
     return match.start() if match else len(rst)
+
+
+# -- notebooks: what Jupyter shows is what the page shows ----------------------------------------
+# sphinx-gallery writes a text cell's reST into the notebook's Markdown nearly as it is (only
+# headings, math and images are converted; its one alternative, pypandoc, needs the pandoc
+# program). After it wrote the notebooks (builder-inited), each is rewritten in place, and in the
+# zips that hold it: an answer dropdown becomes a folded <details> block (the answer's code cell is
+# folded too, by Jupyter's source_hidden), a role becomes inline code, and in Chinese a line break
+# inside a sentence is joined as the HTML page joins it. The rewrite is idempotent, so an example
+# that did not run again gets the same bytes.
+_FIRST_CELL = {
+    "en": (
+        "# This notebook needs Python 3.11 or newer and the mha_ref package with its tutorial\n"
+        "# extra (numpy, matplotlib and a CJK font). The examples run on a CPU, so install a\n"
+        "# CPU-only PyTorch first (about 0.2 GB; installing the package alone pulls, on Linux,\n"
+        "# PyTorch's CUDA build, about 5.6 GB):\n"
+        "#     {torch_command}\n"
+        "# Then download the package's wheel, {wheel}, from the example page this notebook came\n"
+        "# from (its download area), and install it:\n"
+        "#     python -m pip install \"{wheel}[tutorial]\"\n"
+        "# (in a notebook: %pip install ..., then restart the kernel). The page this notebook\n"
+        "# comes from was built with torch {torch}.\n"
+    ),
+    "zh_CN": (
+        "# 本笔记本需要 Python 3.11 或更新版本，以及 mha_ref 包及其 tutorial 附加依赖（numpy、\n"
+        "# matplotlib 和中文字体）。示例在 CPU 上就能运行，\n"
+        "# 所以先安装只含 CPU 的 PyTorch（约 0.2 GB；\n"
+        "# 在 Linux 上直接安装这个包会拉取约 5.6 GB 的 CUDA 版 PyTorch）：\n"
+        "#     {torch_command}\n"
+        "# 再在本笔记本所在的示例页面（下载区）下载这个包的 wheel 文件 {wheel}，然后安装：\n"
+        "#     python -m pip install \"{wheel}[tutorial]\"\n"
+        "# （在笔记本里：%pip install ...，然后重启内核）。\n"
+        "# 本笔记本对应的页面由 torch {torch} 构建。\n"
+    ),
+}
+_FIRST_CELL_CHECK = {
+    "en": (
+        "import importlib.util\n\n"
+        "if importlib.util.find_spec('mha_ref') is None:\n"
+        "    raise ModuleNotFoundError(\n"
+        "        'mha_ref is not installed: download {wheel} from the example page this '\n"
+        "        'notebook came from, run `python -m pip install \"{wheel}[tutorial]\"` in the '\n"
+        "        'folder where you saved it, then restart the kernel'\n"
+        "    )"
+    ),
+    "zh_CN": (
+        "import importlib.util\n\n"
+        "if importlib.util.find_spec('mha_ref') is None:\n"
+        "    raise ModuleNotFoundError(\n"
+        "        '没有安装 mha_ref：请从本笔记本所在的示例页面下载 {wheel}，'\n"
+        "        '在保存它的目录里运行 `python -m pip install \"{wheel}[tutorial]\"`，'\n"
+        "        '然后重启内核'\n"
+        "    )"
+    ),
+}
+_ANSWER_WORD = {"en": "Answer", "zh_CN": "参考答案"}
+
+
+def first_notebook_cell(lang: str) -> str:
+    """The first cell of every notebook: the CPU-first install, then a check for the package."""
+    wheel = wheel_name()
+    head = _FIRST_CELL[lang].format(
+        wheel=wheel, torch_command=TORCH_CPU_COMMAND, torch=built_torch()
+    )
+    return head + _FIRST_CELL_CHECK[lang].replace("{wheel}", wheel)
+
+
+#: a reST role: ``:func:`~mha_ref.split_heads``` or ``:ref:`text <target>```
+RST_ROLE = re.compile(r"(?<![\w`]):(?:[a-z]+:)?[a-z][a-z+-]*:`(?P<body>[^`]+)`")
+#: a reST directive or comment line: ``.. dropdown:: Answer``, ``.. note::``
+RST_DIRECTIVE = re.compile(r"^[ \t]*\.\. [\w:-]+::", re.MULTILINE)
+_DROPDOWN = re.compile(
+    r"^\.\. dropdown::[ \t]*(?P<title>.*)\n(?P<options>(?:[ \t]+:[\w-]+:.*\n)*)\n?"
+    r"(?P<body>(?:(?:[ \t]+.*)?\n)*(?:[ \t]+.*)?)",
+    re.MULTILINE,
+)
+
+
+def role_to_code(match: re.Match) -> str:
+    """``:func:`~a.b.c``` -> ```c```, ``:ref:`text <t>``` -> ```text```, else the target."""
+    body = match.group("body").strip()
+    explicit = re.match(r"^(?P<text>.+?)\s*<[^<>]+>$", body, re.DOTALL)
+    if explicit:
+        body = explicit.group("text")
+    elif body.startswith("~"):
+        body = body[1:].rsplit(".", 1)[-1]
+    body = body.lstrip("!")
+    return f"``{body}``"
+
+
+def _dropdown_to_details(match: re.Match) -> str:
+    import textwrap
+
+    title = match.group("title").strip()
+    body = textwrap.dedent(match.group("body")).strip("\n")
+    return f"<details>\n<summary>{title}</summary>\n\n{body}\n\n</details>\n\n"
+
+
+def _join_cjk(text: str) -> str:
+    """Join the line breaks between two Chinese characters, and drop the spaces beside
+    full-width punctuation, as ``mha_ref_site`` does on the HTML page (outside code fences)."""
+    from mha_ref_site import _CJK_LINE_BREAK, _FULL_WIDTH
+
+    beside = re.compile(rf"(?<={_FULL_WIDTH})[ \t]+(?=\S)|(?<=\S)[ \t]+(?={_FULL_WIDTH})")
+
+    out, fenced = [], False
+    for piece in re.split(r"(^```.*$)", text, flags=re.MULTILINE):
+        if piece.startswith("```"):
+            fenced = not fenced
+            out.append(piece)
+        else:
+            out.append(piece if fenced else beside.sub("", _CJK_LINE_BREAK.sub("", piece)))
+    return "".join(out)
+
+
+def clean_markdown(text: str, lang: str) -> str:
+    """A notebook's Markdown cell without reST: answers folded, roles as inline code."""
+    text = _DROPDOWN.sub(_dropdown_to_details, text)
+    text = RST_ROLE.sub(role_to_code, text)
+    if lang == "zh_CN":
+        text = _join_cjk(text)
+    return text
+
+
+def clean_notebook(notebook: dict, lang: str) -> dict:
+    """The notebook a reader downloads: the CPU-first first cell, and Markdown without reST.
+
+    Raises:
+        ExtensionError: the first cell is not the package check sphinx-gallery was told to put
+            there (``first_notebook_cell``).
+    """
+    cells = notebook["cells"]
+    if not cells or "find_spec('mha_ref')" not in "".join(cells[0]["source"]):
+        raise ExtensionError("a notebook does not start with the mha_ref package check")
+    cells[0]["source"] = _as_lines(first_notebook_cell(lang))
+    fold_next = False
+    for cell in cells[1:]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            cleaned = clean_markdown(source, lang)
+            cell["source"] = _as_lines(cleaned)
+            fold_next = cleaned.rstrip().endswith("</details>")
+        elif cell["cell_type"] == "code":
+            if fold_next:  # the answer's code: folded in JupyterLab and Notebook 7
+                cell["metadata"] = {**cell["metadata"], "jupyter": {"source_hidden": True}}
+            fold_next = False
+    return notebook
+
+
+def _as_lines(text: str) -> list[str]:
+    return text.splitlines(True)
+
+
+def _clean_notebooks(app: Sphinx) -> None:
+    """Rewrite the gallery's notebooks, and the zips that hold them, without reST."""
+    import json
+
+    lang = app.config.language or "en"
+    gallery = Path(app.srcdir, "auto_examples")
+    cleaned: dict[str, bytes] = {}
+    for path in sorted(gallery.glob("*.ipynb")):
+        before = path.read_bytes()
+        notebook = clean_notebook(json.loads(before), lang)
+        after = json.dumps(notebook, indent=2).encode()
+        if after != before:
+            path.write_bytes(after)
+        cleaned[path.name] = after
+    for archive in sorted(gallery.glob("*.zip")):
+        _replace_in_zip(archive, cleaned)
+
+
+def _replace_in_zip(archive: Path, files: dict[str, bytes]) -> None:
+    """Replace the members of ``archive`` named in ``files`` (by base name); keep their dates."""
+    with zipfile.ZipFile(archive) as zipped:
+        members = [(info, zipped.read(info)) for info in zipped.infolist()]
+    stale = [
+        info for info, data in members if Path(info.filename).name in files
+        and files[Path(info.filename).name] != data
+    ]  # fmt: skip
+    if not stale:
+        return
+    tmp = archive.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w") as out:
+        for info, data in members:
+            out.writestr(info, files.get(Path(info.filename).name, data))
+    tmp.replace(archive)
+
+
+# -- formulas: a doubled backslash is a formula MathJax cannot read -------------------------------
+# A ``:math:`` role in a gallery comment is not a Python string: ``\\mathrm`` there stays doubled,
+# and MathJax draws "mathrmKL(P, |, ...)". Any formula that holds a literal ``\\`` (inline, or in a
+# display before a letter, where it cannot be a line break) or ``mathrm`` without its backslash
+# fails the build (a warning, which the build treats as an error), naming the page and the formula.
+_DOUBLED = re.compile(r"\\\\")
+_DOUBLED_COMMAND = re.compile(r"\\\\[A-Za-z]")
+_BARE_COMMAND = re.compile(r"(?<!\\)\b(?:mathrm|mathbf|frac|sqrt|operatorname)\b")
+
+
+def formula_problem(latex: str, display: bool) -> str | None:
+    """What is wrong with a formula's LaTeX source, or ``None``."""
+    if (_DOUBLED_COMMAND if display else _DOUBLED).search(latex):
+        return (
+            "a doubled backslash: write one (a gallery text cell is a Python comment, not a "
+            "string, so a backslash there escapes nothing)"
+        )
+    bare = _BARE_COMMAND.search(latex)
+    if bare:
+        return f"{bare.group(0)!r} without its backslash"
+    return None
+
+
+def _check_formulas(app: Sphinx, doctree) -> None:
+    for node in doctree.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
+        latex = node.astext()
+        problem = formula_problem(latex, isinstance(node, nodes.math_block))
+        if problem:
+            logger.warning(f"formula {latex!r}: {problem}", location=node)
 
 
 # -- the architecture figure ---------------------------------------------------------------------
@@ -449,11 +1030,122 @@ class ArchitectureFigure(SphinxDirective):
         return [nodes.figure("", image, classes=["mha-architecture-figure"])]
 
 
+# -- discovery: description, OpenGraph, 404 page ------------------------------------------------
+#: where the site is published, when the build is told (``MHA_REF_SITE_URL``): absolute OpenGraph
+#: addresses and a sitemap then; without it, relative addresses and no sitemap (a sitemap needs
+#: absolute ones)
+SITE_URL_VARIABLE = "MHA_REF_SITE_URL"
+_NOT_FOUND = {
+    "en": (
+        "Page not found",
+        "<h1>Page not found</h1>\n\n<p>There is no page at this address. The "
+        '<a href="/en/index.html">start page</a> lists every page of the site, and the search '
+        "box above finds a word in all of them.</p>",
+    ),
+    "zh_CN": (
+        "找不到页面",
+        "<h1>找不到页面</h1>\n\n<p>这个地址上没有页面。<a href=\"/zh_CN/index.html\">首页</a>"
+        "列出了本站的全部页面，上方的搜索框可以在所有页面里查找一个词。</p>",
+    ),
+}
+
+
+def _configure_discovery(app: Sphinx, config: Config) -> None:
+    lang = config.language or "en"
+    site_url = os.environ.get(SITE_URL_VARIABLE, "").rstrip("/")
+    config.ogp_site_name = config.project
+    config.ogp_type = "website"
+    config.ogp_enable_meta_description = True  # <meta name="description">, from the page's text
+    config.ogp_social_cards = {"enable": False}  # no generated images
+    config.ogp_site_url = f"{site_url}/{lang}/" if site_url else ""
+    title, body = _NOT_FOUND[lang]
+    config.notfound_context = {"title": title, "body": body}
+    config.notfound_urls_prefix = f"/{lang}/"
+    if site_url:
+        app.setup_extension("sphinx_sitemap")
+        config.html_baseurl = f"{site_url}/{lang}/"
+        config.sitemap_url_scheme = "{link}"
+
+
+_FIRST_PARAGRAPH = re.compile(r"^=+\n\n(?P<text>(?:.+\n)+)", re.MULTILINE)
+
+
+def page_description(rst: str, lang: str) -> str | None:
+    """The first paragraph under an example page's title, as plain text on one line."""
+    match = _FIRST_PARAGRAPH.search(rst)
+    if match is None:
+        return None
+    text = match.group("text")
+    text = RST_ROLE.sub(lambda m: role_to_code(m).strip("`"), text)
+    text = text.replace("``", "").replace("\\ ", "").replace("**", "").replace("*", "")
+    if lang == "zh_CN":
+        from mha_ref_site import _CJK_LINE_BREAK
+
+        text = _CJK_LINE_BREAK.sub("", text)
+    return " ".join(text.split())
+
+
+def _describe_example(app: Sphinx, docname: str, source: list[str]) -> None:
+    """An example page's description (meta description and og:description) is its
+    introduction, not the notes the build puts under its title."""
+    if not docname.startswith("auto_examples/plot_"):
+        return
+    text = page_description(source[0], app.config.language or "en")
+    if text:
+        source[0] = f".. meta::\n   :description: {text}\n\n" + source[0]
+        source[0] = f":og:description: {text}\n\n" + source[0]
+
+
+_OG_URL = re.compile(r'<meta property="og:url" content="[^"]*" />\n?')
+_DESCRIPTION = re.compile(
+    r'(<meta (?:name="description"|property="og:description") content=")([^"]*)(")'
+)
+_CONTENT_DESCRIPTION = re.compile(r'(<meta content=")([^"]*)(" name="description" />)')
+
+
+def _tidy_head(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """After OpenGraph's tags: no og:url without the site's address (a relative one would be
+    read against the page's own address), and Chinese descriptions without the spaces the
+    text extraction puts between Chinese words (as the page itself shows them)."""
+    tags = context.get("metatags", "")
+    if pagename == "404" and 'name="description"' not in tags:  # no doctree: no OpenGraph tags
+        title, body = _NOT_FOUND[app.config.language or "en"]
+        text = re.sub(r"<[^>]+>", "", body.split("</h1>")[1]).strip()
+        text = html_escape(f"{title}: {text}")
+        tags += f'<meta name="description" content="{text}" />\n'
+    if not os.environ.get(SITE_URL_VARIABLE):
+        tags = _OG_URL.sub("", tags)
+    if (app.config.language or "en") == "zh_CN":
+        from mha_ref_site import _CJK, _FULL_WIDTH
+
+        spaces = re.compile(rf"(?<={_CJK})\s+(?={_CJK})|(?<={_FULL_WIDTH})\s+|\s+(?={_FULL_WIDTH})")
+
+        def join(match: re.Match) -> str:
+            return match.group(1) + spaces.sub("", match.group(2)) + match.group(3)
+
+        tags = _CONTENT_DESCRIPTION.sub(join, _DESCRIPTION.sub(join, tags))
+    context["metatags"] = tags
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _build_wheel, priority=800)
     app.add_role("mha-wheel", WheelRole())
     app.add_directive("mha-wheel-install", WheelInstall)
     app.add_directive("mha-architecture", ArchitectureFigure)
+    app.add_directive("mha-install-recipe", InstallRecipe)
+    app.add_directive("mha-course-path", CoursePath)
+    app.connect("config-inited", _check_course, priority=850)
+    app.connect("source-read", _course_pages, priority=450)
+    app.connect("builder-inited", _clean_notebooks, priority=600)  # after sphinx-gallery's 500
+    app.connect("doctree-read", _check_formulas)
+    app.setup_extension("sphinxext.opengraph")
+    app.setup_extension("notfound.extension")
+    app.connect("config-inited", _configure_discovery, priority=860)
+    app.connect("html-page-context", _tidy_head, priority=900)  # after sphinxext-opengraph's
+    # the introduction as sphinx-gallery wrote it, before the notes under the title
+    app.connect("source-read", _describe_example, priority=300)
+    app.add_css_file("mha-print.css")  # docs/_static: code and output lines wrap on paper
+    app.add_css_file("mha-course.css")  # docs/_static: the course path's lines and table
     app.connect("html-page-context", _page_context)
     app.connect("source-read", _example_page, priority=400)
     app.connect("build-finished", _ship_wheel)

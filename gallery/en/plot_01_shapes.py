@@ -235,3 +235,17 @@ try:
     MultiHeadAttention(embed_dim, 6, batch_first=True)
 except ValueError as error:
     print(f"{type(error).__name__}: {error}")
+
+# %%
+# Summary
+# -------
+# - Multi-head attention maps ``(batch, seq_len, embed_dim)`` to the same shape. On the way:
+#   project to queries, keys and values; split them into ``(batch, num_heads, seq_len,
+#   head_dim)``; score every query against every key, ``(batch, num_heads, seq_len, seq_len)``,
+#   divided by sqrt(head_dim); softmax over the keys, so that every row sums to 1; weighted sum of
+#   the values; merge the heads; output projection.
+# - ``view`` and ``transpose`` split the heads; merging them back needs ``reshape``, which
+#   copies, because the transposed tensor is no longer contiguous.
+# - The handwritten steps, :class:`mha_ref.MultiHeadAttention`, ``torch.nn.MultiheadAttention``
+#   with the same weights and ``F.scaled_dot_product_attention`` compute the same numbers, up to
+#   float32 rounding.

@@ -400,3 +400,17 @@ for h in [1, 2, 4, 8]:
     module = MultiHeadAttentionFromScratch(embed_dim, h)
     print(f"num_heads={h}: head_dim={module.head_dim}, {sum(p.numel() for p in module.parameters())} parameters")
 print("4 * (embed_dim**2 + embed_dim) =", 4 * (embed_dim**2 + embed_dim))
+
+# %%
+# Summary
+# -------
+# - A causal head gives every token weights over itself and the tokens before it: the weights
+#   above the diagonal are exactly 0, and every row sums to 1.
+# - ``MultiHeadAttentionWrapper`` runs independent heads and concatenates their outputs:
+#   ``num_heads * d_out`` features per token, and no output projection.
+# - ``d_out`` is one head's width in ``CausalAttention`` and the wrapper, but the width of all
+#   heads together in ``CausalMultiHeadAttention``.
+# - The batched module computes what the wrapper computes, with one matrix multiplication per
+#   projection, once the heads' projection matrices are stacked.
+# - ``torch.nn.MultiheadAttention`` needs the causal mask itself, with ``True`` = blocked; the
+#   module written from scratch gives its outputs, with and without the mask.

@@ -328,3 +328,17 @@ triu1 = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)  #
 print("tril() equals causal_mask:                 ", torch.equal(tril, allowed_causal))
 print("triu(1) equals allowed_to_blocked(causal): ", torch.equal(triu1, blocked_causal))
 print("triu(1) equals ~tril():                    ", torch.equal(triu1, ~tril))
+
+# %%
+# Summary
+# -------
+# - ``mha_ref``'s mask builders, like the boolean masks of ``F.scaled_dot_product_attention``,
+#   use ``True`` = may attend; ``attn_mask`` and ``key_padding_mask`` of
+#   ``torch.nn.MultiheadAttention`` use ``True`` = blocked (``allowed_to_blocked`` converts). A
+#   wrong polarity raises nothing: the output is just wrong.
+# - A float mask is added to the scores: ``0`` keeps a key and ``-inf`` removes it. A float mask
+#   of ones and zeros masks nothing.
+# - A query with no key left (left padding under a causal mask) gets NaN from some of PyTorch's
+#   paths; ``mha_ref`` gives it zero weights. Better still, avoid such rows.
+# - With fewer queries than keys, as with a KV cache, the new tokens need the bottom-right causal
+#   mask; ``is_causal=True`` in ``F.scaled_dot_product_attention`` is the top-left one.

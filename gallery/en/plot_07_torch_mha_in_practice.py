@@ -245,3 +245,18 @@ both_extra = nn.MultiheadAttention(embed_dim, num_heads, add_bias_kv=True, add_z
 with torch.no_grad():
     _, w_extra = both_extra(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len + 2)
 print("x:", tuple(x.shape), " per-head weights:", tuple(w_extra.shape))
+
+# %%
+# Summary
+# -------
+# - ``batch_first`` changes only the layout of inputs and outputs; the default is
+#   ``(seq_len, batch, embed_dim)``.
+# - The returned weights are averaged over the heads unless ``average_attn_weights=False``;
+#   ``need_weights=False`` returns none and lets PyTorch use its fused kernels.
+# - When queries, keys and values have one width, the three input projections are packed in
+#   ``in_proj_weight`` (rows for Q, then K, then V); ``kdim`` and ``vdim`` give three separate
+#   matrices instead.
+# - ``add_bias_kv`` and ``add_zero_attn`` each add one key that every query can attend to.
+# - :class:`mha_ref.MultiHeadAttention` has the same arguments and ``state_dict`` keys:
+#   ``load_state_dict``, ``from_torch`` and ``to_torch`` move a module either way, and the table
+#   compares its outputs and per-head weights with PyTorch's for each configuration.

@@ -338,3 +338,15 @@ default_layout = nn.MultiheadAttention(embed_dim, num_heads).to(device).eval()  
 with torch.no_grad():
     _, w_default = default_layout(x, x, x)  # (seq_len, batch, batch) in our names
 print("x:", tuple(x.shape), "-> weights:", tuple(w_default.shape))
+
+# %%
+# Summary
+# -------
+# - Some mistakes raise: a head count that does not divide ``embed_dim``, ``view`` with a wrong
+#   shape or after ``transpose``, an integer mask, a 3-D mask of the wrong shape. ``mha_ref``'s
+#   messages name the argument and the fix.
+# - Others raise nothing and give wrong numbers: no division by sqrt(d_k), ``batch_first``
+#   confusion (until a ``key_padding_mask`` comes along), averaged weights indexed as if they
+#   were per head, a mask of the wrong polarity, a 0/1 float mask.
+# - So check the shapes of the outputs *and* of the weights, the mask convention of the API you
+#   call, and the dtype of every mask.

@@ -212,17 +212,6 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-# * Subtracting the row maximum is what makes softmax safe in floating point; the online softmax
-#   keeps that safety with a maximum that grows block by block, rescaling what was summed before.
-# * The result is the same attention, to rounding: tiling changes the order of the additions,
-#   not the function. It changes what is alive in memory: a few block-sized tensors (scores and
-#   the exponentials made from them) for one block of keys instead of the scores of all keys.
-# * On this device, compare the fused backend's peak memory with the dashed line: a kernel that
-#   never stores the full scores stays below it. How much time that saves depends on the device;
-#   on GPUs, where reading and writing memory is the bottleneck, it is the main win.
-#
 # Sources: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax",
 # arXiv:1805.02867; Dao et al. 2022, "FlashAttention", arXiv:2205.14135, Sec. 3.1.
 
@@ -298,3 +287,15 @@ for block in (1, 3, 4, len(row)):
     trace = running_stats(row, block, safe=True)
     maxima = ", ".join(f"{m:.1f}" for m, _ in trace)
     print(f"blocks of {block:2d}: running max after each block [{maxima}]; final l - whole-row sum = {trace[-1][1] - whole_row_sum:.0e}")
+
+# %%
+# Summary
+# -------
+# * Subtracting the row maximum is what makes softmax safe in floating point; the online softmax
+#   keeps that safety with a maximum that grows block by block, rescaling what was summed before.
+# * The result is the same attention, to rounding: tiling changes the order of the additions,
+#   not the function. It changes what is alive in memory: a few block-sized tensors (scores and
+#   the exponentials made from them) for one block of keys instead of the scores of all keys.
+# * On this device, compare the fused backend's peak memory with the dashed line: a kernel that
+#   never stores the full scores stays below it. How much time that saves depends on the device;
+#   on GPUs, where reading and writing memory is the bottleneck, it is the main win.

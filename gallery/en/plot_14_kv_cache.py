@@ -138,19 +138,10 @@ curves = {
     f"num_kv_heads = {kv}": [kv_cache_bytes_per_token(80, kv, 128, torch.float16) * n / 2**30 for n in lengths]
     for kv in (64, 8, 1)
 }
-fig = plot_lines(lengths, curves, xlabel="tokens in the cache", ylabel="KV cache (GiB)", title="80 layers, head_dim 128, float16, one sequence", logx=True)
+fig = plot_lines(lengths, curves, xlabel="tokens in the cache", ylabel="KV cache (GiB)", title="80 layers, head_dim 128, float16, one sequence")
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-# * Decoding with a cache is the same function as full causal attention: each step's output
-#   equals the corresponding rows of the full computation (checked above in ``float64``).
-# * New tokens are the *last* queries: their causal mask is aligned bottom-right.
-# * The cache trades compute for memory, and its size is set by layers x key/value heads x
-#   head_dim x bytes, per token: that is the number grouped-query attention reduces
-#   (:ref:`sphx_glr_auto_examples_plot_15_grouped_heads_decode.py`).
-#
 # Sources: Shazeer 2019, "Fast Transformer Decoding: One Write-Head is All You Need",
 # arXiv:1911.02150, Sec. 2.4; Pope et al. 2022, "Efficiently Scaling Transformer Inference",
 # arXiv:2211.05102; model shapes from Radford et al. 2019 (GPT-2) and Touvron et al. 2023,
@@ -205,3 +196,13 @@ no_mask = scaled_dot_product_attention(newest, k, v)  # (batch, num_heads, 1, he
 top_left_out = scaled_dot_product_attention(newest, k, v, is_causal=True)  # (batch, num_heads, 1, head_dim)
 print(f"no mask vs the last row of full causal attention: {(no_mask - last_row).abs().max().item():.1e}")
 print(f"is_causal=True vs the value of token 0:           {(top_left_out - v[:, :, :1]).abs().max().item():.1e}")
+
+# %%
+# Summary
+# -------
+# * Decoding with a cache is the same function as full causal attention: each step's output
+#   equals the corresponding rows of the full computation (checked above in ``float64``).
+# * New tokens are the *last* queries: their causal mask is aligned bottom-right.
+# * The cache trades compute for memory, and its size is set by layers x key/value heads x
+#   head_dim x bytes, per token: that is the number grouped-query attention reduces
+#   (:ref:`sphx_glr_auto_examples_plot_15_grouped_heads_decode.py`).

@@ -224,3 +224,15 @@ try:
     MultiHeadAttention(embed_dim, 6, batch_first=True)
 except ValueError as error:
     print(f"{type(error).__name__}: {error}")
+
+# %%
+# 小结
+# ----
+# - 多头注意力把 ``(batch, seq_len, embed_dim)`` 映射为同样形状的张量。中间依次是：投影出查询、键和值；
+#   拆分成 ``(batch, num_heads, seq_len, head_dim)``；每个查询与每个键打分，得到
+#   ``(batch, num_heads, seq_len, seq_len)``，再除以 sqrt(head_dim)；对键做 softmax，使每一行之和为 1；
+#   对值加权求和；合并各头；输出投影。
+# - ``view`` 和 ``transpose`` 负责拆分多头；合并回去要用 ``reshape``，它会复制数据，因为转置后的张量
+#   不再连续。
+# - 手写的各步、:class:`mha_ref.MultiHeadAttention`、载入同一组参数的 ``torch.nn.MultiheadAttention``
+#   以及 ``F.scaled_dot_product_attention`` 算出的数相同，只差 float32 的舍入误差。

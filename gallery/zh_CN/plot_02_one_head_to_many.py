@@ -17,7 +17,7 @@
 # 逐词对照：Your（你的）、journey（旅程）、starts（开始）、with（以）、one（一）、
 # step（步）。六个词元各有一个 3 维嵌入（沿用本例所依据的教材中手选的小数值；教材是 S. Raschka 的
 # *Build a Large Language Model (From Scratch)* 第 3 章）。
-# 实际的批次里有多个序列，所以这里的批次是同一句话的两份拷贝，形状为
+# 实际的批次里有多个序列，所以这里的批次是同一句话的两份副本，形状为
 # ``(batch, num_tokens, d_in)``。
 
 import matplotlib.pyplot as plt
@@ -257,7 +257,7 @@ plt.show()
 # ``torch.nn.MultiheadAttention`` 只把 ``is_causal`` 当作一个提示：掩码本身必须放进
 # ``attn_mask``，而且要用它自己的约定——``True`` 表示 **屏蔽**。``allowed_to_blocked`` 把
 # ``causal_mask`` （``True`` 表示可以关注）翻转成这种约定。``to_torch`` 把我们的模块
-# 连同权重复制成一个 PyTorch 模块。
+# 连同参数复制成一个 PyTorch 模块。
 
 torch_mha = mha.to_torch()
 blocked = allowed_to_blocked(causal_mask(context_length, device=device))  # (num_tokens, num_tokens)
@@ -387,3 +387,15 @@ for h in [1, 2, 4, 8]:
     module = MultiHeadAttentionFromScratch(embed_dim, h)
     print(f"num_heads={h}：head_dim={module.head_dim}，参数 {sum(p.numel() for p in module.parameters())} 个")
 print("4 * (embed_dim**2 + embed_dim) =", 4 * (embed_dim**2 + embed_dim))
+
+# %%
+# 小结
+# ----
+# - 因果注意力头让每个词元只对自己和之前的词元分配权重：对角线以上的权重恰好为 0，每一行之和为 1。
+# - ``MultiHeadAttentionWrapper`` 运行几个相互独立的头，把它们的输出拼接起来：每个词元得到
+#   ``num_heads * d_out`` 个特征，没有输出投影。
+# - 在 ``CausalAttention`` 和封装类里，``d_out`` 是一个头的宽度；在 ``CausalMultiHeadAttention`` 里，
+#   它是所有头加起来的宽度。
+# - 把各头的投影矩阵堆叠起来之后，批量计算的模块算出的结果与封装类相同，而每个投影只需一次矩阵乘法。
+# - ``torch.nn.MultiheadAttention`` 需要显式传入因果掩码，并且 ``True`` 表示屏蔽；从零写出的模块无论
+#   有没有掩码，都给出与它相同的输出。

@@ -203,3 +203,12 @@ for scale in (1 / math.sqrt(d_k), 1.0):
     given = scaled_dot_product_attention(q1, k1, v1, scale=scale)  # (1, num_tokens, d_k)
     print(f"scale={scale:.3f}：与手写的 softmax 相等：{torch.allclose(given, by_hand)}，"
           f"与默认值相等：{torch.allclose(given, default)}")
+
+# %%
+# 小结
+# ----
+# - 特征相互独立、方差为 1 时，未缩放的分数 ``q . k`` 的方差是 ``d_k``；除以 sqrt(d_k) 后，无论
+#   ``d_k`` 多大，方差都回到 1。
+# - 不做除法时，``d_k`` 越大，softmax 越接近独热向量：最大权重趋向 1，熵趋向 0，softmax 传回的梯度
+#   下降好几个数量级。做了除法，这三者都保持平稳。
+# - ``mha_ref`` 和 PyTorch 默认都除以 sqrt(head_dim)；``scale`` 参数可以改掉它。

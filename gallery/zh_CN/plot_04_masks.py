@@ -254,8 +254,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
-# 新词元的正确结果，就是对全部 6 个词元做完整因果注意力时最后 2 行的结果。右下对齐的掩码
-# 能复现它；左上对齐的掩码则不能；``F.scaled_dot_product_attention`` 的 ``is_causal=True`` 用的正是左上对齐。
+# 新词元的正确结果，就是对全部 6 个词元做完整因果注意力时最后 2 行的结果。右下角对齐的掩码
+# 能复现它；左上角对齐的掩码则不能；``F.scaled_dot_product_attention`` 的 ``is_causal=True`` 用的正是左上角对齐。
 
 with torch.no_grad():
     full = scaled_dot_product_attention(q, k, v, is_causal=True)  # (batch, num_heads, seq_len, head_dim)
@@ -315,3 +315,15 @@ triu1 = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)  #
 print("tril() 等于 causal_mask：                 ", torch.equal(tril, allowed_causal))
 print("triu(1) 等于 allowed_to_blocked(causal)： ", torch.equal(triu1, blocked_causal))
 print("triu(1) 等于 ~tril()：                    ", torch.equal(triu1, ~tril))
+
+# %%
+# 小结
+# ----
+# - ``mha_ref`` 的掩码构造函数与 ``F.scaled_dot_product_attention`` 的布尔掩码一样，``True`` 表示
+#   可以关注；``torch.nn.MultiheadAttention`` 的 ``attn_mask`` 和 ``key_padding_mask`` 则是 ``True``
+#   表示屏蔽（用 ``allowed_to_blocked`` 转换）。极性弄反不会报错，只是输出错了。
+# - 浮点掩码是加到分数上的：``0`` 保留一个键，``-inf`` 去掉它。由 1 和 0 组成的浮点掩码什么也屏蔽不了。
+# - 一个键也看不到的查询（左侧填充再加因果掩码）在 PyTorch 的某些计算路径上得到 NaN；``mha_ref``
+#   给它全零的权重。更好的办法是不让这样的行出现。
+# - 查询少于键时（例如使用 KV 缓存），新词元需要右下角对齐的因果掩码；
+#   ``F.scaled_dot_product_attention`` 的 ``is_causal=True`` 是左上角对齐的。

@@ -81,7 +81,7 @@ print("各头的均值 == 平均权重：", max_diff(per_head.mean(dim=1), avera
 
 # %%
 # 下图把第一个序列各头的注意力权重和它们的平均并排放在一起。取平均会把各头混在一起：只有某一个头
-# 才有的模式，在平均之后就被冲淡了。权重随机、输入尺度为 1 时，每一行都接近均匀，没什么可
+# 才有的模式，在平均之后就被冲淡了。参数随机初始化、输入尺度为 1 时，每行注意力权重都接近均匀，没什么可
 # 冲淡的；所以画这张图时把输入乘以 4（每个分数因此乘以这个倍数的平方），各头就变得尖锐，而且
 # 彼此不同。
 
@@ -237,3 +237,16 @@ both_extra = nn.MultiheadAttention(embed_dim, num_heads, add_bias_kv=True, add_z
 with torch.no_grad():
     _, w_extra = both_extra(x, x, x, average_attn_weights=False)  # (batch, num_heads, seq_len, seq_len + 2)
 print("x：", tuple(x.shape), " 逐头注意力权重：", tuple(w_extra.shape))
+
+# %%
+# 小结
+# ----
+# - ``batch_first`` 只改变输入和输出的布局；默认布局是 ``(seq_len, batch, embed_dim)``。
+# - 返回的权重默认对各头取平均，除非传入 ``average_attn_weights=False``；``need_weights=False``
+#   不返回权重，让 PyTorch 可以使用融合内核。
+# - 查询、键和值宽度相同时，三个输入投影打包在 ``in_proj_weight`` 里（依次是 Q、K、V 的行）；
+#   ``kdim`` 和 ``vdim`` 则换成三个独立的矩阵。
+# - ``add_bias_kv`` 和 ``add_zero_attn`` 各自增加一个所有查询都能关注的键。
+# - :class:`mha_ref.MultiHeadAttention` 的参数和 ``state_dict`` 的键都相同：``load_state_dict``、
+#   ``from_torch`` 和 ``to_torch`` 可以在两边来回搬运模块，表格逐个配置对照了它与 PyTorch 的输出和
+#   各头的权重。

@@ -325,3 +325,13 @@ default_layout = nn.MultiheadAttention(embed_dim, num_heads).to(device).eval()  
 with torch.no_grad():
     _, w_default = default_layout(x, x, x)  # 用我们的名字写是 (seq_len, batch, batch)
 print("x：", tuple(x.shape), "-> 注意力权重：", tuple(w_default.shape))
+
+# %%
+# 小结
+# ----
+# - 有些错误会报错：头数不能整除 ``embed_dim``，``view`` 的形状不对或用在 ``transpose`` 之后，
+#   整数掩码，形状不对的三维掩码。``mha_ref`` 的报错信息会指出是哪个参数，以及怎样修正。
+# - 另一些错误不报错，只给出错误的数：没有除以 sqrt(d_k)，弄混 ``batch_first`` （直到传入
+#   ``key_padding_mask`` 才暴露），把取过平均的权重当成各头的权重来索引，掩码极性弄反，由 0 和 1
+#   组成的浮点掩码。
+# - 所以要检查输出 *和* 权重的形状、所调用 API 的掩码约定，以及每个掩码的数据类型。

@@ -438,3 +438,15 @@ for name, fn in {
     )
 eps = torch.finfo(torch.float32).eps
 print(f"float32 的 eps 乘以输出的量级：{eps * expected.abs().max().item():.0e}")
+
+# %%
+# 小结
+# ----
+# - 逐头循环、批量的显式实现、打包投影、``F.scaled_dot_product_attention``、默认设置下的 ``mha_ref``
+#   以及 ``torch.nn.MultiheadAttention`` 计算的是同一个函数：计时之前，每一种都先与 float64 的参考
+#   结果核对过。
+# - 分组查询注意力和多查询注意力的键/值头更少，是不同的函数；它们与
+#   ``F.scaled_dot_product_attention(..., enable_gqa=True)`` 核对。
+# - 峰值内存低于 ``(batch, num_heads, seq_len, seq_len)`` 权重的大小，说明这种实现从未完整保存过
+#   权重；高于它则什么也说明不了。
+# - 耗时取决于设备、负载和库的构建方式；两行的耗时范围重叠时，它们的差别只是噪声。

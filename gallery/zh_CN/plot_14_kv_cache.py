@@ -130,18 +130,10 @@ curves = {
     f"num_kv_heads = {kv}": [kv_cache_bytes_per_token(80, kv, 128, torch.float16) * n / 2**30 for n in lengths]
     for kv in (64, 8, 1)
 }
-fig = plot_lines(lengths, curves, xlabel="缓存中的词元数", ylabel="KV 缓存（GiB）", title="80 层，head_dim 128，float16，单个序列", logx=True)
+fig = plot_lines(lengths, curves, xlabel="缓存中的词元数", ylabel="KV 缓存（GiB）", title="80 层，head_dim 128，float16，单个序列")
 plt.show()
 
 # %%
-# 要点
-# ----
-# * 带缓存的解码与完整的因果注意力是同一个函数：每一步的输出都等于完整计算中对应的行
-#   （上面已在 ``float64`` 下核对）。
-# * 新词元是 *最后* 的查询：它们的因果掩码要右下角对齐。
-# * 缓存用内存换计算，每个词元的大小由“层数 × 键/值头数 × head_dim × 字节数”决定：这正是分组查询
-#   注意力要减小的量（:ref:`sphx_glr_auto_examples_plot_15_grouped_heads_decode.py`）。
-#
 # 出处：Shazeer 2019，“Fast Transformer Decoding: One Write-Head is All You Need”，
 # arXiv:1911.02150，第 2.4 节；Pope 等 2022，“Efficiently Scaling Transformer Inference”，
 # arXiv:2211.05102；模型形状取自 Radford 等 2019（GPT-2）和 Touvron 等 2023，
@@ -192,3 +184,12 @@ no_mask = scaled_dot_product_attention(newest, k, v)  # (batch, num_heads, 1, he
 top_left_out = scaled_dot_product_attention(newest, k, v, is_causal=True)  # (batch, num_heads, 1, head_dim)
 print(f"不加掩码 与 完整因果注意力的最后一行：{(no_mask - last_row).abs().max().item():.1e}")
 print(f"is_causal=True 与 词元 0 的值：        {(top_left_out - v[:, :, :1]).abs().max().item():.1e}")
+
+# %%
+# 小结
+# ----
+# * 带缓存的解码与完整的因果注意力是同一个函数：每一步的输出都等于完整计算中对应的行
+#   （上面已在 ``float64`` 下核对）。
+# * 新词元是 *最后* 的查询：它们的因果掩码要右下角对齐。
+# * 缓存用内存换计算，每个词元的大小由“层数 × 键/值头数 × head_dim × 字节数”决定：这正是分组查询
+#   注意力要减小的量（:ref:`sphx_glr_auto_examples_plot_15_grouped_heads_decode.py`）。
