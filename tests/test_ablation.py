@@ -227,3 +227,20 @@ def test_plot_pruning_curve_names_the_removed_heads(clean_matplotlib, trained):
     (ax,) = fig.axes
     texts = [t.get_text() for t in ax.texts]
     assert len(texts) == 5 and texts[1].startswith(f"-头 {report.order[0]}")
+
+
+def test_one_token_accuracy_bounds():
+    import torch
+
+    from mha_ref.tutorial.ablation import one_token_accuracy
+    from mha_ref.tutorial.tasks import IGNORE_INDEX
+
+    tokens = torch.tensor([[0, 1, 0, 1], [1, 0, 1, 0]])  # (2, 4)
+    targets = torch.tensor([[IGNORE_INDEX, 1, 0, 1], [IGNORE_INDEX, 0, 1, 0]])  # copy of -0
+    # the target equals the token at offset 0, so the token at -1 (always the other value)
+    # determines it exactly; a made-up target that no token determines gives less
+    assert one_token_accuracy(tokens, targets, -1) == 1.0
+    noisy = torch.tensor([[IGNORE_INDEX, 1, 1, 1], [IGNORE_INDEX, 0, 1, 0]])
+    assert one_token_accuracy(tokens, noisy, -1) < 1.0
+    with pytest.raises(ValueError, match="offset"):
+        one_token_accuracy(tokens, targets, 0)

@@ -56,6 +56,7 @@ __all__ = [
     "loss_without",
     "ablation_report",
     "chance_accuracy",
+    "one_token_accuracy",
     "plot_pruning_curve",
     "pruning_curve",
 ]
@@ -239,6 +240,35 @@ def chance_accuracy(targets: torch.Tensor) -> float:
     """
     counts = torch.bincount(targets[targets != IGNORE_INDEX])  # (V,)
     return round(float(counts.max() / counts.sum()), 6)
+
+
+def one_token_accuracy(tokens: torch.Tensor, targets: torch.Tensor, offset: int) -> float:
+    """The best accuracy any read-out can reach knowing only the token at ``offset``.
+
+    For each value of that token the best guess is the target that occurs most often with it;
+    counting on ``(tokens, targets)`` gives the bound exactly (example 5, exercise 1).
+
+    Args:
+        tokens, targets: ``(N, L)`` token ids (int64) and targets (``IGNORE_INDEX`` = none).
+        offset: the relation known, a negative key-minus-query offset such as ``-1``.
+
+    Raises:
+        ValueError: if ``offset`` is not negative or leaves no position with a target.
+    """
+    seq_len = tokens.shape[1]
+    if offset >= 0 or -offset >= seq_len:
+        raise ValueError(f"offset must be in -{seq_len - 1}..-1, got {offset}")
+    has_target = targets != IGNORE_INDEX  # (N, L)
+    has_target[:, :-offset] = False  # no token at that offset
+    rows, cols = has_target.nonzero(as_tuple=True)  # (n,), (n,)
+    if not len(rows):
+        raise ValueError(f"no position with a target has a token at offset {offset}")
+    known = tokens[rows, cols + offset]  # (n,)
+    target = targets[rows, cols]  # (n,)
+    size = int(max(tokens.max(), targets.max())) + 1
+    counts = torch.zeros(size, size, dtype=torch.float64)  # (known token, target)
+    counts.index_put_((known, target), torch.ones(len(known), dtype=torch.float64), accumulate=True)
+    return round(float(counts.amax(dim=1).sum() / counts.sum()), 6)
 
 
 def pruning_curve(
