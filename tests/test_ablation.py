@@ -244,3 +244,25 @@ def test_one_token_accuracy_bounds():
     assert one_token_accuracy(tokens, noisy, -1) < 1.0
     with pytest.raises(ValueError, match="offset"):
         one_token_accuracy(tokens, targets, 0)
+
+
+def test_spare_heads_not_wide_heads_make_heads_dispensable():
+    """Example 5's one-factor comparison at embed_dim=64 (3 seeds, the default training): with
+    8 heads more heads can go on its own than with 4 (head_dim 16) on every seed, and the
+    4-head model lets at most one go. Measured: 1/0/1 against 4/3/2."""
+    grid = ablation.width_heads_grid(((64, 4), (64, 8)), seeds=(0, 1, 2))
+    four = [len(r["removable"]) for r in grid if r["num_heads"] == 4]
+    eight = [len(r["removable"]) for r in grid if r["num_heads"] == 8]
+    assert all(r["accuracy"] >= 0.99 for r in grid)  # every run learned the task
+    assert max(four) <= 1
+    assert all(e > f for e, f in zip(eight, four, strict=True))
+    assert min(eight) >= 2
+    with pytest.raises(ValueError, match="divide"):
+        ablation.width_heads_grid(((16, 3),))
+
+
+def test_removable_heads_rejects_a_bad_tolerance():
+    result = training.train(num_heads=2, steps=2, eval_size=64, probe_size=16)
+    with pytest.raises(ValueError, match="tolerance"):
+        ablation.removable_heads(result, tolerance=2.0)
+    assert ablation.removable_heads(result, tolerance=1.0) == [0, 1]  # any drop is < 1
