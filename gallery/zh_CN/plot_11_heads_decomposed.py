@@ -40,13 +40,16 @@ import torch
 
 from mha_ref import MultiHeadAttention, causal_mask
 from mha_ref.tutorial.circuits import (
+    argmax_copying_fraction,
+    composition_scores,
     copy_qk,
-    copying_score,
+    eigenvalue_copying_score,
     head_contexts,
     head_outputs,
     ov_matrix,
     plot_matrices,
     qk_matrix,
+    random_composition_baseline,
     rank,
     token_ov_circuit,
 )
@@ -128,12 +131,16 @@ plt.show()
 # 示例先运行，就直接从缓存读取），把每个头的 OV 矩阵从词元一直读到 logits：
 # :math:`W_E W_V^h W_O^h W_U^\top` （:func:`~mha_ref.tutorial.circuits.token_ov_circuit`）。
 # 第 ``i`` 行表示头注意词元 ``i`` 时哪些 logits 会升高。一个 *复制* 型的头会把每一行的最大值放在
-# 对角线上；复制分数就是满足这一点的词元所占的比例。那个示例根据“看向哪里”找出了第 1 层的前一
-# 词元头和第 2 层的归纳头；这里比较它们写下什么。
+# 对角线上。有两个数概括这一点：**argmax 复制比例**，即头把自身 logit 提得最高的词元所占的比例
+# （:func:`~mha_ref.tutorial.circuits.argmax_copying_fraction`）；以及 Elhage 等人由回路特征值定义的
+# **复制分数** :math:`\sum_i \lambda_i / \sum_i |\lambda_i|`
+# （:func:`~mha_ref.tutorial.circuits.eigenvalue_copying_score`；把每个词元映射到自身的头得 +1，把词元
+# 映射离开自身的头得 -1）。那个示例根据“看向哪里”找出了第 1 层的前一词元头和第 2 层的归纳头；这里比较
+# 它们写下什么。
 #
 # 读表时要注意一点：这个回路是 *直接路径* ，从嵌入经过这个头直接到反嵌入。第 2 层的头写向
 # logits，对它们来说这正是起作用的路径。第 1 层的头的输出在别处起作用：它写进第 2 层要搜索的键里
-# （K 组合）。它的复制分数说明的是，假如它的输出直接送到 logits 会写下什么，而不是它为模型做了什么。
+# （K 组合）。它的复制比例和复制分数说明的是，假如它的输出直接送到 logits 会写下什么，而不是它为模型做了什么。
 
 induction_model = train_induction(seed=0).model().double()
 token_names = list("ABCDEFGHIJKLMNOPQRSTUVWX")  # 每个词元编号对应一个名字
@@ -148,12 +155,18 @@ rows = [
         f"层 {layer + 1} 头 {head}",
         rank(qk_matrix(induction_model.layers[layer], head)),
         rank(ov_matrix(induction_model.layers[layer], head)),
-        f"{copying_score(circuit):.3f}",
+        f"{argmax_copying_fraction(circuit):.3f}",
+        f"{eigenvalue_copying_score(circuit):+.3f}",
     ]
     for (layer, head), circuit in circuits.items()
 ]
 print(f"head_dim：{induction_model.layers[0].head_dim}")
-print(text_table(["头", "QK 的秩", "OV 的秩", "复制分数"], rows))
+print(
+    text_table(
+        ["头", "QK 的秩", "OV 的秩", "argmax 复制比例", "复制分数（特征值）"],
+        rows,
+    )
+)
 
 fig = plot_matrices(
     [circuits[(1, 0)], circuits[(1, 1)]],
@@ -182,6 +195,65 @@ print(f"  完整模型：                 {composition['none']:.3f}")
 print(f"  从第 2 层的查询中去掉它：  {composition['Q']:.3f}")
 print(f"  从第 2 层的键中去掉它：    {composition['K']:.3f}")
 print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
+
+# %%
+# Elhage 等人的组合分数，以及它们是否与消融一致
+# --------------------------------------------
+# Elhage 等人还只用权重来衡量组合：对第 1 层头的 OV 矩阵 :math:`OV_1` 和第 2 层某个头的矩阵，
+# **组合分数** 为 :math:`\|M_1 M_2\|_F / (\|M_1\|_F \|M_2\|_F)`，其中 Q 组合取
+# :math:`M_1 M_2 = OV_1 QK_2`，K 组合取 :math:`OV_1 QK_2^\top`，V 组合取 :math:`OV_1 OV_2`
+# （:func:`~mha_ref.tutorial.circuits.composition_scores`）。这个分数只有和形状相同、彼此无关的头的
+# 分数相比才有意义：即随机高斯头的平均值
+# （:func:`~mha_ref.tutorial.circuits.random_composition_baseline`）。权重只能提示，上面的消融才是测量。
+# 所以问题在于两者是否一致，而且不只在一个模型上：下面用同样的配方、以种子 0、1、2 训练（种子 0 就是
+# 上面的模型）。对每个种子，消融找到的组合是：去掉后准确率损失最大的那一路第 2 层输入；如果对第 2 层的
+# 两个头而言，这种组合的分数都是三者中最大的，并且高于随机基线，就算分数与消融一致。
+
+layer_1 = induction_model.layers[0]
+baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=200, seed=0)
+print(f"随机基线（embed_dim={layer_1.embed_dim}，head_dim={layer_1.head_dim}）：{baseline:.3f}")
+evidence_rows, agreed = [], 0
+for seed in (0, 1, 2):
+    run = train_induction(seed=seed)
+    seed_model = run.model().double()
+    seed_tokens, seed_periods = run.evaluation_batch()  # (N, L), (N,)
+    prev = int(head_scores(seed_model, seed_tokens, seed_periods)[0][0].argmax())
+    ablated = composition_ablation(seed_model, seed_tokens, seed_periods, prev)
+    by_ablation = min("QKV", key=lambda c: ablated[c])
+    scores = [composition_scores(seed_model.layers[0], prev, seed_model.layers[1], h) for h in range(2)]
+    agree = all(max("QKV", key=s.get) == by_ablation and s[by_ablation] > baseline for s in scores)
+    agreed += agree
+    evidence_rows.append(
+        (
+            seed,
+            prev,
+            " / ".join(f"{ablated[c]:.3f}" for c in "QKV"),
+            by_ablation,
+            *(" / ".join(f"{s[c]:.3f}" for s in scores) for c in "QKV"),
+            "是" if agree else "否",
+        )
+    )
+print(
+    text_table(
+        [
+            "种子",
+            "前一词元头",
+            "从 Q / K / V 去掉它后的准确率",
+            "消融结论",
+            "Q 分数（层 2 头 0 / 头 1）",
+            "K 分数",
+            "V 分数",
+            "一致",
+        ],
+        evidence_rows,
+    )
+)
+print(f"分数与消融一致的种子数：{agreed} / 3")
+
+# %%
+# 该读出什么（数字以表格为准）：在每个种子上，把前一词元头从第 2 层的键里去掉才会损失准确率；它与第 2 层
+# 每个头的 K 组合分数都高于随机基线，而 Q 和 V 分数都低于基线。在最后一列为“是”的种子上，只看权重的
+# 度量和干预讲的是同一件事。单靠分数是不够的：它是权重的性质，并不说明模型是否用到了这条路径；消融才说明。
 
 # %%
 # 这说明了什么
@@ -241,7 +313,7 @@ print(text_table(["改动", "头 0 的注意力权重", "头 0 的那一项", "�
 #    :class-container: mha-answer
 #
 #    第 2 层的头看向当前词元上一次出现之后紧跟的那个词元（归纳头示例测量了它们看向哪里），而它们
-#    的 OV 回路把所注意的词元复制到这个词元自己的 logit 上（见上面的复制分数）。所以单靠它们的项就
+#    的 OV 回路把所注意的词元复制到这个词元自己的 logit 上（见上面的复制比例和复制分数）。所以单靠它们的项就
 #    应当足以作出预测，单个头的项也一样；去掉它们之后剩下的部分，应当不比瞎猜好。这些项由
 #    :func:`~mha_ref.tutorial.circuits.head_outputs` 在第 1 层之后的残差流上算出；只保留这些项时，
 #    不加反嵌入的偏置：
