@@ -53,7 +53,12 @@ from mha_ref.tutorial.circuits import (
     rank,
     token_ov_circuit,
 )
-from mha_ref.tutorial.induction import composition_ablation, head_scores
+from mha_ref.tutorial.induction import (
+    composition_ablation,
+    corrupt_first_copy,
+    head_scores,
+    patched_logits,
+)
 from mha_ref.tutorial.induction_training import train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 
@@ -212,12 +217,13 @@ print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
 layer_1 = induction_model.layers[0]
 baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=200, seed=0)
 print(f"随机基线（embed_dim={layer_1.embed_dim}，head_dim={layer_1.head_dim}）：{baseline:.3f}")
-evidence_rows, agreed = [], 0
+evidence_rows, agreed, seed_runs = [], 0, {}
 for seed in (0, 1, 2):
     run = train_induction(seed=seed)
     seed_model = run.model().double()
     seed_tokens, seed_periods = run.evaluation_batch()  # (N, L), (N,)
     prev = int(head_scores(seed_model, seed_tokens, seed_periods)[0][0].argmax())
+    seed_runs[seed] = (seed_model, seed_tokens, seed_periods, prev)
     ablated = composition_ablation(seed_model, seed_tokens, seed_periods, prev)
     by_ablation = min("QKV", key=lambda c: ablated[c])
     scores = [composition_scores(seed_model.layers[0], prev, seed_model.layers[1], h) for h in range(2)]
@@ -254,6 +260,57 @@ print(f"分数与消融一致的种子数：{agreed} / 3")
 # 该读出什么（数字以表格为准）：在每个种子上，把前一词元头从第 2 层的键里去掉才会损失准确率；它与第 2 层
 # 每个头的 K 组合分数都高于随机基线，而 Q 和 V 分数都低于基线。在最后一列为“是”的种子上，只看权重的
 # 度量和干预讲的是同一件事。单靠分数是不够的：它是权重的性质，并不说明模型是否用到了这条路径；消融才说明。
+
+# %%
+# 激活修补：哪些位置承载着这个回路
+# --------------------------------
+# 消融是去掉一个头；**激活修补**（activation patching）问的是：预测所需的信息在哪里。做两次运行：
+# 干净的序列，以及一个被破坏的序列——把 *第一份* 拷贝中位置 ``c`` 上的一个词元换成序列里没有的词元
+# （:func:`~mha_ref.tutorial.induction.corrupt_first_copy`）。在 ``q = c + period`` 处，同一个词元在
+# 第二份拷贝里再次出现，干净的模型会预测第一次出现时跟在它后面的词元 ``tokens[c + 1]``；在被破坏的
+# 运行中，这个匹配没有了。然后再运行一次被破坏的序列，但其中 *一个* 激活取自干净的运行
+# （:func:`~mha_ref.tutorial.induction.patched_logits`）：某一个头在所有位置上的输出，或者第 1 层之后
+# 某一个位置上的整个残差流。表中的数是在 ``q`` 处的预测重新变成干净答案的序列所占的比例。该看什么：
+# 哪个头、哪个位置能把答案找回来。种子 0、1、2，同上。
+
+patch_rows = []
+for seed, (seed_model, seed_tokens, seed_periods, prev) in seed_runs.items():
+    corrupted, changed, query = corrupt_first_copy(seed_tokens, seed_periods, seed_model.unembed.out_features)
+    batch_index = torch.arange(len(seed_tokens))  # (N,)
+    answer = seed_tokens[batch_index, changed + 1]  # (N,) 干净运行在 q 处的预测
+
+    def restored(logits):
+        """在 q 处的预测等于干净答案的序列所占的比例。"""
+        return (logits[batch_index, query].argmax(dim=-1) == answer).double().mean().item()
+
+    with torch.no_grad():
+        row = [seed, prev, f"{restored(seed_model(seed_tokens)[0]):.3f}", f"{restored(seed_model(corrupted)[0]):.3f}"]
+    row += [f"{restored(patched_logits(seed_model, seed_tokens, corrupted, head=(0, h))):.3f}" for h in (prev, 1 - prev)]
+    row += [f"{restored(patched_logits(seed_model, seed_tokens, corrupted, position=p)):.3f}" for p in (changed, changed + 1, query)]
+    patch_rows.append(row)
+print(
+    text_table(
+        [
+            "种子",
+            "前一词元头",
+            "干净",
+            "被破坏",
+            "修补前一词元头",
+            "修补另一个层 1 头",
+            "修补位置 c",
+            "修补 c + 1",
+            "修补 q",
+        ],
+        patch_rows,
+    )
+)
+
+# %%
+# 结合回路来读（数字以表格为准）。修补前一词元头的干净输出在每个种子上都能把答案找回来；修补第 1 层的
+# 另一个头找回的要少得多（在一个种子上找回了一部分）。三个位置中，能找回答案的是 ``c + 1``，既不是被改动的词元所在的 ``c``，也不是查询位置 ``q``：
+# 第 1 层之后，“我前面的词元是 ``tokens[c]``”这条信息位于 ``c + 1``，是前一词元头写在那里的，而第 2 层
+# 的归纳头匹配的正是这个键。在第 1 层之后修补 ``c`` 已经太晚：位置 ``c + 1`` 早已在那里读到了被破坏的
+# 词元。这就是按位置定位出来的 K 组合。
 
 # %%
 # 这说明了什么
@@ -339,3 +396,13 @@ with torch.no_grad():
 rows = [[name, f"{second_copy_accuracy(z, eval_tokens, eval_periods):.3f}"] for name, z in logits.items()]
 rows.append(["（均匀瞎猜）", f"{1 / w_u.shape[0]:.3f}"])
 print(text_table(["logits 的来源", "第二份拷贝的准确率"], rows))
+
+# %%
+# 小结
+# ----
+# * 一层的输出恰好是每个头各一项之和，每一项经过它自己的 QK 矩阵（看向哪里）和 OV 矩阵（写下什么）；
+#   两者的秩都不超过 ``head_dim``。
+# * 在归纳模型中，第 2 层的头在复制：它们的 argmax 复制比例和 Elhage 等人的特征值复制分数都接近最大值。
+# * 前一词元头通过第 2 层的键起作用：组合消融、相对于随机基线的组合分数和激活修补在三个种子上一致
+#   （一致的种子数见表格）。激活修补把这个回路定位在位置 ``c + 1``，也就是前一词元头写入的地方。
+# * 权重只能提示（热力图、分数）；干预（消融、修补）才是测量。
