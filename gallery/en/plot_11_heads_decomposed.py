@@ -214,7 +214,7 @@ print(f"  removed from layer 2 values:  {composition['V']:.3f}")
 
 # %%
 # Elhage et al.'s composition scores, and whether they agree with the ablation
-# ---------------------------------------------------------------------------
+# ----------------------------------------------------------------------------
 # Elhage et al. also measure composition from the weights alone: for the layer-1 head's OV
 # matrix :math:`OV_1` and a layer-2 head's matrices, the **composition score**
 # :math:`\|M_1 M_2\|_F / (\|M_1\|_F \|M_2\|_F)`, with :math:`M_1 M_2 = OV_1 QK_2` for

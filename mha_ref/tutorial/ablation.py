@@ -308,9 +308,10 @@ def width_heads_grid(
     in ``num_heads`` only.
 
     Returns:
-        one dict per cell and seed, cell major: ``embed_dim``, ``num_heads``, ``head_dim``,
-        ``seed``, ``accuracy`` (full model) and ``removable`` (:func:`removable_heads`). Cached
-        when ``MHA_REF_CACHE_DIR`` is set.
+        A list with one dict per cell and seed (cells in the order given, seeds inside each),
+        with the keys ``embed_dim``, ``num_heads``, ``head_dim``, ``seed``, ``accuracy`` (the
+        full model's) and ``removable`` (:func:`removable_heads`). Cached when
+        ``MHA_REF_CACHE_DIR`` is set.
 
     Raises:
         ValueError: if a cell's ``num_heads`` does not divide its ``embed_dim``.
