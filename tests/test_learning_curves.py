@@ -164,3 +164,18 @@ def test_one_head_fails_at_three_times_the_rate_where_four_heads_learn():
     assert page.final_accuracy >= 0.9
     split = page.offset_profile[0]
     assert page.entropy[0] > 0.4 and min(split[1], split[2]) > 0.2  # both keys get weight
+
+
+def test_decode_step_traffic_counts_by_hand():
+    """Shazeer 2019, 2.4.1: one decode step reads the cache for about one FLOP per byte."""
+    t = head_count.decode_step_traffic(1, 10, 8, 2, 2, bytes_per_element=1)
+    # weights: q and out 8x8 each, k and v 8x8 each (2 kv heads x 4 = 8 rows): 256 elements
+    assert t["weight_bytes"] == 256 and t["cache_bytes"] == 2 * 10 * 2 * 4
+    assert t["flops"] == 2 * 256 + 4 * 2 * 10 * 4
+    mha = head_count.decode_step_traffic(64, 4096, 512, 8, 8)
+    mqa = head_count.decode_step_traffic(64, 4096, 512, 8, 1)
+    assert mha["cache_bytes"] == 8 * mqa["cache_bytes"]
+    assert mqa["intensity"] > mha["intensity"]
+    assert mha["intensity"] < 2  # far below any GPU's ridge point (hundreds of FLOP/byte)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        head_count.decode_step_traffic(1, 10, 8, 2, 3)

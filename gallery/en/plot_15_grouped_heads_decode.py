@@ -150,6 +150,44 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# What a decode step costs on a GPU: the arithmetic
+# -------------------------------------------------
+# The CPU times above cannot show what bounds a decode step on a GPU, but the arithmetic of
+# Shazeer (2019, section 2.4.1) can. One step of this layer reads the projection weights once and
+# the keys and values of every cached token of every sequence, and does little arithmetic per
+# byte read: :func:`mha_ref.tutorial.head_count.decode_step_traffic` counts both (float16,
+# ``cached_len`` tokens, the layer above). A device is bound by memory for a step whose FLOPs per
+# byte (the *intensity*) lie far below its peak FLOP rate divided by its bandwidth (its *ridge
+# point*). For the device we take the NVIDIA H100 SXM's published figures (NVIDIA, "H100 Tensor
+# Core GPU" datasheet): 3.35 TB/s of HBM3 bandwidth and 989 TFLOP/s of dense BF16 tensor-core
+# arithmetic (the datasheet's 1,979 is with sparsity). The last two columns are the time reading
+# the bytes would take at that bandwidth and the time the FLOPs would take at that rate: lower
+# bounds, not measurements.
+
+from mha_ref.tutorial.head_count import decode_step_traffic
+
+gpu_name, gpu_bandwidth, gpu_flops = "NVIDIA H100 SXM", 3.35e12, 989e12  # bytes/s, FLOP/s (dense BF16)
+ridge = gpu_flops / gpu_bandwidth
+print(f"{gpu_name}: {gpu_bandwidth / 1e12:.2f} TB/s, {gpu_flops / 1e12:.0f} TFLOP/s, ridge point {ridge:.0f} FLOP/byte")
+traffic_rows = []
+for traffic_batch in (1, 64):
+    for num_kv_heads in (8, 4, 2, 1):
+        t = decode_step_traffic(traffic_batch, cached_len, embed_dim, num_heads, num_kv_heads)
+        memory_us, compute_us = t["bytes"] / gpu_bandwidth * 1e6, t["flops"] / gpu_flops * 1e6
+        traffic_rows.append((traffic_batch, num_kv_heads, f"{t['cache_bytes'] / 2**20:.1f}", f"{t['weight_bytes'] / 2**20:.1f}",
+                             f"{t['flops'] / 1e6:.1f}", f"{t['intensity']:.1f}", f"{memory_us:.2f}", f"{compute_us:.3f}"))
+print(text_table(["batch", "num_kv_heads", "K/V read (MiB)", "weights read (MiB)", "MFLOPs", "FLOP/byte", "memory time (us)", "FLOP time (us)"], traffic_rows))
+
+# %%
+# Read the table (the numbers are the ones printed): every row's intensity lies far below the
+# ridge point, so on this GPU a decode step of this layer would be bound by reading memory, and
+# the memory time is many times the FLOP time. Fewer key/value heads cut the bytes of the cache
+# by the group size while the attention FLOPs stay, so the intensity rises; with a large batch the
+# cache is nearly all of what is read. That is the case for multi-query and grouped-query
+# attention (Shazeer 2019; Ainslie et al. 2023), and why the CPU timings of this page, bound by
+# other things, fall less than the cache.
+
+# %%
 # From multi-head to grouped-query attention: mean-pooling
 # --------------------------------------------------------
 # Ainslie et al. build a grouped-query model from a trained multi-head one: the key (and value)
@@ -355,6 +393,9 @@ print(text_table(["num_kv_heads", "copy with paired heads: max abs diff", "origi
 # -------
 # * A decode step reads the whole KV cache for one query per head; grouped-query and multi-query
 #   attention shrink that cache by the group size, and the explicit grouped path never copies it.
+# * By the arithmetic of Shazeer 2019 (computed, not measured), such a step does a few FLOPs per
+#   byte read, far below a GPU's ridge point: on a GPU it is bound by memory, which is what fewer
+#   key/value heads relieve.
 # * Mean-pooling a trained multi-head layer is exact only with as many key/value heads as query
 #   heads. Here 100 uptraining steps, 50% of pre-training against the paper's 5%, bring back the
 #   model with 2 key/value heads but not the multi-query one.

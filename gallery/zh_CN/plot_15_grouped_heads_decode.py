@@ -139,6 +139,38 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# 一步解码在 GPU 上的开销：算一算
+# -------------------------------
+# 上面的 CPU 耗时无法说明 GPU 上一步解码受什么限制，但 Shazeer（2019，第 2.4.1 节）的算术可以。这一层的
+# 一步要把投影权重读一遍，再把每个序列每个缓存词元的键和值读一遍，而每读一个字节只做很少的运算：
+# :func:`mha_ref.tutorial.head_count.decode_step_traffic` 统计两者（float16，``cached_len`` 个词元，
+# 即上面的层）。如果一步的每字节 FLOPs（*运算强度*）远低于设备峰值 FLOP 速率除以带宽（它的 *屋脊点*），
+# 这一步就受内存限制。设备取 NVIDIA H100 SXM 公布的数据（NVIDIA，“H100 Tensor Core GPU”数据手册）：
+# 3.35 TB/s 的 HBM3 带宽，以及 989 TFLOP/s 的稠密 BF16 张量核心算力（手册中的 1,979 是稀疏时的数字）。
+# 最后两列是按这个带宽读完这些字节所需的时间，以及按这个速率做完这些 FLOPs 所需的时间：都是下限，
+# 不是测量值。
+
+from mha_ref.tutorial.head_count import decode_step_traffic
+
+gpu_name, gpu_bandwidth, gpu_flops = "NVIDIA H100 SXM", 3.35e12, 989e12  # bytes/s, FLOP/s (dense BF16)
+ridge = gpu_flops / gpu_bandwidth
+print(f"{gpu_name}: {gpu_bandwidth / 1e12:.2f} TB/s, {gpu_flops / 1e12:.0f} TFLOP/s, ridge point {ridge:.0f} FLOP/byte")
+traffic_rows = []
+for traffic_batch in (1, 64):
+    for num_kv_heads in (8, 4, 2, 1):
+        t = decode_step_traffic(traffic_batch, cached_len, embed_dim, num_heads, num_kv_heads)
+        memory_us, compute_us = t["bytes"] / gpu_bandwidth * 1e6, t["flops"] / gpu_flops * 1e6
+        traffic_rows.append((traffic_batch, num_kv_heads, f"{t['cache_bytes'] / 2**20:.1f}", f"{t['weight_bytes'] / 2**20:.1f}",
+                             f"{t['flops'] / 1e6:.1f}", f"{t['intensity']:.1f}", f"{memory_us:.2f}", f"{compute_us:.3f}"))
+print(text_table(["批大小", "num_kv_heads", "读取的 K/V（MiB）", "读取的权重（MiB）", "MFLOPs", "FLOP/字节", "内存时间（us）", "FLOP 时间（us）"], traffic_rows))
+
+# %%
+# 读这张表（数字以打印的为准）：每一行的运算强度都远低于屋脊点，所以在这块 GPU 上，这一层的一步解码会
+# 受读取内存的限制，内存时间是 FLOP 时间的许多倍。键/值头更少时，缓存的字节数按组的大小缩小，注意力的
+# FLOPs 却不变，于是运算强度上升；批很大时，读取的几乎全是缓存。这就是多查询和分组查询注意力的理由
+# （Shazeer 2019；Ainslie 等 2023），也说明了为什么本页受其他因素限制的 CPU 耗时下降得比缓存少。
+
+# %%
 # 从多头到分组查询注意力：取平均
 # ------------------------------
 # Ainslie 等人从训练好的多头模型构造分组查询模型：每个新键/值头的键（和值）投影，是它所在组里各个头的
@@ -321,6 +353,8 @@ print(text_table(["num_kv_heads", "成对相同的副本：最大绝对差", "�
 # ----
 # * 一步解码为每个头的一个查询读取整个 KV 缓存；分组查询注意力和多查询注意力按组的大小缩小这个缓存，
 #   显式分组路径从不复制它。
+# * 按 Shazeer 2019 的算术（计算所得，不是测量），这样的一步每读一个字节只做几次运算，远低于 GPU 的屋脊点：
+#   在 GPU 上它受内存限制，而减少键/值头缓解的正是这一点。
 # * 对训练好的多头层取平均，只有在键/值头与查询头一样多时才是精确的。这里 100 步追加训练（预训练的 50%，
 #   论文是 5%）让 2 个键/值头的模型恢复了，多查询模型却没有。
 # * 在这个小任务上，起决定作用的是预算相同的对照：从头训练同样的 300 步，多查询模型学会了任务。
