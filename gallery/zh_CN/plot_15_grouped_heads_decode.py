@@ -152,7 +152,7 @@ plt.show()
 
 from mha_ref.tutorial.head_count import decode_step_traffic
 
-gpu_name, gpu_bandwidth, gpu_flops = "NVIDIA H100 SXM", 3.35e12, 989e12  # bytes/s, FLOP/s (dense BF16)
+gpu_name, gpu_bandwidth, gpu_flops = "NVIDIA H100 SXM", 3.35e12, 989e12  # 字节/秒，FLOP/秒（稠密 BF16）
 ridge = gpu_flops / gpu_bandwidth
 print(f"{gpu_name}: {gpu_bandwidth / 1e12:.2f} TB/s, {gpu_flops / 1e12:.0f} TFLOP/s, ridge point {ridge:.0f} FLOP/byte")
 traffic_rows = []
