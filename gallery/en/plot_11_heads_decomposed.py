@@ -299,7 +299,7 @@ for seed, (seed_model, seed_tokens, seed_periods, prev) in seed_runs.items():
     batch_index = torch.arange(len(seed_tokens))  # (N,)
     answer = seed_tokens[batch_index, changed + 1]  # (N,) the clean prediction at q
 
-    def restored(logits):
+    def restored(logits, batch_index=batch_index, query=query, answer=answer):
         """Fraction of sequences whose prediction at q is the clean answer."""
         return (logits[batch_index, query].argmax(dim=-1) == answer).double().mean().item()
 

@@ -279,7 +279,7 @@ for seed, (seed_model, seed_tokens, seed_periods, prev) in seed_runs.items():
     batch_index = torch.arange(len(seed_tokens))  # (N,)
     answer = seed_tokens[batch_index, changed + 1]  # (N,) 干净运行在 q 处的预测
 
-    def restored(logits):
+    def restored(logits, batch_index=batch_index, query=query, answer=answer):
         """在 q 处的预测等于干净答案的序列所占的比例。"""
         return (logits[batch_index, query].argmax(dim=-1) == answer).double().mean().item()
 
