@@ -57,7 +57,8 @@ class GroupedQueryAttention(nn.Module):
         embed_dim: Model width (query features and output features).
         num_heads: Number of query heads; must divide ``embed_dim``.
         num_kv_heads: Number of key/value heads; must divide ``num_heads``.
-        dropout: Dropout probability on the attention weights (training only), in ``[0, 1)``.
+        dropout: Dropout probability on the attention weights (training only), in ``[0, 1]``
+            (``1`` zeroes every weight, as in PyTorch).
         bias: Add biases to all projections. Default: ``True``.
         batch_first: Inputs are ``(batch, seq, feature)``; else ``(seq, batch, feature)``.
             Default: ``True``.
@@ -84,7 +85,7 @@ class GroupedQueryAttention(nn.Module):
         TypeError: If a size is not an integer, or ``rope`` is not a ``RotaryEmbedding``.
         ValueError: If a size is not positive, ``embed_dim`` is not divisible by
             ``num_heads``, ``num_kv_heads`` does not divide ``num_heads``, ``dropout`` is
-            outside ``[0, 1)``, or ``rope`` was built for another ``head_dim``.
+            outside ``[0, 1]``, or ``rope`` was built for another ``head_dim``.
 
     Source:
         Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from

@@ -227,3 +227,42 @@ def test_plot_pruning_curve_names_the_removed_heads(clean_matplotlib, trained):
     (ax,) = fig.axes
     texts = [t.get_text() for t in ax.texts]
     assert len(texts) == 5 and texts[1].startswith(f"-头 {report.order[0]}")
+
+
+def test_one_token_accuracy_bounds():
+    import torch
+
+    from mha_ref.tutorial.ablation import one_token_accuracy
+    from mha_ref.tutorial.tasks import IGNORE_INDEX
+
+    tokens = torch.tensor([[0, 1, 0, 1], [1, 0, 1, 0]])  # (2, 4)
+    targets = torch.tensor([[IGNORE_INDEX, 1, 0, 1], [IGNORE_INDEX, 0, 1, 0]])  # copy of -0
+    # the target equals the token at offset 0, so the token at -1 (always the other value)
+    # determines it exactly; a made-up target that no token determines gives less
+    assert one_token_accuracy(tokens, targets, -1) == 1.0
+    noisy = torch.tensor([[IGNORE_INDEX, 1, 1, 1], [IGNORE_INDEX, 0, 1, 0]])
+    assert one_token_accuracy(tokens, noisy, -1) < 1.0
+    with pytest.raises(ValueError, match="offset"):
+        one_token_accuracy(tokens, targets, 0)
+
+
+def test_spare_heads_not_wide_heads_make_heads_dispensable():
+    """Example 5's one-factor comparison at embed_dim=64 (3 seeds, the default training): with
+    8 heads more heads can go on its own than with 4 (head_dim 16) on every seed, and the
+    4-head model lets at most one go. Measured: 1/0/1 against 4/3/2."""
+    grid = ablation.width_heads_grid(((64, 4), (64, 8)), seeds=(0, 1, 2))
+    four = [len(r["removable"]) for r in grid if r["num_heads"] == 4]
+    eight = [len(r["removable"]) for r in grid if r["num_heads"] == 8]
+    assert all(r["accuracy"] >= 0.99 for r in grid)  # every run learned the task
+    assert max(four) <= 1
+    assert all(e > f for e, f in zip(eight, four, strict=True))
+    assert min(eight) >= 2
+    with pytest.raises(ValueError, match="divide"):
+        ablation.width_heads_grid(((16, 3),))
+
+
+def test_removable_heads_rejects_a_bad_tolerance():
+    result = training.train(num_heads=2, steps=2, eval_size=64, probe_size=16)
+    with pytest.raises(ValueError, match="tolerance"):
+        ablation.removable_heads(result, tolerance=2.0)
+    assert ablation.removable_heads(result, tolerance=1.0) == [0, 1]  # any drop is < 1

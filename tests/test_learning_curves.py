@@ -121,3 +121,61 @@ def test_plots_take_chinese_labels(clean_matplotlib):
     fig = learning_curves.plot_steps_to_threshold(rows, published, steps_title="学习速度")
     assert len(fig.axes) == 2 and fig.axes[0].get_title() == "学习速度"
     assert fig.axes[1].get_ylim()[1] - fig.axes[1].get_ylim()[0] >= 3.0
+
+
+def test_truncate_curve_is_a_shorter_run():
+    """The first N steps of a longer deterministic run are a run of N steps."""
+    (long,) = learning_curves.learning_curves((2,), seeds=(0,), steps=12, eval_every=4, **SHORT)
+    (short,) = learning_curves.learning_curves((2,), seeds=(0,), steps=8, eval_every=4, **SHORT)
+    cut = learning_curves.truncate_curve(long, 8, 0.5)
+    assert cut.steps == short.steps == [4, 8] and cut.accuracy == short.accuracy
+    assert cut.final_accuracy == short.final_accuracy and cut.loss_curve == short.loss_curve
+    assert cut.offset_profile is None and short.offset_profile is not None
+    assert learning_curves.truncate_curve(long, 100, 0.5).steps == long.steps
+    with pytest.raises(ValueError, match="evaluated step"):
+        learning_curves.truncate_curve(long, 6, 0.5)
+
+
+def test_learned_counts():
+    rows = learning_curves.learned_counts(
+        {0.01: [_curve(1, 0, 75), _curve(1, 1, None, 0.5)], 0.03: [_curve(1, 0, None, 0.2)]}, 0.9
+    )
+    assert [(r["lr"], r["learned"], r["seeds"]) for r in rows] == [(0.01, 1, 2), (0.03, 0, 1)]
+
+
+def test_one_head_fails_at_three_times_the_rate_where_four_heads_learn():
+    """Example 6's sweep (400 steps, 3 seeds). The single head collapses onto one offset and
+    stays near what one token allows (a read-out of one token reaches about 0.21); every seed of
+    h=4 learns. At the page's rate the single head keeps a soft split over the two keys."""
+    kwargs = dict(seeds=(0, 1, 2), steps=400, eval_every=25, stop_accuracy=0.999, stop_patience=4)
+    high = learning_curves.learning_curves((1, 4), lr=3e-2, **kwargs)
+    for c in high:
+        if c.num_heads == 1:
+            assert c.final_accuracy < 0.3  # far below 0.9, near the one-token bound
+            assert c.entropy[0] < 0.1  # one-hot: the uniform entropy over 6-7 keys is > 1.7
+        else:
+            assert c.final_accuracy >= 0.9
+            # every head sharp, and the four heads cover both offsets -1 and -2
+            assert max(c.entropy) < 0.2
+            peaks = {max(range(len(p)), key=p.__getitem__) for p in c.offset_profile}
+            assert peaks == {1, 2}
+    (page,) = learning_curves.learning_curves((1,), seeds=(0,), steps=400, eval_every=25,
+                                              stop_accuracy=0.999, stop_patience=4)
+    assert page.final_accuracy >= 0.9
+    split = page.offset_profile[0]
+    assert page.entropy[0] > 0.4 and min(split[1], split[2]) > 0.2  # both keys get weight
+
+
+def test_decode_step_traffic_counts_by_hand():
+    """Shazeer 2019, 2.4.1: one decode step reads the cache for about one FLOP per byte."""
+    t = head_count.decode_step_traffic(1, 10, 8, 2, 2, bytes_per_element=1)
+    # weights: q and out 8x8 each, k and v 8x8 each (2 kv heads x 4 = 8 rows): 256 elements
+    assert t["weight_bytes"] == 256 and t["cache_bytes"] == 2 * 10 * 2 * 4
+    assert t["flops"] == 2 * 256 + 4 * 2 * 10 * 4
+    mha = head_count.decode_step_traffic(64, 4096, 512, 8, 8)
+    mqa = head_count.decode_step_traffic(64, 4096, 512, 8, 1)
+    assert mha["cache_bytes"] == 8 * mqa["cache_bytes"]
+    assert mqa["intensity"] > mha["intensity"]
+    assert mha["intensity"] < 2  # far below any GPU's ridge point (hundreds of FLOP/byte)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        head_count.decode_step_traffic(1, 10, 8, 2, 3)

@@ -13,7 +13,7 @@ in two different layers:
    token, that is the token right after the earlier occurrence, and copies it as the prediction.
 
 Neither head can do the job alone: the second head finds its key only through what the first one
-wrote. This page trains the smallest model where the circuit can form, while the page is built,
+wrote. This page trains a model with the two layers the circuit needs, while the page is built,
 then checks each claim by measuring the attention weights and by switching heads off.
 """
 
@@ -166,8 +166,12 @@ print(text_table(["ablated", "second-copy accuracy"], rows))
 # learning in large language models. It is not the only circuit that could solve this task (for
 # instance, a layer-1 head could find the earlier copy of the current token and pass on its
 # position, and a layer-2 query built from that position could pick the key one step later
-# through the learned position embedding: Q-composition), but it is the one that forms here, as
-# the ablations show.
+# through the learned position embedding: Q-composition). The ablations on this page show that
+# the previous-token head is *necessary*; they do not show whether layer 2 uses it through its
+# keys or its queries. The ablation that separates the two, removing the head from one input of
+# layer 2 at a time, is in :ref:`Example 11 <sphx_glr_auto_examples_plot_11_heads_decomposed.py>`,
+# with Elhage et al.'s composition scores on three seeds: that is where K-composition is
+# measured.
 
 # %%
 # Try it: the model runs in this page
@@ -298,3 +302,14 @@ for gap in range(0, first_copy + 1, 2):
 print(f"period: {period}; distance between the two copies in training: {config['min_period']} to {config['max_period']}")
 print(text_table(["gap", "distance", "full model", f"without layer 1 head {prev_head}"], rows))
 print(" ".join(TOKEN_NAMES[t] for t in moved[0].tolist()))
+
+# %%
+# Summary
+# -------
+# * Two layers are what the circuit needs: a previous-token head in layer 1 writes "the token
+#   before me" into each position, an induction head in layer 2 finds the position after the
+#   earlier occurrence of the current token and copies what is there.
+# * The weights show where the heads look; the ablations show that the previous-token head is
+#   necessary for the second-copy accuracy, although it never looks at the answer.
+# * That layer 2 uses it through its keys (K-composition) is measured in Example 11 (composition
+#   ablation, composition scores and activation patching, on three seeds), not on this page.

@@ -6,8 +6,9 @@ Attention as written in the paper computes all the scores of a query row, ``(L, 
 then their softmax, then the weighted sum of the values. For long sequences the scores are the
 largest tensor of the layer, and writing them to memory and reading them back costs more time
 than the arithmetic. FlashAttention (Dao et al. 2022) never stores them: it walks over the keys
-block by block with the *online softmax* of Milakov & Gimelshein (2018), and the result is
-**exact**, not an approximation.
+block by block with the *online softmax* (Milakov & Gimelshein 2018 compute the normaliser that
+way; the running, rescaled accumulator of the weighted values is Rabe & Staats 2021, which
+FlashAttention builds on), and the result is **exact**, not an approximation.
 
 This example builds the idea in three steps: why every softmax subtracts the row maximum; how a
 *running* maximum lets us do that one block at a time (:func:`mha_ref.tiled_attention`, checked
@@ -213,7 +214,8 @@ plt.show()
 
 # %%
 # Sources: Milakov & Gimelshein 2018, "Online normalizer calculation for softmax",
-# arXiv:1805.02867; Dao et al. 2022, "FlashAttention", arXiv:2205.14135, Sec. 3.1.
+# arXiv:1805.02867 (the normaliser); Rabe & Staats 2021, "Self-attention Does Not Need O(n²)
+# Memory", arXiv:2112.05682 (the output accumulator); Dao et al. 2022, "FlashAttention", arXiv:2205.14135, Sec. 3.1.
 
 # %%
 # Exercises

@@ -240,13 +240,13 @@ fig = plot_pruning_curve(
 plt.show()
 
 # %%
-# 更宽的模型：有些头可以去掉
+# 更大的模型：有些头可以去掉
 # --------------------------
-# “没有哪个头可以去掉”是 *这个* 模型的性质，而不是注意力头的普遍性质。它的注意力层很窄
-# （``head_dim=4``），又没有残差连接，所以每个头都传递着别的头不传递的特征。下面用同一个任务、
-# 同样的训练和同一个随机种子，只把模型加宽：``embed_dim=64``、``num_heads=8``
-# （``head_dim=8``）。该看什么：宽模型的剪枝曲线在去掉前几个头时，是否仍贴近完整模型的准确率
-# （正如 Michel 等人在翻译模型中的发现），而窄模型去掉第一个头就下跌？
+# “没有哪个头可以去掉”是 *这个* 模型的性质，而不是注意力头的普遍性质。下面用同一个任务、同样的
+# 训练和同一个随机种子，换一个既更宽、头又更多的模型：``embed_dim=64``、``num_heads=8``
+# （``head_dim=8``）。该看什么：这个模型的剪枝曲线在去掉前几个头时，是否仍贴近完整模型的准确率
+# （正如 Michel 等人在翻译模型中的发现），而小模型去掉第一个头就下跌？这一步同时改变了两个因素
+# （宽度和头数），下一节把它们分开。
 
 wide = train(num_heads=8, embed_dim=64, seed=0)
 wide_report = ablation_report(wide)
@@ -267,12 +267,52 @@ curves = {
 for name, curve in curves.items():
     ax.plot(range(len(curve)), curve, marker="o", label=name)
 ax.axhline(wide_chance, color="grey", linestyle="--", label="总是预测最常见的目标")
-ax.set_title("窄模型与宽模型的剪枝曲线")
+ax.set_title("小模型与大模型的剪枝曲线")
 ax.set_xlabel("去掉的头数（从最不重要的开始）")
 ax.set_ylabel("评估集上的准确率")
 ax.set_ylim(0, 1.05)
 ax.legend()
 plt.show()
+
+# %%
+# 是宽度还是头数？一次只改一个因素
+# --------------------------------
+# 上一步同时改变了 ``embed_dim`` 和 ``num_heads``，所以说不清是哪一个让头变得可以去掉。
+# :func:`mha_ref.tutorial.ablation.width_heads_grid` 训练三个格子，每个用三个种子，训练方式都与上面
+# 相同（200 步，同样的学习率）：``(16, 4)`` 和 ``(64, 4)`` 只有宽度不同（``head_dim`` 为 4 和 16），
+# ``(64, 4)`` 和 ``(64, 8)`` 只有头数不同。对每次训练，统计单独去掉（置零消融）后准确率下降不到
+# 完整模型 0.01 的头有几个（:func:`~mha_ref.tutorial.ablation.removable_heads`）。第四个格子
+# ``(16, 8)`` 本页没有运行。
+
+from mha_ref.tutorial.ablation import width_heads_grid
+
+cells = ((16, 4), (64, 4), (64, 8))
+grid = width_heads_grid(cells, seeds=(0, 1, 2), tolerance=0.01)
+grid_rows = []
+for embed, heads in cells:
+    runs = [r for r in grid if (r["embed_dim"], r["num_heads"]) == (embed, heads)]
+    grid_rows.append(
+        (
+            embed,
+            heads,
+            embed // heads,
+            "  ".join(f"{r['accuracy']:.3f}" for r in runs),
+            "  ".join(str(len(r["removable"])) for r in runs),
+        )
+    )
+print(
+    text_table(
+        ["embed_dim", "头数", "head_dim", "各种子的准确率", "各种子可以去掉的头数"],
+        grid_rows,
+    )
+)
+
+# %%
+# 一次只看一个因素（个数以表格为准）。**只改宽度**：4 个头，``embed_dim`` 从 16 到 64。窄模型在每个
+# 种子上都没有哪个头可以去掉；宽模型每个头的宽度是它的四倍，也最多只有一个头可以去掉。**只改头数**：
+# ``embed_dim`` 为 64，从 4 个头到 8 个头。8 头模型在每个种子上可以去掉的头都更多，尽管它每个头只有
+# 一半宽。所以在这个任务里，可以去掉的头来自 *多余的头*——头数多于两个关系所需——而不是来自更宽的
+# 头。这只是三个种子、一个任务；在别处是否成立，本页没有测量。
 
 # %%
 # 看向哪里不等于做了什么
@@ -285,7 +325,7 @@ plt.show()
 #
 # 所以 d2l 那道习题的答案是：**通过干预来衡量重要性**。对一个头做掩码（置零消融或均值消融），
 # 在留出的数据上测量准确率的下降；用损失对各头门控的梯度，一次给所有头排序（这是一阶代理指标，损失接近零时会低估这种下降）；按重要性依次
-# 剪枝，看曲线在哪里下跌。检查答案是否依赖模型的宽度。并且报告测得的数字，而不是对热力图的解读。
+# 剪枝，看曲线在哪里下跌。检查答案是否依赖模型的宽度和头数，并且一次只改一个。并且报告测得的数字，而不是对热力图的解读。
 # :ref:`下一个示例 <sphx_glr_auto_examples_plot_06_how_many_heads.py>` 研究头数如何影响这个任务
 # 学得多快、学得多好。
 
@@ -390,3 +430,13 @@ print("按置信度从低到高排列的头：", by_confidence)
 print("按重要性从低到高排列的头：", wide_report.order)
 print("剪枝曲线，按置信度顺序：", [f"{a:.3f}" for a in confidence_curve])
 print("剪枝曲线，按重要性顺序：", [f"{a:.3f}" for a in wide_report.pruning])
+
+# %%
+# 小结
+# ----
+# * 一个头看向哪里（它的偏移分布）可以从权重上读出；它贡献了什么，只能靠干预来测量：置零或均值
+#   消融、门控梯度重要性、剪枝。
+# * 在小模型（``embed_dim`` 16，4 个头）里，三个种子上都没有哪个头可以去掉。
+# * 一次只改一个因素：只把头加宽，最多一个头可以去掉；宽度不变而增加头数，每个种子上可以去掉的头
+#   都更多。在这里，让头变得可以去掉的是每个关系有多余的头，而不是头更宽。
+# * 廉价的代理指标（置信度、梯度重要性）可以给头排序；它排得好不好，只有运行了剪枝才知道。

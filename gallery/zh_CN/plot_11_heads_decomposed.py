@@ -40,17 +40,25 @@ import torch
 
 from mha_ref import MultiHeadAttention, causal_mask
 from mha_ref.tutorial.circuits import (
+    argmax_copying_fraction,
+    composition_scores,
     copy_qk,
-    copying_score,
+    eigenvalue_copying_score,
     head_contexts,
     head_outputs,
     ov_matrix,
     plot_matrices,
     qk_matrix,
+    random_composition_baseline,
     rank,
     token_ov_circuit,
 )
-from mha_ref.tutorial.induction import composition_ablation, head_scores
+from mha_ref.tutorial.induction import (
+    composition_ablation,
+    corrupt_first_copy,
+    head_scores,
+    patched_logits,
+)
 from mha_ref.tutorial.induction_training import train_induction
 from mha_ref.tutorial.plotting import plot_heads, text_table
 
@@ -128,12 +136,16 @@ plt.show()
 # 示例先运行，就直接从缓存读取），把每个头的 OV 矩阵从词元一直读到 logits：
 # :math:`W_E W_V^h W_O^h W_U^\top` （:func:`~mha_ref.tutorial.circuits.token_ov_circuit`）。
 # 第 ``i`` 行表示头注意词元 ``i`` 时哪些 logits 会升高。一个 *复制* 型的头会把每一行的最大值放在
-# 对角线上；复制分数就是满足这一点的词元所占的比例。那个示例根据“看向哪里”找出了第 1 层的前一
-# 词元头和第 2 层的归纳头；这里比较它们写下什么。
+# 对角线上。有两个数概括这一点：**argmax 复制比例**，即头把自身 logit 提得最高的词元所占的比例
+# （:func:`~mha_ref.tutorial.circuits.argmax_copying_fraction`）；以及 Elhage 等人由回路特征值定义的
+# **复制分数** :math:`\sum_i \lambda_i / \sum_i |\lambda_i|`
+# （:func:`~mha_ref.tutorial.circuits.eigenvalue_copying_score`；把每个词元映射到自身的头得 +1，把词元
+# 映射离开自身的头得 -1）。那个示例根据“看向哪里”找出了第 1 层的前一词元头和第 2 层的归纳头；这里比较
+# 它们写下什么。
 #
 # 读表时要注意一点：这个回路是 *直接路径* ，从嵌入经过这个头直接到反嵌入。第 2 层的头写向
 # logits，对它们来说这正是起作用的路径。第 1 层的头的输出在别处起作用：它写进第 2 层要搜索的键里
-# （K 组合）。它的复制分数说明的是，假如它的输出直接送到 logits 会写下什么，而不是它为模型做了什么。
+# （K 组合）。它的复制比例和复制分数说明的是，假如它的输出直接送到 logits 会写下什么，而不是它为模型做了什么。
 
 induction_model = train_induction(seed=0).model().double()
 token_names = list("ABCDEFGHIJKLMNOPQRSTUVWX")  # 每个词元编号对应一个名字
@@ -148,12 +160,18 @@ rows = [
         f"层 {layer + 1} 头 {head}",
         rank(qk_matrix(induction_model.layers[layer], head)),
         rank(ov_matrix(induction_model.layers[layer], head)),
-        f"{copying_score(circuit):.3f}",
+        f"{argmax_copying_fraction(circuit):.3f}",
+        f"{eigenvalue_copying_score(circuit):+.3f}",
     ]
     for (layer, head), circuit in circuits.items()
 ]
 print(f"head_dim：{induction_model.layers[0].head_dim}")
-print(text_table(["头", "QK 的秩", "OV 的秩", "复制分数"], rows))
+print(
+    text_table(
+        ["头", "QK 的秩", "OV 的秩", "argmax 复制比例", "复制分数（特征值）"],
+        rows,
+    )
+)
 
 fig = plot_matrices(
     [circuits[(1, 0)], circuits[(1, 1)]],
@@ -182,6 +200,117 @@ print(f"  完整模型：                 {composition['none']:.3f}")
 print(f"  从第 2 层的查询中去掉它：  {composition['Q']:.3f}")
 print(f"  从第 2 层的键中去掉它：    {composition['K']:.3f}")
 print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
+
+# %%
+# Elhage 等人的组合分数，以及它们是否与消融一致
+# ---------------------------------------------
+# Elhage 等人还只用权重来衡量组合：对第 1 层头的 OV 矩阵 :math:`OV_1` 和第 2 层某个头的矩阵，
+# **组合分数** 为 :math:`\|M_1 M_2\|_F / (\|M_1\|_F \|M_2\|_F)`，其中 Q 组合取
+# :math:`M_1 M_2 = OV_1 QK_2`，K 组合取 :math:`OV_1 QK_2^\top`，V 组合取 :math:`OV_1 OV_2`
+# （:func:`~mha_ref.tutorial.circuits.composition_scores`）。这个分数只有和形状相同、彼此无关的头的
+# 分数相比才有意义：即随机高斯头的平均值
+# （:func:`~mha_ref.tutorial.circuits.random_composition_baseline`）。权重只能提示，上面的消融才是测量。
+# 所以问题在于两者是否一致，而且不只在一个模型上：下面用同样的配方、以种子 0、1、2 训练（种子 0 就是
+# 上面的模型）。对每个种子，消融找到的组合是：去掉后准确率损失最大的那一路第 2 层输入；如果对第 2 层的
+# 两个头而言，这种组合的分数都是三者中最大的，并且高于随机基线，就算分数与消融一致。
+
+layer_1 = induction_model.layers[0]
+baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=200, seed=0)
+print(f"随机基线（embed_dim={layer_1.embed_dim}，head_dim={layer_1.head_dim}）：{baseline:.3f}")
+evidence_rows, agreed, seed_runs = [], 0, {}
+for seed in (0, 1, 2):
+    run = train_induction(seed=seed)
+    seed_model = run.model().double()
+    seed_tokens, seed_periods = run.evaluation_batch()  # (N, L), (N,)
+    prev = int(head_scores(seed_model, seed_tokens, seed_periods)[0][0].argmax())
+    seed_runs[seed] = (seed_model, seed_tokens, seed_periods, prev)
+    ablated = composition_ablation(seed_model, seed_tokens, seed_periods, prev)
+    by_ablation = min("QKV", key=lambda c: ablated[c])
+    scores = [composition_scores(seed_model.layers[0], prev, seed_model.layers[1], h) for h in range(2)]
+    agree = all(max("QKV", key=s.get) == by_ablation and s[by_ablation] > baseline for s in scores)
+    agreed += agree
+    evidence_rows.append(
+        (
+            seed,
+            prev,
+            " / ".join(f"{ablated[c]:.3f}" for c in "QKV"),
+            by_ablation,
+            *(" / ".join(f"{s[c]:.3f}" for s in scores) for c in "QKV"),
+            "是" if agree else "否",
+        )
+    )
+print(
+    text_table(
+        [
+            "种子",
+            "前一词元头",
+            "从 Q / K / V 去掉它后的准确率",
+            "消融结论",
+            "Q 分数（层 2 头 0 / 头 1）",
+            "K 分数",
+            "V 分数",
+            "一致",
+        ],
+        evidence_rows,
+    )
+)
+print(f"分数与消融一致的种子数：{agreed} / 3")
+
+# %%
+# 该读出什么（数字以表格为准）：在每个种子上，把前一词元头从第 2 层的键里去掉才会损失准确率；它与第 2 层
+# 每个头的 K 组合分数都高于随机基线，而 Q 和 V 分数都低于基线。在最后一列为“是”的种子上，只看权重的
+# 度量和干预讲的是同一件事。单靠分数是不够的：它是权重的性质，并不说明模型是否用到了这条路径；消融才说明。
+
+# %%
+# 激活修补：哪些位置承载着这个回路
+# --------------------------------
+# 消融是去掉一个头；**激活修补** （activation patching）问的是：预测所需的信息在哪里。做两次运行：
+# 干净的序列，以及一个被破坏的序列——把 *第一份* 拷贝中位置 ``c`` 上的一个词元换成序列里没有的词元
+# （:func:`~mha_ref.tutorial.induction.corrupt_first_copy`）。在 ``q = c + period`` 处，同一个词元在
+# 第二份拷贝里再次出现，干净的模型会预测第一次出现时跟在它后面的词元 ``tokens[c + 1]``；在被破坏的
+# 运行中，这个匹配没有了。然后再运行一次被破坏的序列，但其中 *一个* 激活取自干净的运行
+# （:func:`~mha_ref.tutorial.induction.patched_logits`）：某一个头在所有位置上的输出，或者第 1 层之后
+# 某一个位置上的整个残差流。表中的数是在 ``q`` 处的预测重新变成干净答案的序列所占的比例。该看什么：
+# 哪个头、哪个位置能把答案找回来。种子 0、1、2，同上。
+
+patch_rows = []
+for seed, (seed_model, seed_tokens, seed_periods, prev) in seed_runs.items():
+    corrupted, changed, query = corrupt_first_copy(seed_tokens, seed_periods, seed_model.unembed.out_features)
+    batch_index = torch.arange(len(seed_tokens))  # (N,)
+    answer = seed_tokens[batch_index, changed + 1]  # (N,) 干净运行在 q 处的预测
+
+    def restored(logits, batch_index=batch_index, query=query, answer=answer):
+        """在 q 处的预测等于干净答案的序列所占的比例。"""
+        return (logits[batch_index, query].argmax(dim=-1) == answer).double().mean().item()
+
+    with torch.no_grad():
+        row = [seed, prev, f"{restored(seed_model(seed_tokens)[0]):.3f}", f"{restored(seed_model(corrupted)[0]):.3f}"]
+    row += [f"{restored(patched_logits(seed_model, seed_tokens, corrupted, head=(0, h))):.3f}" for h in (prev, 1 - prev)]
+    row += [f"{restored(patched_logits(seed_model, seed_tokens, corrupted, position=p)):.3f}" for p in (changed, changed + 1, query)]
+    patch_rows.append(row)
+print(
+    text_table(
+        [
+            "种子",
+            "前一词元头",
+            "干净",
+            "被破坏",
+            "修补前一词元头",
+            "修补另一个层 1 头",
+            "修补位置 c",
+            "修补 c + 1",
+            "修补 q",
+        ],
+        patch_rows,
+    )
+)
+
+# %%
+# 结合回路来读（数字以表格为准）。修补前一词元头的干净输出在每个种子上都能把答案找回来；修补第 1 层的
+# 另一个头找回的要少得多（在一个种子上找回了一部分）。三个位置中，能找回答案的是 ``c + 1``，既不是被改动的词元所在的 ``c``，也不是查询位置 ``q``：
+# 第 1 层之后，“我前面的词元是 ``tokens[c]``”这条信息位于 ``c + 1``，是前一词元头写在那里的，而第 2 层
+# 的归纳头匹配的正是这个键。在第 1 层之后修补 ``c`` 已经太晚：位置 ``c + 1`` 早已在那里读到了被破坏的
+# 词元。这就是按位置定位出来的 K 组合。
 
 # %%
 # 这说明了什么
@@ -241,7 +370,7 @@ print(text_table(["改动", "头 0 的注意力权重", "头 0 的那一项", "�
 #    :class-container: mha-answer
 #
 #    第 2 层的头看向当前词元上一次出现之后紧跟的那个词元（归纳头示例测量了它们看向哪里），而它们
-#    的 OV 回路把所注意的词元复制到这个词元自己的 logit 上（见上面的复制分数）。所以单靠它们的项就
+#    的 OV 回路把所注意的词元复制到这个词元自己的 logit 上（见上面的复制比例和复制分数）。所以单靠它们的项就
 #    应当足以作出预测，单个头的项也一样；去掉它们之后剩下的部分，应当不比瞎猜好。这些项由
 #    :func:`~mha_ref.tutorial.circuits.head_outputs` 在第 1 层之后的残差流上算出；只保留这些项时，
 #    不加反嵌入的偏置：
@@ -267,3 +396,13 @@ with torch.no_grad():
 rows = [[name, f"{second_copy_accuracy(z, eval_tokens, eval_periods):.3f}"] for name, z in logits.items()]
 rows.append(["（均匀瞎猜）", f"{1 / w_u.shape[0]:.3f}"])
 print(text_table(["logits 的来源", "第二份拷贝的准确率"], rows))
+
+# %%
+# 小结
+# ----
+# * 一层的输出恰好是每个头各一项之和，每一项经过它自己的 QK 矩阵（看向哪里）和 OV 矩阵（写下什么）；
+#   两者的秩都不超过 ``head_dim``。
+# * 在归纳模型中，第 2 层的头在复制：它们的 argmax 复制比例和 Elhage 等人的特征值复制分数都接近最大值。
+# * 前一词元头通过第 2 层的键起作用：组合消融、相对于随机基线的组合分数和激活修补在三个种子上一致
+#   （一致的种子数见表格）。激活修补把这个回路定位在位置 ``c + 1``，也就是前一词元头写入的地方。
+# * 权重只能提示（热力图、分数）；干预（消融、修补）才是测量。

@@ -4,8 +4,9 @@
 
 论文里写的注意力先算出每个查询行的全部分数（每个头 ``(L, S)``），再做 softmax，再对值加权求和。
 序列一长，分数就成了这一层里最大的张量；把它写进内存再读出来，花的时间比算术本身还多。
-FlashAttention（Dao 等，2022）从不保存这些分数：它借助 Milakov 与 Gimelshein（2018）的
-*在线 softmax*，沿着键一块一块地往前走，结果是 **精确的**，不是近似。
+FlashAttention（Dao 等，2022）从不保存这些分数：它借助 *在线 softmax*（Milakov 与 Gimelshein（2018）
+用这种方法计算归一化因子；对加权后的值维护随时重新缩放的累加器，出自 Rabe 与 Staats（2021），
+FlashAttention 以此为基础），沿着键一块一块地往前走，结果是 **精确的**，不是近似。
 
 本例分三步搭起这个想法：为什么每个 softmax 都要减去行最大值；*运行中的* 最大值如何让我们一块一块地
 做到这一点（:func:`mha_ref.tiled_attention`，并核对它等于完整注意力）；以及 PyTorch 自己的融合
@@ -202,7 +203,8 @@ plt.show()
 
 # %%
 # 出处：Milakov 与 Gimelshein 2018，“Online normalizer calculation for softmax”，
-# arXiv:1805.02867；Dao 等 2022，“FlashAttention”，arXiv:2205.14135，第 3.1 节。
+# arXiv:1805.02867（归一化因子）；Rabe 与 Staats 2021，“Self-attention Does Not Need O(n²) Memory”，
+# arXiv:2112.05682（输出累加器）；Dao 等 2022，“FlashAttention”，arXiv:2205.14135，第 3.1 节。
 
 # %%
 # 练习

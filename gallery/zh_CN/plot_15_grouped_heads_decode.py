@@ -9,7 +9,8 @@
 
 本例在缓存已有 4096 个词元时，分别用 8、4、2、1 个键/值头为一步解码计时；说明显式分组路径在内存里
 保存了什么（以及它没有复制什么）；然后像 Ainslie 等人那样，把一个训练好的多头模型的键/值头取平均，
-转换成分组查询注意力，比较短暂“追加训练”（uptraining）前后的效果。耗时只打印在 ``[timing]`` 行里。
+转换成分组查询注意力，比较“追加训练”（uptraining）前后的效果，并与从头训练同样总步数的分组模型
+对照。耗时只打印在 ``[timing]`` 行里。
 """
 
 # %%
@@ -43,7 +44,7 @@ from mha_ref.tutorial.bench import (
 )
 from mha_ref.tutorial.plotting import text_table
 from mha_ref.tutorial.training import plot_loss_curves
-from mha_ref.tutorial.uptraining import KV_INITS, gqa_uptraining
+from mha_ref.tutorial.uptraining import KV_INITS, gqa_from_scratch, gqa_uptraining
 
 torch.manual_seed(0)
 device = pick_device()
@@ -114,8 +115,8 @@ print(f"对 1 个头的缓存调用 repeat_kv_heads 分配了 {repeated.peak_mib
 # 接下来是一步的耗时：先预热 2 轮，再计时 9 轮，每一轮把每种做法各调用一次
 # （:func:`mha_ref.tutorial.bench.time_interleaved_spread`），这样机器负载的变化对它们的影响相同；
 # 每行给出中位数，括号里是最快和最慢的一轮。请把从 8 个到 1 个键/值头的耗时与上面的缓存大小对照。
-# 在单个 CPU 线程上，一步的时间主要花在对缓存做的两次矩阵乘法（算分数和加权求和）上，另有投影和调用的
-# 固定开销；耗时随缓存缩小而下降，但并不与缓存大小成比例；两行的耗时范围互相重叠时（一行的最慢一轮
+# 在单个 CPU 线程上，一步的时间大概主要花在对缓存做的两次矩阵乘法（算分数和加权求和）上，另有投影和
+# 调用的固定开销：这是根据 FLOPs 数做的估计，本页没有做性能剖析。耗时随缓存缩小而下降，但并不与缓存大小成比例；两行的耗时范围互相重叠时（一行的最慢一轮
 # 比另一行的最快一轮还慢），它们中位数的先后没有多少意义。在 GPU 上，一步解码受限于从显存读取缓存，所以那里键/值头
 # 越少越快（Shazeer 2019；Ainslie 等 2023）；本站在 CPU 上的构建并没有测量这一点。
 
@@ -138,6 +139,38 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# 一步解码在 GPU 上的开销：算一算
+# -------------------------------
+# 上面的 CPU 耗时无法说明 GPU 上一步解码受什么限制，但 Shazeer（2019，第 2.4.1 节）的算术可以。这一层的
+# 一步要把投影权重读一遍，再把每个序列每个缓存词元的键和值读一遍，而每读一个字节只做很少的运算：
+# :func:`mha_ref.tutorial.head_count.decode_step_traffic` 统计两者（float16，``cached_len`` 个词元，
+# 即上面的层）。如果一步的每字节 FLOPs（*运算强度*）远低于设备峰值 FLOP 速率除以带宽（它的 *屋脊点*），
+# 这一步就受内存限制。设备取 NVIDIA H100 SXM 公布的数据（NVIDIA，“H100 Tensor Core GPU”数据手册）：
+# 3.35 TB/s 的 HBM3 带宽，以及 989 TFLOP/s 的稠密 BF16 张量核心算力（手册中的 1,979 是稀疏时的数字）。
+# 最后两列是按这个带宽读完这些字节所需的时间，以及按这个速率做完这些 FLOPs 所需的时间：都是下限，
+# 不是测量值。
+
+from mha_ref.tutorial.head_count import decode_step_traffic
+
+gpu_name, gpu_bandwidth, gpu_flops = "NVIDIA H100 SXM", 3.35e12, 989e12  # 字节/秒，FLOP/秒（稠密 BF16）
+ridge = gpu_flops / gpu_bandwidth
+print(f"{gpu_name}: {gpu_bandwidth / 1e12:.2f} TB/s, {gpu_flops / 1e12:.0f} TFLOP/s, ridge point {ridge:.0f} FLOP/byte")
+traffic_rows = []
+for traffic_batch in (1, 64):
+    for num_kv_heads in (8, 4, 2, 1):
+        t = decode_step_traffic(traffic_batch, cached_len, embed_dim, num_heads, num_kv_heads)
+        memory_us, compute_us = t["bytes"] / gpu_bandwidth * 1e6, t["flops"] / gpu_flops * 1e6
+        traffic_rows.append((traffic_batch, num_kv_heads, f"{t['cache_bytes'] / 2**20:.1f}", f"{t['weight_bytes'] / 2**20:.1f}",
+                             f"{t['flops'] / 1e6:.1f}", f"{t['intensity']:.1f}", f"{memory_us:.2f}", f"{compute_us:.3f}"))
+print(text_table(["批大小", "num_kv_heads", "读取的 K/V（MiB）", "读取的权重（MiB）", "MFLOPs", "FLOP/字节", "内存时间（us）", "FLOP 时间（us）"], traffic_rows))
+
+# %%
+# 读这张表（数字以打印的为准）：每一行的运算强度都远低于屋脊点，所以在这块 GPU 上，这一层的一步解码会
+# 受读取内存的限制，内存时间是 FLOP 时间的许多倍。键/值头更少时，缓存的字节数按组的大小缩小，注意力的
+# FLOPs 却不变，于是运算强度上升；批很大时，读取的几乎全是缓存。这就是多查询和分组查询注意力的理由
+# （Shazeer 2019；Ainslie 等 2023），也说明了为什么本页受其他因素限制的 CPU 耗时下降得比缓存少。
+
+# %%
 # 从多头到分组查询注意力：取平均
 # ------------------------------
 # Ainslie 等人从训练好的多头模型构造分组查询模型：每个新键/值头的键（和值）投影，是它所在组里各个头的
@@ -158,7 +191,7 @@ with torch.no_grad():
 print(text_table(["num_kv_heads", "k_proj.weight 的形状", "与多头层的最大绝对差"], conversion_rows))
 
 # %%
-# 键/值头更少时，取平均后的层是另一个函数，模型的准确率会下降；短暂的追加训练能把它找回来。在本站的
+# 键/值头更少时，取平均后的层是另一个函数，模型的准确率会下降；问题是追加训练能找回多少。在本站的
 # 查表任务上（目标取决于前一个词元和再前一个词元：:mod:`mha_ref.tutorial.tasks`），
 # :func:`mha_ref.tutorial.uptraining.gqa_uptraining` 先用 4 个多头训练小模型 200 步，再把它转换成 4、2、1
 # 个键/值头，在固定的评估集上测量准确率：刚转换完时和再训练 100 步之后（``之前 -> 之后``）。对照组
@@ -185,6 +218,39 @@ fig = plot_loss_curves(
     ylabel="交叉熵损失（对数坐标）",
 )
 plt.show()
+
+# %%
+# 这算多少追加训练，以及它需要的对照。Ainslie 等人的追加训练只用预训练步数的 5%；下面一行给出本页的
+# 比例。比较的另一方是 **从头训练** 的分组模型：不做任何转换，训练的总步数等于预训练加追加训练
+# （:func:`mha_ref.tutorial.uptraining.gqa_from_scratch`：同样的模型、优化器、学习率、任务和评估集，
+# 三个种子）。
+
+pre_steps, up_steps = 200, 100
+print(
+    f"追加训练的预算：{up_steps} 步，接在 {pre_steps} 步预训练之后，"
+    f"为预训练的 {up_steps / pre_steps:.0%}（Ainslie 等 2023：5%）"
+)
+scratch = {seed: gqa_from_scratch((2, 1), steps=pre_steps + up_steps, seed=seed) for seed in (0, 1, 2)}
+uptrained = {
+    kv: [next(r for r in results[seed].rows if r.num_kv_heads == kv).uptrained_accuracy["mean"] for seed in (0, 1, 2)]
+    for kv in (2, 1)
+}
+print(text_table(
+    ["num_kv_heads", f"转换 + 追加训练（{pre_steps} + {up_steps} 步），种子 0 / 1 / 2", f"从头训练（{pre_steps + up_steps} 步）"],
+    [(kv, " / ".join(f"{a:.3f}" for a in uptrained[kv]), " / ".join(f"{scratch[seed][kv]:.3f}" for seed in (0, 1, 2))) for kv in (2, 1)],
+))
+better = {kv: sum(scratch[seed][kv] > uptrained[kv][i] for i, seed in enumerate((0, 1, 2))) for kv in (2, 1)}
+for kv in (2, 1):
+    print(f"num_kv_heads={kv}：从头训练在 {better[kv]} 个种子上（共 3 个）超过转换 + 追加训练")
+
+# %%
+# 把两张表放在一起读（数字以打印的为准）。转换之后，100 步追加训练让 2 个键/值头的分组模型在每个种子上
+# 都恢复了；多查询模型（1 个键/值头）在每个种子上都远低于多头模型。从头训练那一栏说明，这并不是多查询
+# 注意力在这个任务上的能力上限：从一开始就训练同样的 300 步，它在每个种子上都接近多头模型的准确率，
+# 超过了先转换再追加训练。所以在一个整个预训练只需几秒钟的小任务上，追加训练并不划算，而且这里的预算
+# （上面打印的比例）是论文的十倍。追加训练划算的场合是预训练本身很昂贵的时候，例如 Ainslie 等人的
+# 大型检查点：那里几个百分点的算力远少于重新训练一个分组模型。这个小任务无法再现那种情形；它只展示了
+# 决定这个问题的对照实验。
 
 # %%
 # 要点
@@ -281,3 +347,15 @@ with torch.no_grad():
             diffs.append(f"{(out - reference).abs().max().item():.0e}")
         twin_rows.append((num_kv_heads, *diffs))
 print(text_table(["num_kv_heads", "成对相同的副本：最大绝对差", "原来的 mha：最大绝对差"], twin_rows))
+
+# %%
+# 小结
+# ----
+# * 一步解码为每个头的一个查询读取整个 KV 缓存；分组查询注意力和多查询注意力按组的大小缩小这个缓存，
+#   显式分组路径从不复制它。
+# * 按 Shazeer 2019 的算术（计算所得，不是测量），这样的一步每读一个字节只做几次运算，远低于 GPU 的屋脊点：
+#   在 GPU 上它受内存限制，而减少键/值头缓解的正是这一点。
+# * 对训练好的多头层取平均，只有在键/值头与查询头一样多时才是精确的。这里 100 步追加训练（预训练的 50%，
+#   论文是 5%）让 2 个键/值头的模型恢复了，多查询模型却没有。
+# * 在这个小任务上，起决定作用的是预算相同的对照：从头训练同样的 300 步，多查询模型学会了任务。
+#   追加训练在预训练才是昂贵部分时才划算，那是 Ainslie 等人的情形，而一个几秒钟的小任务不是。

@@ -39,7 +39,7 @@ from mha_ref.functional import merge_heads, scaled_dot_product_attention, split_
 from mha_ref.masks import causal_mask
 from mha_ref.tutorial.cache import cached
 from mha_ref.tutorial.tasks import IGNORE_INDEX, TinyAttentionModel
-from mha_ref.tutorial.training import _reproducible, correct_fraction
+from mha_ref.tutorial.training import _reproducible, correct_fraction, train
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -56,6 +56,9 @@ __all__ = [
     "loss_without",
     "ablation_report",
     "chance_accuracy",
+    "one_token_accuracy",
+    "removable_heads",
+    "width_heads_grid",
     "plot_pruning_curve",
     "pruning_curve",
 ]
@@ -239,6 +242,108 @@ def chance_accuracy(targets: torch.Tensor) -> float:
     """
     counts = torch.bincount(targets[targets != IGNORE_INDEX])  # (V,)
     return round(float(counts.max() / counts.sum()), 6)
+
+
+def one_token_accuracy(tokens: torch.Tensor, targets: torch.Tensor, offset: int) -> float:
+    """The best accuracy any read-out can reach knowing only the token at ``offset``.
+
+    For each value of that token the best guess is the target that occurs most often with it;
+    counting on ``(tokens, targets)`` gives the bound exactly (example 5, exercise 1).
+
+    Args:
+        tokens, targets: ``(N, L)`` token ids (int64) and targets (``IGNORE_INDEX`` = none).
+        offset: the relation known, a negative key-minus-query offset such as ``-1``.
+
+    Raises:
+        ValueError: if ``offset`` is not negative or leaves no position with a target.
+    """
+    seq_len = tokens.shape[1]
+    if offset >= 0 or -offset >= seq_len:
+        raise ValueError(f"offset must be in -{seq_len - 1}..-1, got {offset}")
+    has_target = targets != IGNORE_INDEX  # (N, L)
+    has_target[:, :-offset] = False  # no token at that offset
+    rows, cols = has_target.nonzero(as_tuple=True)  # (n,), (n,)
+    if not len(rows):
+        raise ValueError(f"no position with a target has a token at offset {offset}")
+    known = tokens[rows, cols + offset]  # (n,)
+    target = targets[rows, cols]  # (n,)
+    size = int(max(tokens.max(), targets.max())) + 1
+    counts = torch.zeros(size, size, dtype=torch.float64)  # (known token, target)
+    counts.index_put_((known, target), torch.ones(len(known), dtype=torch.float64), accumulate=True)
+    return round(float(counts.amax(dim=1).sum() / counts.sum()), 6)
+
+
+def removable_heads(result: TrainResult, tolerance: float = 0.01) -> list[int]:
+    """The heads of a trained run whose zero ablation, one at a time, costs less than
+    ``tolerance`` of the full model's accuracy on the evaluation set.
+
+    A head counts as one "that can go" on its own; two such heads may still be needed together
+    (the pairs of :func:`ablation_report` measure that).
+
+    Raises:
+        ValueError: if ``tolerance`` is not in ``[0, 1]``.
+    """
+    if not 0.0 <= tolerance <= 1.0:
+        raise ValueError(f"tolerance must be in [0, 1] (an accuracy drop), got {tolerance}")
+    model = result.model()
+    tokens, targets = result.eval_batch()  # (N, L), (N, L)
+    with _reproducible():
+        full = accuracy_without(model, tokens, targets)
+        return [
+            h
+            for h in range(model.attention.num_heads)
+            if accuracy_without(model, tokens, targets, (h,)) > full - tolerance
+        ]
+
+
+def width_heads_grid(
+    cells: tuple[tuple[int, int], ...],
+    seeds: tuple[int, ...] = (0, 1, 2),
+    tolerance: float = 0.01,
+) -> list[dict]:
+    """Train every ``(embed_dim, num_heads)`` cell with every seed (the default training of
+    :func:`~mha_ref.tutorial.training.train`) and count the heads that can go.
+
+    A design that changes one factor at a time: list cells that differ in ``embed_dim`` only or
+    in ``num_heads`` only.
+
+    Returns:
+        A list with one dict per cell and seed (cells in the order given, seeds inside each),
+        with the keys ``embed_dim``, ``num_heads``, ``head_dim``, ``seed``, ``accuracy`` (the
+        full model's) and ``removable`` (:func:`removable_heads`). Cached when
+        ``MHA_REF_CACHE_DIR`` is set.
+
+    Raises:
+        ValueError: if a cell's ``num_heads`` does not divide its ``embed_dim``.
+    """
+    for embed_dim, num_heads in cells:
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"cell (embed_dim={embed_dim}, num_heads={num_heads}): num_heads must divide "
+                "embed_dim"
+            )
+    arguments = dict(
+        cells=tuple(tuple(c) for c in cells), seeds=tuple(seeds), tolerance=tolerance
+    )
+    return cached("width_heads_grid", arguments, lambda: _width_heads_grid(**arguments))
+
+
+def _width_heads_grid(cells, seeds, tolerance) -> list[dict]:
+    rows = []
+    for embed_dim, num_heads in cells:
+        for seed in seeds:
+            result = train(num_heads=num_heads, embed_dim=embed_dim, seed=seed)
+            rows.append(
+                {
+                    "embed_dim": embed_dim,
+                    "num_heads": num_heads,
+                    "head_dim": embed_dim // num_heads,
+                    "seed": seed,
+                    "accuracy": result.accuracy,
+                    "removable": removable_heads(result, tolerance),
+                }
+            )
+    return rows
 
 
 def pruning_curve(

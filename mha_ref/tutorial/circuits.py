@@ -35,14 +35,19 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
+    "argmax_copying_fraction",
+    "composition_score",
+    "composition_scores",
     "copy_qk",
     "copying_score",
+    "eigenvalue_copying_score",
     "head_contexts",
     "head_matrices",
     "head_outputs",
     "ov_matrix",
     "plot_matrices",
     "qk_matrix",
+    "random_composition_baseline",
     "rank",
     "token_ov_circuit",
 ]
@@ -135,10 +140,136 @@ def token_ov_circuit(model: torch.nn.Module, layer: int, head: int) -> torch.Ten
     return w_e @ ov_matrix(model.layers[layer], head) @ w_u.T  # (V, V)
 
 
-def copying_score(circuit: torch.Tensor) -> float:
-    """Fraction of rows of a square ``circuit`` whose largest entry is on the diagonal."""
+def argmax_copying_fraction(circuit: torch.Tensor) -> float:
+    """Fraction of rows of a square ``circuit`` whose largest entry is on the diagonal.
+
+    A simple reading of "does this head copy": for how many attended tokens the head raises that
+    token's own logit most. It is *not* Elhage et al.'s copying score, which is
+    :func:`eigenvalue_copying_score`.
+
+    Args:
+        circuit: ``(V, V)``, e.g. :func:`token_ov_circuit`.
+    """
+    _check_square(circuit, "circuit")
     on_diagonal = circuit.argmax(dim=1) == torch.arange(circuit.shape[0])  # (V,)
     return round(float(on_diagonal.double().mean()), 6)
+
+
+#: The earlier name of :func:`argmax_copying_fraction`, kept so that old code runs.
+copying_score = argmax_copying_fraction
+
+
+def _check_square(matrix: torch.Tensor, name: str) -> None:
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(
+            f"{name} must be a square (V, V) matrix, got shape {tuple(matrix.shape)}; pass the "
+            "output of token_ov_circuit"
+        )
+
+
+def eigenvalue_copying_score(circuit: torch.Tensor) -> float:
+    r"""Elhage et al.'s copying score of an OV circuit: :math:`\sum_i \lambda_i / \sum_i
+    |\lambda_i|` over the eigenvalues :math:`\lambda_i` of the ``(V, V)`` circuit.
+
+    Near ``+1``: the head's OV circuit maps tokens mostly onto themselves (copying); near
+    ``-1``: away from themselves; near ``0``: neither. Computed in float64; the real part of the
+    (complex) sum is returned, rounded to 6 digits.
+
+    Source: Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits", section
+    "Copying / Primitive In-Context Learning" (the eigenvalue summary of OV circuits).
+
+    Raises:
+        ValueError: ``circuit`` is not square, or all its eigenvalues are zero.
+    """
+    _check_square(circuit, "circuit")
+    eigenvalues = torch.linalg.eigvals(circuit.detach().double())  # (V,) complex
+    total = eigenvalues.abs().sum()
+    if total == 0:
+        raise ValueError("circuit has only zero eigenvalues; its copying score is undefined")
+    return round(float(eigenvalues.sum().real / total), 6)
+
+
+def composition_score(first: torch.Tensor, second: torch.Tensor) -> float:
+    r"""Elhage et al.'s composition score :math:`\|M_1 M_2\|_F / (\|M_1\|_F \|M_2\|_F)`.
+
+    How much of what ``first`` writes lies where ``second`` reads: 1 if the product keeps all of
+    both norms, small for matrices in unrelated subspaces. Compare it with the score of random
+    matrices of the same shapes and ranks (:func:`composition_scores` does).
+
+    Args:
+        first: ``(E, E)``, the earlier head's OV matrix (``x @ W`` convention).
+        second: ``(E, E)``, the later head's matrix on the read side (see
+            :func:`composition_scores`).
+
+    Raises:
+        ValueError: the shapes do not chain, or a matrix is zero.
+    """
+    if first.ndim != 2 or second.ndim != 2 or first.shape[1] != second.shape[0]:
+        raise ValueError(
+            f"first @ second must be defined, got shapes {tuple(first.shape)} and "
+            f"{tuple(second.shape)}"
+        )
+    m1, m2 = first.detach().double(), second.detach().double()
+    norms = torch.linalg.matrix_norm(m1) * torch.linalg.matrix_norm(m2)
+    if norms == 0:
+        raise ValueError("a matrix is zero; the composition score is undefined")
+    return round(float(torch.linalg.matrix_norm(m1 @ m2) / norms), 6)
+
+
+def composition_scores(
+    first: MultiHeadAttention, head: int, second: MultiHeadAttention, later_head: int
+) -> dict[str, float]:
+    r"""Q-, K- and V-composition scores of ``head`` of ``first`` into ``later_head`` of ``second``.
+
+    With the earlier head's OV matrix :math:`OV_1` (:func:`ov_matrix`) and the later head's QK
+    and OV matrices (``x @ W`` convention, scores ``x_i @ QK @ y_j``):
+
+    * ``"Q"``: the earlier head writes into the later head's queries, :math:`OV_1 \, QK_2`;
+    * ``"K"``: into its keys, :math:`OV_1 \, QK_2^\top`;
+    * ``"V"``: into its values, :math:`OV_1 \, OV_2`;
+
+    each scored by :func:`composition_score`. (Elhage et al. write the same products in the
+    column-vector convention.)
+
+    Source: Elhage et al. 2021, section "Virtual Attention Heads" / composition scores.
+
+    Returns:
+        ``{"Q": score, "K": score, "V": score}``.
+    """
+    ov_1 = ov_matrix(first, head)  # (E, E)
+    qk_2 = qk_matrix(second, later_head)  # (E, E)
+    ov_2 = ov_matrix(second, later_head)  # (E, E)
+    return {
+        "Q": composition_score(ov_1, qk_2),
+        "K": composition_score(ov_1, qk_2.T),
+        "V": composition_score(ov_1, ov_2),
+    }
+
+
+def random_composition_baseline(
+    embed_dim: int, head_dim: int, *, draws: int = 200, seed: int = 0
+) -> float:
+    """Mean :func:`composition_score` of two random rank-``head_dim`` products of Gaussian
+    matrices of size ``(embed_dim, head_dim) @ (head_dim, embed_dim)``: what two heads score
+    when nothing in training aligned them (Elhage et al. compare against such a baseline).
+
+    Raises:
+        ValueError: if ``head_dim`` is not in ``1..embed_dim`` or ``draws < 1``.
+    """
+    if not 1 <= head_dim <= embed_dim or draws < 1:
+        raise ValueError(
+            f"need 1 <= head_dim <= embed_dim and draws >= 1, got head_dim={head_dim}, "
+            f"embed_dim={embed_dim}, draws={draws}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    scores = []
+    for _ in range(draws):
+        a, b, c, d = (
+            torch.randn(shape, generator=generator, dtype=torch.float64)
+            for shape in [(embed_dim, head_dim), (head_dim, embed_dim)] * 2
+        )
+        scores.append(composition_score(a @ b, c @ d))  # (E, E) @ (E, E)
+    return round(sum(scores) / len(scores), 6)
 
 
 def head_contexts(

@@ -21,6 +21,7 @@ __all__ = [
     "HeadCountRow",
     "attention_flops",
     "attention_weight_bytes",
+    "decode_step_traffic",
     "draw_published",
     "head_count_sweep",
     "plot_head_count_sweep",
@@ -70,6 +71,56 @@ def attention_weight_bytes(
     """Bytes of the attention-weight tensor ``(batch, num_heads, seq_len, seq_len)``."""
     element = torch.empty((), dtype=dtype).element_size()
     return batch * num_heads * seq_len * seq_len * element
+
+
+def decode_step_traffic(
+    batch: int,
+    context_len: int,
+    embed_dim: int,
+    num_heads: int,
+    num_kv_heads: int,
+    bytes_per_element: int = 2,
+) -> dict[str, float]:
+    r"""Bytes read and FLOPs of one decode step of one attention layer (one new token per
+    sequence), the arithmetic of Shazeer 2019, section 2.4.1.
+
+    With :math:`b` = ``batch``, :math:`n` = ``context_len`` cached tokens, :math:`E` =
+    ``embed_dim``, :math:`h` = ``num_heads``, :math:`g` = ``num_kv_heads`` and :math:`d = E / h`:
+
+    * ``flops``: the four projections :math:`2 b (2E^2 + 2 g d E)` plus the scores and the
+      weighted sum over the cache :math:`2 \cdot 2 b h n d` (a multiply-add is 2 FLOPs);
+    * ``weight_bytes``: the projection weights, read once per step,
+      :math:`(2E^2 + 2 g d E)` elements;
+    * ``cache_bytes``: the keys and values of every sequence, :math:`2 b n g d` elements;
+    * ``bytes``: their sum; ``intensity``: ``flops / bytes``, the FLOPs per byte read.
+
+    A device whose peak FLOP rate divided by its memory bandwidth (its ridge point) is far above
+    ``intensity`` is bound by reading memory for this step; fewer key/value heads shrink
+    ``cache_bytes`` by ``h / g`` and leave the attention FLOPs unchanged. Biases, the softmax
+    and writes are left out.
+
+    Raises:
+        ValueError: if ``num_heads`` does not divide ``embed_dim`` or ``num_kv_heads`` does not
+            divide ``num_heads``.
+    """
+    if embed_dim % num_heads or num_heads % num_kv_heads:
+        raise ValueError(
+            f"need num_heads | embed_dim and num_kv_heads | num_heads, got embed_dim={embed_dim}, "
+            f"num_heads={num_heads}, num_kv_heads={num_kv_heads}"
+        )
+    head_dim = embed_dim // num_heads
+    weights = 2 * embed_dim * embed_dim + 2 * num_kv_heads * head_dim * embed_dim
+    flops = 2 * batch * weights + 2 * 2 * batch * num_heads * context_len * head_dim
+    cache = 2 * batch * context_len * num_kv_heads * head_dim
+    weight_bytes, cache_bytes = weights * bytes_per_element, cache * bytes_per_element
+    total = weight_bytes + cache_bytes
+    return {
+        "flops": float(flops),
+        "weight_bytes": float(weight_bytes),
+        "cache_bytes": float(cache_bytes),
+        "bytes": float(total),
+        "intensity": flops / total,
+    }
 
 
 @dataclass

@@ -8,6 +8,7 @@ an intervention (ablation), not these summaries.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ __all__ = [
     "head_entropy",
     "offset_profile",
     "plot_head_profiles",
+    "plot_offset_bars",
     "summarize_heads",
     "uniform_entropy",
 ]
@@ -208,5 +210,36 @@ def plot_head_profiles(
     return fig
 
 
+def plot_offset_bars(
+    profiles: dict[str, Sequence[float]],
+    *,
+    offsets: int = 4,
+    title: str = "Where a single head puts its weight",
+    offset_label: str = "offset (key position - query position)",
+    weight_label: str = "mean attention weight",
+) -> Figure:
+    """Grouped bars: for each labelled head (label -> its row of an offset profile, column ``d``
+    = offset ``-d``), the mean weight on the offsets ``0, -1, ..., -(offsets - 1)``.
 
+    Put the measured entropy into each label; the bars show where the weight goes, the entropy
+    how spread it is.
+    """
+    import matplotlib.pyplot as plt
 
+    from mha_ref.tutorial.fonts import use_cjk_font_for
+
+    use_cjk_font_for(title, offset_label, weight_label, list(profiles))
+    fig, ax = plt.subplots(figsize=(6.0, 3.4), layout="constrained")
+    width = 0.8 / max(len(profiles), 1)
+    for i, (label, row) in enumerate(profiles.items()):
+        values = [float(v) for v in list(row)[:offsets]]
+        xs = [d + (i - (len(profiles) - 1) / 2) * width for d in range(len(values))]
+        bars = ax.bar(xs, values, width=width, label=label)
+        ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], fontsize=7, padding=1)
+    ax.set_xticks(range(offsets), labels=[f"{-d:+d}" if d else "0" for d in range(offsets)])
+    ax.set_ylim(0, 1.12)
+    ax.set_xlabel(offset_label)
+    ax.set_ylabel(weight_label)
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig

@@ -46,6 +46,8 @@ __all__ = [
     "head_scores",
     "induction_score",
     "make_repeated_batch",
+    "corrupt_first_copy",
+    "patched_logits",
     "previous_token_score",
     "second_copy_accuracy",
     "second_copy_mask",
@@ -590,3 +592,114 @@ def composition_ablation(
             logits = model.unembed(full + out)  # (N, L, V)
             accuracies[name] = second_copy_accuracy(logits, tokens, periods)
     return accuracies
+
+
+def corrupt_first_copy(
+    tokens: torch.Tensor, periods: torch.Tensor, vocab_size: int, index: int = 1
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A corrupted copy of each sequence for activation patching, and where to read it.
+
+    Token ``index`` of the *first* copy of the segment (position ``c``) is replaced by the
+    smallest token id absent from the sequence. In the second copy the same token returns at
+    ``q = c + period``; there the clean model should predict the token after the first
+    occurrence, ``tokens[c + 1]``. With the first occurrence changed, the induction head's key
+    at ``c + 1`` (which holds "my previous token was ...") no longer matches, and the prediction
+    at ``q`` should fail.
+
+    Args:
+        tokens: ``(N, L)`` from :func:`make_repeated_batch`; periods: ``(N,)``.
+        vocab_size: token ids ``0 .. vocab_size - 1``; a sequence must leave one unused.
+        index: which token of the first copy to change, ``0 .. min(periods) - 2``.
+
+    Returns:
+        ``(corrupted (N, L), changed (N,) = c, query (N,) = q)``, positions as int64.
+
+    Raises:
+        ValueError: ``index`` leaves no next token inside the first copy, or a sequence uses
+            every token id.
+    """
+    if not 0 <= index <= int(periods.min()) - 2:
+        raise ValueError(
+            f"index must be in 0..{int(periods.min()) - 2} (the token after it must be in the "
+            f"first copy), got {index}"
+        )
+    batch = torch.arange(len(tokens))  # (N,)
+    start = tokens.shape[1] - 2 * periods  # (N,) first position of the first copy
+    changed = start + index  # (N,)
+    present = torch.zeros(len(tokens), vocab_size, dtype=torch.bool)  # (N, V)
+    present[batch[:, None], tokens] = True
+    if present.all(dim=1).any():
+        raise ValueError("a sequence uses every token id; there is no token to corrupt with")
+    new_token = (~present).int().argmax(dim=1)  # (N,) smallest absent id
+    corrupted = tokens.clone()  # (N, L)
+    corrupted[batch, changed] = new_token
+    return corrupted, changed, changed + periods
+
+
+def patched_logits(
+    model: AttentionOnlyTransformer,
+    clean: torch.Tensor,
+    corrupted: torch.Tensor,
+    *,
+    head: tuple[int, int] | None = None,
+    position: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Activation patching: run ``corrupted``, with one activation taken from the ``clean`` run.
+
+    * ``head=(layer, h)``: that head's term of its layer's output (every position,
+      :func:`mha_ref.tutorial.circuits.head_outputs`) comes from the clean run;
+    * ``position``: ``(N,)`` one position per sequence at which the residual stream *after
+      layer 1* comes from the clean run (what later layers read there);
+    * neither: the plain corrupted run (equal to ``model(corrupted)``).
+
+    Everything downstream of the patched activation is recomputed on the corrupted run. Only
+    for the ``"learned"``, ``"sinusoidal"`` and ``"none"`` position schemes (the layers see a
+    causal mask only) and two-layer models.
+
+    Source: the clean/corrupted patching of Meng et al. 2022 ("Locating and Editing Factual
+    Associations in GPT", causal tracing) and Wang et al. 2022 (path patching), applied here
+    to heads and positions.
+
+    Returns:
+        ``(N, L, V)`` logits.
+
+    Raises:
+        ValueError: both ``head`` and ``position`` given, another position scheme, or a model
+            that does not have two layers.
+    """
+    from mha_ref.masks import causal_mask
+    from mha_ref.tutorial.circuits import head_outputs
+
+    if head is not None and position is not None:
+        raise ValueError("patch one thing at a time: pass head or position, not both")
+    if model.position not in ("learned", "sinusoidal", "none") or model.positionless_layers:
+        raise ValueError(f"patched_logits covers position schemes with a causal mask only, "
+                         f"got position={model.position!r}")
+    if len(model.layers) != 2:
+        raise ValueError(f"patched_logits needs a 2-layer model, got {len(model.layers)}")
+    seq_len = clean.shape[1]
+    blocked = ~causal_mask(seq_len, device=clean.device)  # (L, L), True = blocked
+
+    def terms(layer: int, x: torch.Tensor) -> torch.Tensor:
+        module = model.layers[layer]
+        return head_outputs(module, x, x, x, blocked)  # (N, h, L, E)
+
+    with torch.no_grad():
+        x0_clean, x0 = model.embed(clean), model.embed(corrupted)  # (N, L, E) each
+        first = model.layers[0]
+        t1 = terms(0, x0)  # (N, h, L, E)
+        if head is not None and head[0] == 0:
+            t1[:, head[1]] = terms(0, x0_clean)[:, head[1]]
+        x1 = x0 + t1.sum(dim=1) + first.out_proj.bias  # (N, L, E)
+        if position is not None:
+            x1_clean = x0_clean + terms(0, x0_clean).sum(dim=1) + first.out_proj.bias
+            batch = torch.arange(len(clean))  # (N,)
+            x1 = x1.clone()
+            x1[batch, position] = x1_clean[batch, position]  # (N, E)
+        second = model.layers[1]
+        t2 = terms(1, x1)  # (N, h, L, E)
+        if head is not None and head[0] == 1:
+            x1_clean = x0_clean + terms(0, x0_clean).sum(dim=1) + first.out_proj.bias
+            t2[:, head[1]] = terms(1, x1_clean)[:, head[1]]
+        x2 = x1 + t2.sum(dim=1) + second.out_proj.bias  # (N, L, E)
+        return model.unembed(x2)  # (N, L, V)

@@ -28,11 +28,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LearningCurve",
+    "learned_counts",
     "learning_curves",
     "plot_learning_curves",
+    "plot_rate_sweep",
     "plot_steps_to_threshold",
     "steps_to_reach",
     "summarize_curves",
+    "truncate_curve",
 ]
 
 
@@ -65,6 +68,11 @@ class LearningCurve:
         final_accuracy: the accuracy after the last step.
         steps_to_threshold: :func:`steps_to_reach` of the curve, ``None`` if never reached.
         loss_curve: the training loss after every step.
+        offset_profile: ``(H, L)`` as nested lists, the mean weight per head on each offset
+            ``0, -1, -2, ...`` at the end of the run (``TrainResult.offset_profile``); ``None``
+            for a curve cut by :func:`truncate_curve`, whose end has no probe.
+        entropy: ``(H,)`` mean row entropy per head in nats at the end of the run; ``None`` as
+            above.
     """
 
     num_heads: int
@@ -75,6 +83,8 @@ class LearningCurve:
     final_accuracy: float
     steps_to_threshold: int | None
     loss_curve: list[float]
+    offset_profile: list[list[float]] | None = None
+    entropy: list[float] | None = None
 
     def accuracy_at(self, step: int) -> float:
         """The accuracy at the last evaluation at or before ``step``; the final accuracy if the
@@ -173,9 +183,80 @@ def _learning_curves(
                     final_accuracy=result.accuracy,
                     steps_to_threshold=steps_to_reach(result.eval_curve, threshold),
                     loss_curve=result.loss_curve,
+                    offset_profile=result.offset_profile.tolist(),
+                    entropy=result.entropy.tolist(),
                 )
             )
     return curves
+
+
+def truncate_curve(curve: LearningCurve, steps: int, threshold: float) -> LearningCurve:
+    """The curve a run of only ``steps`` training steps would have given.
+
+    Training is deterministic and the early stop looks only at past evaluations, so the first
+    ``steps`` steps of a longer run are exactly a run of ``steps`` steps: same evaluations, same
+    stop. This lets a comparison at a fixed budget reuse longer runs instead of training again.
+
+    Args:
+        curve: a :class:`LearningCurve`.
+        steps: the budget; it must be an evaluated step of ``curve`` or lie after its last one
+            (a run that stopped early is returned unchanged, apart from the missing probe).
+        threshold: the accuracy of ``steps_to_threshold``, recomputed on the cut curve.
+
+    Returns:
+        a :class:`LearningCurve` with ``offset_profile`` and ``entropy`` set to ``None`` (the
+        probe was taken at the end of the long run, not at ``steps``) and ``loss_curve`` cut
+        to ``steps`` entries.
+
+    Raises:
+        ValueError: if ``steps`` is inside the curve but not one of its evaluated steps.
+    """
+    if steps < curve.steps[-1] and steps not in curve.steps:
+        raise ValueError(
+            f"steps={steps} is not an evaluated step of the curve (evaluated: {curve.steps[:3]}"
+            f"...); choose a multiple of the evaluation interval"
+        )
+    kept = [(s, a) for s, a in zip(curve.steps, curve.accuracy, strict=True) if s <= steps]
+    return LearningCurve(
+        num_heads=curve.num_heads,
+        head_dim=curve.head_dim,
+        seed=curve.seed,
+        steps=[s for s, _ in kept],
+        accuracy=[a for _, a in kept],
+        final_accuracy=kept[-1][1],
+        steps_to_threshold=steps_to_reach(kept, threshold),
+        loss_curve=curve.loss_curve[:steps],
+    )
+
+
+def learned_counts(
+    sweep: dict[float, Sequence[LearningCurve]], learned: float
+) -> list[dict[str, Any]]:
+    """One row per learning rate and head count of a learning-rate sweep.
+
+    Args:
+        sweep: learning rate -> the curves trained at it (:func:`learning_curves`, or
+            :func:`truncate_curve` of them), all with the same step budget.
+        learned: the final accuracy at or above which a run counts as having learned the task.
+
+    Returns:
+        dicts with ``lr``, ``num_heads``, ``final_accuracy`` (per seed, in seed order),
+        ``learned`` (how many seeds reached ``learned``) and ``seeds`` (how many ran).
+    """
+    rows = []
+    for lr, curves in sweep.items():
+        for h in dict.fromkeys(c.num_heads for c in curves):
+            finals = [c.final_accuracy for c in curves if c.num_heads == h]
+            rows.append(
+                {
+                    "lr": lr,
+                    "num_heads": h,
+                    "final_accuracy": finals,
+                    "learned": sum(a >= learned for a in finals),
+                    "seeds": len(finals),
+                }
+            )
+    return rows
 
 
 def summarize_curves(curves: Sequence[LearningCurve]) -> list[dict[str, Any]]:
@@ -314,4 +395,51 @@ def plot_steps_to_threshold(
     ax.legend(fontsize=8, loc="lower left")
     if published:
         draw_published(axes[0, 1], published, heads_label, bleu_label, bleu_title, 8, base_label)
+    return fig
+
+
+def plot_rate_sweep(
+    rows: Sequence[dict[str, Any]],
+    *,
+    learned: float | None = None,
+    title: str = "Final accuracy per learning rate and head count",
+    heads_label: str = "number of heads h",
+    accuracy_label: str = "final accuracy",
+    rate_label: str = "lr = {:g}",
+    learned_label: str = "learned: {:.2f}",
+) -> Figure:
+    """Final accuracy of every seed (:func:`learned_counts` rows) against ``h``, one colour per
+    learning rate, the rates side by side around each ``h``; ``learned``, if given, dashed."""
+    import matplotlib.pyplot as plt
+
+    from mha_ref.tutorial.fonts import use_cjk_font_for
+
+    use_cjk_font_for(title, heads_label, accuracy_label, rate_label, learned_label)
+    fig, ax = plt.subplots(figsize=(6.0, 3.6), layout="constrained")
+    colours = ("#2b6ca3", "#c0392b", "#3a7d44", "#8e44ad")
+    rates = list(dict.fromkeys(r["lr"] for r in rows))
+    head_counts = list(dict.fromkeys(r["num_heads"] for r in rows))
+    width = 0.6 / max(len(rates), 1)
+    for i, lr in enumerate(rates):
+        for j, h in enumerate(head_counts):
+            (row,) = [r for r in rows if r["lr"] == lr and r["num_heads"] == h]
+            x = j + (i - (len(rates) - 1) / 2) * width
+            ax.scatter(
+                [x] * len(row["final_accuracy"]),
+                row["final_accuracy"],
+                s=22,
+                color=colours[i % len(colours)],
+                label=rate_label.format(lr) if j == 0 else None,
+                zorder=3,
+            )
+    if learned is not None:
+        ax.axhline(learned, color="grey", linestyle="--", linewidth=1,
+                   label=learned_label.format(learned))
+    ax.set_xticks(range(len(head_counts)), labels=[str(h) for h in head_counts])
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel(heads_label)
+    ax.set_ylabel(accuracy_label)
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="center right")
     return fig

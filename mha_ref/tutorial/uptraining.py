@@ -5,7 +5,9 @@ mean-pooling each group's key and value heads (:func:`mha_ref.mha_to_gqa`), then
 converted model a little more ("uptraining"). :func:`gqa_uptraining` does the same at the scale
 of the tutorial: it trains :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` with multi-head
 attention, converts its attention layer for each requested number of key/value heads, and
-measures the accuracy right after the conversion and after a short uptraining. As in Ainslie et
+measures the accuracy right after the conversion and after an uptraining of a given number of
+steps. :func:`gqa_from_scratch` is the budget-matched control: the grouped model trained from
+the start for as many steps as pre-training and uptraining together. As in Ainslie et
 al.'s ablation (Sec. 2.1 and their Figure 5), the controls start from the same multi-head
 checkpoint, with the same uptraining steps and data, and differ only in how the key/value heads
 are initialised: the mean of each group's heads, the first head of each group, or random
@@ -31,7 +33,7 @@ from mha_ref.tutorial.cache import cached
 from mha_ref.tutorial.tasks import IGNORE_INDEX, TinyAttentionModel, make_batch, make_table
 from mha_ref.tutorial.training import _EVAL_SEED, _reproducible
 
-__all__ = ["KV_INITS", "GQARow", "UptrainResult", "gqa_uptraining"]
+__all__ = ["KV_INITS", "GQARow", "UptrainResult", "gqa_from_scratch", "gqa_uptraining"]
 
 #: The initialisations of the grouped layer's key/value heads, compared after uptraining.
 #: ``"mean"`` of each group's heads (what :func:`mha_ref.mha_to_gqa` does), the ``"first"``
@@ -199,3 +201,69 @@ def _gqa_uptraining(**config: Any) -> UptrainResult:
                     mean_losses = losses
             rows.append(GQARow(kv, converted_accuracy, uptrained_accuracy, mean_losses))
     return UptrainResult(config=dict(config), mha_accuracy=mha_accuracy, rows=rows)
+
+
+def gqa_from_scratch(
+    num_kv_heads: Sequence[int] = (2, 1),
+    *,
+    num_heads: int = 4,
+    embed_dim: int = 16,
+    vocab_size: int = 16,
+    seq_len: int = 8,
+    steps: int = 300,
+    batch_size: int = 64,
+    lr: float = 1e-2,
+    seed: int = 0,
+    eval_size: int = 1024,
+) -> dict[int, float]:
+    """Train the tiny model with grouped-query attention from the start; the control of
+    :func:`gqa_uptraining` at a matched budget.
+
+    The same model, optimiser, learning rate, task and evaluation set as :func:`gqa_uptraining`;
+    the attention layer is a fresh :class:`mha_ref.GroupedQueryAttention` with ``num_kv_heads``
+    key/value heads, trained for ``steps`` Adam steps (pass pre-training plus uptraining steps
+    for a budget-matched comparison).
+
+    Args:
+        num_kv_heads: the key/value head counts (each divides ``num_heads``).
+        num_heads, embed_dim, vocab_size, seq_len, batch_size, lr, seed, eval_size: as in
+            :func:`gqa_uptraining`.
+        steps: the whole training budget.
+
+    Returns:
+        ``{num_kv_heads: accuracy on the evaluation set}``. Cached when ``MHA_REF_CACHE_DIR``
+        is set.
+
+    Raises:
+        ValueError: if a ``num_kv_heads`` does not divide ``num_heads``.
+    """
+    arguments = dict(
+        num_kv_heads=tuple(num_kv_heads), num_heads=num_heads, embed_dim=embed_dim,
+        vocab_size=vocab_size, seq_len=seq_len, steps=steps, batch_size=batch_size, lr=lr,
+        seed=seed, eval_size=eval_size,
+    )
+    for kv in arguments["num_kv_heads"]:
+        if not isinstance(kv, int) or kv < 1 or num_heads % kv:
+            raise ValueError(f"every num_kv_heads must divide num_heads={num_heads}, got {kv!r}")
+    return cached("gqa_from_scratch", arguments, lambda: _gqa_from_scratch(**arguments))
+
+
+def _gqa_from_scratch(**config: Any) -> dict[int, float]:
+    table = make_table(config["vocab_size"])  # (V, V)
+    sizes = (config["vocab_size"], config["seq_len"], config["embed_dim"], config["num_heads"], 64)
+    accuracies = {}
+    with _reproducible():
+        for kv in config["num_kv_heads"]:
+            torch.manual_seed(config["seed"])
+            model = TinyAttentionModel(*sizes)
+            reference = model.attention  # the model's own layer, for its options
+            model.attention = _GQAInTinyModel(
+                GroupedQueryAttention(
+                    config["embed_dim"], config["num_heads"], kv,
+                    bias=reference.in_proj_bias is not None, batch_first=reference.batch_first,
+                )
+            )
+            data = torch.Generator().manual_seed(config["seed"])
+            _fit(model, config, config["steps"], data, table)
+            accuracies[kv] = _accuracy(model, config, table)
+    return accuracies
