@@ -18,13 +18,13 @@ Olsson 等人（2022）在“In-context Learning and Induction Heads”
 # %%
 # 任务：一段以不同间隔重复的片段
 # ------------------------------
-# 每个序列先是若干填充词元，然后是一段由互不相同的随机词元组成的片段，接着这段片段再原样出现
+# 每个序列先是若干无关词元，然后是一段由互不相同的随机词元组成的片段，接着这段片段再原样出现
 # 一次。片段的长度（下称 *周期*）因序列而异。这一点很关键：如果周期固定，第 2 层只凭位置
 # （“往回看 ``period - 1`` 个词元”）就能找到答案，根本不需要前一词元头；周期变化时，要预测
-# 第二份拷贝，只能靠内容。
+# 第二份副本，只能靠内容。
 #
-# 模型在每个位置预测下一个词元；训练和评分只看第二份拷贝中的位置，因为那里的下一个词元由第一份
-# 拷贝决定。
+# 模型在每个位置预测下一个词元；训练和评分只看第二份副本中的位置，因为那里的下一个词元由第一份
+# 副本决定。
 
 import matplotlib.pyplot as plt
 
@@ -55,18 +55,18 @@ for i in range(3):
 # :func:`~mha_ref.tutorial.induction_training.train_induction` 用 Adam 在单个 CPU 线程上训练它，固定
 # 随机种子、使用确定性算子，因此每次构建打印的数字都相同。损失曲线上要看的是：先是一段很长的
 # 平台期，模型只能瞎猜；然后损失骤降。Olsson 等人把这次骤降称为 *相变* （phase change）：归纳
-# 回路正是在这时形成的。虚线标出训练批次在第二份拷贝上的准确率（按 20 步平均）首次达到 50% 的那一步。
+# 回路正是在这时形成的。虚线标出训练批次在第二份副本上的准确率（按 20 步平均）首次达到 50% 的那一步。
 
 model = result.model()
 phase_change = result.phase_change_step()
 print(f"训练步数：{config['steps']}，批大小：{config['batch_size']}")
 print(f"损失：第一步 {result.loss_curve[0]:.3f}，最后一步 {result.loss_curve[-1]:.4f}")
 print(f"相变（准确率达到 0.5）所在的步数：{phase_change}")
-print(f"新序列上第二份拷贝的准确率：{accuracy_with_ablation(model, tokens, periods):.3f}")
+print(f"新序列上第二份副本的准确率：{accuracy_with_ablation(model, tokens, periods):.3f}")
 
 fig = plot_loss_curves(
     {"损失": result.loss_curve},
-    title="第二份拷贝上的训练损失",
+    title="第二份副本上的训练损失",
     xlabel="训练步数",
     ylabel="交叉熵损失（对数刻度）",
 )
@@ -82,7 +82,7 @@ plt.show()
 # - 第 1 层的 **前一词元头** 把权重放在主对角线下方紧挨着的那条对角线上：每个词元都看向它前面
 #   的那个词元；
 # - 第 2 层的 **归纳头** 在片段开始重复之前没有一致的条纹（每一行之和仍为 1，权重分散在某些
-#   键上），之后画出一条与对角线平行、向回 ``period - 1`` 个键的 *条纹*：第二份拷贝里的每个查询
+#   键上），之后画出一条与对角线平行、向回 ``period - 1`` 个键的 *条纹*：第二份副本里的每个查询
 #   都看向它上一次出现时紧跟其后的词元，而那正是它要预测的词元。
 
 # sphinx_gallery_thumbnail_number = 2
@@ -112,7 +112,7 @@ plt.show()
 #
 # - **前一词元分数**：一个头在键 ``t - 1`` 上的平均注意力权重，对所有查询取平均；
 # - **归纳分数**：在当前词元上一次出现之后紧跟的那个词元（键 ``t - period + 1``）上的平均
-#   注意力权重，只对第二份拷贝中的查询取平均。
+#   注意力权重，只对第二份副本中的查询取平均。
 #
 # 一个把权重平均分给所有可见键的头，得分大约是它能看到的键数的倒数。层从 1 开始编号，头从 0
 # 开始编号，与上面图中的标题一致。
@@ -129,7 +129,7 @@ print(text_table(["头", "前一词元分数", "归纳分数"], rows))
 # 把头关掉
 # --------
 # 热力图只说明一个头看向哪里，不说明模型是否需要它。所以我们做 *消融*：在输出投影之前把一个头
-# 的输出置零（其他头和偏置保持不变），再测一次第二份拷贝上的准确率。如果回路确实需要两类头，
+# 的输出置零（其他头和偏置保持不变），再测一次第二份副本上的准确率。如果回路确实需要两类头，
 # 去掉前一词元头必然让它失效，去掉归纳头也一样；而去掉第 1 层的另一个头则不应有影响。第 2 层
 # 有两个头；表中分别列出单独去掉每一个和同时去掉两个的结果，因为两个头可能做同一件事、互为备份。
 
@@ -144,15 +144,15 @@ cases = [
     ("层 2 头 0 和头 1", [(1, 0), (1, 1)]),
 ]
 rows = [[name, f"{accuracy_with_ablation(model, tokens, periods, heads):.3f}"] for name, heads in cases]
-print(text_table(["消融的头", "第二份拷贝的准确率"], rows))
+print(text_table(["消融的头", "第二份副本的准确率"], rows))
 
 # %%
 # 这说明了什么
 # ------------
 # 把两张表放在一起读。这个回路在注意力权重里 *看得见*，在消融里也 *少不了*：没有前一词元头，
-# 模型就失去了预测第二份拷贝的能力，尽管这个头自己从不看向答案，它只是为第 2 层要搜索的键做好
+# 模型就失去了预测第二份副本的能力，尽管这个头自己从不看向答案，它只是为第 2 层要搜索的键做好
 # 准备。第 2 层的两个头是否互相重复，上表同样测了出来：如果单独去掉任何一个都还保留大部分准确率，
-# 而同时去掉两个就失效，那它们就是同一个归纳头的两份拷贝。Olsson 等人认为，这一回路是大语言模型
+# 而同时去掉两个就失效，那它们就是同一个归纳头的两份副本。Olsson 等人认为，这一回路是大语言模型
 # 上下文学习能力的主要来源之一。它并不是能完成这个任务的唯一回路（例如，第 1 层的头可以找到当前词元上一次
 # 出现的位置并传递这个位置，第 2 层再由这个位置构造查询，借助学到的位置嵌入选中后一个位置的键，
 # 即 Q 组合）。本页的消融表明前一词元头是 *必需的*；它们并不能说明第 2 层是通过键还是通过查询
@@ -173,14 +173,14 @@ import torch
 
 from mha_ref.tutorial.live_views import attach_live_model, export_model
 
-live_text = "WVUTSRQPONHEARTHEART"  # 十个填充词元，然后是片段 HEART 两遍
+live_text = "WVUTSRQPONHEARTHEART"  # 十个无关词元，然后是片段 HEART 两遍
 live_tokens = torch.tensor([[TOKEN_NAMES.index(c) for c in live_text]])  # (1, seq_len)
 with torch.no_grad():
     live_logits, live_weights = model(live_tokens)  # (1, seq_len, vocab_size)，每层一个 (1, h, L, L)
 predicted = live_logits[0].argmax(dim=-1)  # (seq_len,) 每个位置预测的下一个词元
 second_copy = range(len(live_text) - 5, len(live_text) - 1)  # 下一个词元已知的那些位置
 print("序列：", " ".join(live_text))
-print("第二份拷贝，词元 -> 预测的下一个词元：", "，".join(
+print("第二份副本，词元 -> 预测的下一个词元：", "，".join(
     f"{live_text[t]} -> {TOKEN_NAMES[predicted[t]]}" for t in second_copy
 ))
 exported = export_model(model)
@@ -205,8 +205,8 @@ plt.show()
 # %%
 # 练习
 # ----
-# **练习 1.** 在每条评估序列里只改动 *第一份* 拷贝中的一个词元：把片段的第三个词元换成一个在整条
-# 序列里别处都没有出现过的词元。第二份拷贝保持原样，所以在第二份拷贝的第二个词元处，序列本身接下来
+# **练习 1.** 在每条评估序列里只改动 *第一份* 副本中的一个词元：把片段的第三个词元换成一个在整条
+# 序列里别处都没有出现过的词元。第二份副本保持原样，所以在第二份副本的第二个词元处，序列本身接下来
 # 仍是原来的第三个词元。模型在那里会预测哪个词元：原来的那个、新换上的那个，还是别的？请根据两个头
 # 各自的作用来推理。
 #
@@ -214,7 +214,7 @@ plt.show()
 #    :class-container: mha-answer
 #
 #    在这个查询处，当前词元是片段的第二个词元。前一词元头仍会把“我前面的词元是片段的第二个词元”
-#    写进第一份拷贝中被改动的那个位置，因为它前面的词元没有变；归纳头凭这个键找到那个位置，复制
+#    写进第一份副本中被改动的那个位置，因为它前面的词元没有变；归纳头凭这个键找到那个位置，复制
 #    那里的词元，也就是新换上的词元。模型预测的是上一次出现之后紧跟的词元，不管它是什么，而不是
 #    “本该”出现的词元。下面先给出一条序列改动前后的样子和模型在该查询处的预测，再给出在所有序列
 #    上的比例：
@@ -222,13 +222,13 @@ plt.show()
 import torch
 
 batch_index = torch.arange(len(tokens))  # (N,)
-start = config["seq_len"] - 2 * periods  # (N,) 第一份拷贝的起始位置
+start = config["seq_len"] - 2 * periods  # (N,) 第一份副本的起始位置
 present = torch.zeros(len(tokens), config["vocab_size"], dtype=torch.bool)  # (N, vocab_size)
 present[batch_index[:, None], tokens] = True
 new_token = (~present).int().argmax(dim=1)  # (N,) 序列中没有出现的最小词元编号
 edited = tokens.clone()  # (N, seq_len)
-edited[batch_index, start + 2] = new_token  # 只改第一份拷贝中片段的第三个词元
-query = config["seq_len"] - periods + 1  # (N,) 第二份拷贝中片段的第二个词元
+edited[batch_index, start + 2] = new_token  # 只改第一份副本中片段的第三个词元
+query = config["seq_len"] - periods + 1  # (N,) 第二份副本中片段的第二个词元
 with torch.no_grad():
     logits, _ = model(edited)  # (N, seq_len, vocab_size)
 predicted = logits[batch_index, query].argmax(dim=-1)  # (N,)
@@ -239,23 +239,23 @@ print(f"预测为新词元的比例：{(predicted == new_token).double().mean():
 print(f"预测为原词元的比例：{(predicted == tokens[batch_index, query + 1]).double().mean():.3f}")
 
 # %%
-# **练习 2.** 训练时，两份拷贝总是紧挨着。把第一份拷贝往前挪，每次挪两个位置，直到它位于序列
-# 开头，中间的空当用填充词元补上，让两份拷贝越离越远，最后超过任何一条训练序列中的距离。随着空当
-# 变大，第二份拷贝上的准确率会怎样？分别预测完整模型和关掉前一词元头之后的情况。
+# **练习 2.** 训练时，两份副本总是紧挨着。把第一份副本往前挪，每次挪两个位置，直到它位于序列
+# 开头，中间的空当用无关词元补上，让两份副本越离越远，最后超过任何一条训练序列中的距离。随着空当
+# 变大，第二份副本上的准确率会怎样？分别预测完整模型和关掉前一词元头之后的情况。
 #
 # .. dropdown:: 参考答案
 #    :class-container: mha-answer
 #
 #    理想的归纳头只按内容搜索：“我的词元以前在哪里出现过，它后面跟的是什么？”这种搜索与更早的
-#    那份拷贝离得多远无关，照这样想，准确率不会下降。下面打印的各行却不是这样。在训练中见过的
+#    那份副本离得多远无关，照这样想，准确率不会下降。下面打印的各行却不是这样。在训练中见过的
 #    距离上，以及比它们再远一个位置时，完整模型几乎全对；再往后，准确率一行比一行低。从一行到下一行，
-#    距离变大，第一份拷贝的起点也前移（填充词元都不在片段里）。原因由示例 20 测量：它用缩短的训练方案
+#    距离变大，第一份副本的起点也前移（无关词元都不在片段里）。原因由示例 20 测量：它用缩短的训练方案
 #    把这个模型在三个种子上重新训练。原因不在学到的位置嵌入：同一个模型换成只看距离的旋转位置编码，
 #    在每个种子上都以同样的方式下降。两者的共同点是第 2 层在搜索中用到了位置：让它的查询和键不带位置
-#    计算，在每个种子上下降都变小了，代价是最短的几个距离上略有损失。训练中两份拷贝从没有离得更远过，
+#    计算，在每个种子上下降都变小了，代价是最短的几个距离上略有损失。训练中两份副本从没有离得更远过，
 #    没有什么迫使搜索不管距离，它也就没有不管。这些行能说明的是：它只能稍稍推广到训练时见过的距离之外。最后一列是另一回事：搜索
 #    仍要经过前一词元头准备好的键，所以没有这个头，在任何空当下它都会失效。下面的序列周期都相同；
-#    最后一行是空当最大时的一条序列，第一份拷贝位于开头：
+#    最后一行是空当最大时的一条序列，第一份副本位于开头：
 
 from mha_ref.tutorial.induction import make_repeated_batch
 
@@ -263,16 +263,16 @@ period = 5
 fixed, fixed_periods = make_repeated_batch(
     512, config["seq_len"], config["vocab_size"], torch.Generator().manual_seed(1), period, period
 )  # (512, seq_len), (512,)
-first_copy = config["seq_len"] - 2 * period  # 第一份拷贝的起始位置
+first_copy = config["seq_len"] - 2 * period  # 第一份副本的起始位置
 rows = []
 for gap in range(0, first_copy + 1, 2):
     moved = fixed.clone()  # (512, seq_len)
-    block = slice(first_copy - gap, first_copy + period)  # 先是空当处的填充词元，再是第一份拷贝
-    moved[:, block] = fixed[:, block].roll(-gap, dims=1)  # 变成先是第一份拷贝，再是填充词元
+    block = slice(first_copy - gap, first_copy + period)  # 先是空当处的无关词元，再是第一份副本
+    moved[:, block] = fixed[:, block].roll(-gap, dims=1)  # 变成先是第一份副本，再是无关词元
     full = accuracy_with_ablation(model, moved, fixed_periods)
     without = accuracy_with_ablation(model, moved, fixed_periods, [(0, prev_head)])
     rows.append([gap, period + gap, f"{full:.3f}", f"{without:.3f}"])
-print(f"周期：{period}；训练中两份拷贝之间的距离：{config['min_period']} 到 {config['max_period']}")
+print(f"周期：{period}；训练中两份副本之间的距离：{config['min_period']} 到 {config['max_period']}")
 print(text_table(["空当", "距离", "完整模型", f"去掉层 1 头 {prev_head}"], rows))
 print(" ".join(TOKEN_NAMES[t] for t in moved[0].tolist()))
 
@@ -281,6 +281,6 @@ print(" ".join(TOKEN_NAMES[t] for t in moved[0].tolist()))
 # ----
 # * 这个回路需要两层：第 1 层的前一词元头把“我前面的词元”写进每个位置，第 2 层的归纳头找到当前词元
 #   上一次出现之后的那个位置，并把那里的词元复制出来。
-# * 注意力权重显示头看向哪里；消融表明，前一词元头对第二份拷贝的准确率是必需的，尽管它自己从不看向答案。
+# * 注意力权重显示头看向哪里；消融表明，前一词元头对第二份副本的准确率是必需的，尽管它自己从不看向答案。
 # * 第 2 层通过键用到它（K 组合）这一点，是在示例 11 中测量的（组合消融、组合分数和激活修补，三个种子），
 #   不在本页。

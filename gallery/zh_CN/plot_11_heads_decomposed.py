@@ -189,13 +189,13 @@ plt.show()
 # 直接路径看不出前一词元头做了什么，干预却可以。第 2 层从残差流中读三次：读出查询、键和值。下面每次
 # 只从 *其中一个* 输入里去掉第 1 层的这个头
 # （:func:`~mha_ref.tutorial.induction.composition_ablation`），其余一切，包括通向 logits 的路径，
-# 都保留它。该看什么：去掉哪个输入会让第二份拷贝上的准确率下跌。如果是键，这个头就是通过 K 组合
+# 都保留它。该看什么：去掉哪个输入会让第二份副本上的准确率下跌。如果是键，这个头就是通过 K 组合
 # 起作用：它把“前一个词元”写进每个位置，供第 2 层搜索。
 
 eval_tokens, eval_periods = train_induction(seed=0).evaluation_batch()  # (N, L), (N,)
 previous_head = int(head_scores(induction_model, eval_tokens, eval_periods)[0][0].argmax())
 composition = composition_ablation(induction_model, eval_tokens, eval_periods, previous_head)
-print(f"第 1 层头 {previous_head}（前一词元头），第二份拷贝上的准确率：")
+print(f"第 1 层头 {previous_head}（前一词元头），第二份副本上的准确率：")
 print(f"  完整模型：                 {composition['none']:.3f}")
 print(f"  从第 2 层的查询中去掉它：  {composition['Q']:.3f}")
 print(f"  从第 2 层的键中去掉它：    {composition['K']:.3f}")
@@ -265,9 +265,9 @@ print(f"分数与消融一致的种子数：{agreed} / 3")
 # 激活修补：哪些位置承载着这个回路
 # --------------------------------
 # 消融是去掉一个头；**激活修补** （activation patching）问的是：预测所需的信息在哪里。做两次运行：
-# 干净的序列，以及一个被破坏的序列——把 *第一份* 拷贝中位置 ``c`` 上的一个词元换成序列里没有的词元
+# 干净的序列，以及一个被破坏的序列——把 *第一份* 副本中位置 ``c`` 上的一个词元换成序列里没有的词元
 # （:func:`~mha_ref.tutorial.induction.corrupt_first_copy`）。在 ``q = c + period`` 处，同一个词元在
-# 第二份拷贝里再次出现，干净的模型会预测第一次出现时跟在它后面的词元 ``tokens[c + 1]``；在被破坏的
+# 第二份副本里再次出现，干净的模型会预测第一次出现时跟在它后面的词元 ``tokens[c + 1]``；在被破坏的
 # 运行中，这个匹配没有了。然后再运行一次被破坏的序列，但其中 *一个* 激活取自干净的运行
 # （:func:`~mha_ref.tutorial.induction.patched_logits`）：某一个头在所有位置上的输出，或者第 1 层之后
 # 某一个位置上的整个残差流。表中的数是在 ``q`` 处的预测重新变成干净答案的序列所占的比例。该看什么：
@@ -363,7 +363,7 @@ print(text_table(["改动", "头 0 的注意力权重", "头 0 的那一项", "�
 
 # %%
 # **练习 2.** 反嵌入是线性的，所以归纳模型的 logits 是若干项之和：嵌入、第 1 层每个头的那一项、
-# 第 2 层每个头的那一项，以及各个偏置。只保留其中一部分，预测第二份拷贝上的准确率：只保留第 2 层
+# 第 2 层每个头的那一项，以及各个偏置。只保留其中一部分，预测第二份副本上的准确率：只保留第 2 层
 # 两个头的项；只保留其中一个头的项；保留 *除了* 这两项之外的一切。
 #
 # .. dropdown:: 参考答案
@@ -395,7 +395,7 @@ with torch.no_grad():
     }
 rows = [[name, f"{second_copy_accuracy(z, eval_tokens, eval_periods):.3f}"] for name, z in logits.items()]
 rows.append(["（均匀瞎猜）", f"{1 / w_u.shape[0]:.3f}"])
-print(text_table(["logits 的来源", "第二份拷贝的准确率"], rows))
+print(text_table(["logits 的来源", "第二份副本的准确率"], rows))
 
 # %%
 # 小结
