@@ -144,6 +144,20 @@ class LatentKVCache:
         self._append(latent, rope_key)
         return self.latents, self.rope_keys
 
+    def crop(self, length: int) -> None:
+        """Forget every token after the first ``length`` (e.g. to decode again from there).
+
+        Raises:
+            ValueError: If ``length`` is negative or more than ``cached_len``.
+        """
+        check.require_non_negative_int("length", length, "number of tokens to keep")
+        if length > self.cached_len:
+            raise ValueError(
+                f"length must be at most cached_len={self.cached_len}, got length={length}. "
+                f"crop only shortens the cache; append tokens to lengthen it."
+            )
+        self.cached_len = length
+
     def _append(self, latent: torch.Tensor, rope_key: torch.Tensor) -> None:
         """``append`` without the checks (a module's own tensors)."""
         start, stop = self.cached_len, self.cached_len + latent.shape[1]
@@ -393,9 +407,12 @@ class MultiHeadLatentAttention(nn.Module):
         rope_keys: torch.Tensor,
         attn_mask: torch.Tensor | None,
         need_weights: bool,
+        folded: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend against the latents directly: multi-query attention in latent space."""
-        query_weight, output_weight = self.absorbed_weights()  # (H, d_c, E), (E, H, d_c)
+        if folded is None:
+            folded = self.absorbed_weights()
+        query_weight, output_weight = folded  # (H, d_c, E), (E, H, d_c)
         _, rope_q = self._queries(x, positions)  # (N, H, L, rope_dim)
         latent_q = torch.einsum("nle,hce->nhlc", x, query_weight)  # (N, H, L, d_c)
         query = torch.cat((latent_q, rope_q), dim=-1)  # (N, H, L, d_c + d_R)
@@ -459,7 +476,12 @@ class MultiHeadLatentAttention(nn.Module):
         )
 
     def decode(
-        self, x: torch.Tensor, cache: LatentKVCache, *, absorbed: bool = True
+        self,
+        x: torch.Tensor,
+        cache: LatentKVCache,
+        *,
+        absorbed: bool = True,
+        absorbed_weights: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Causal self-attention for ``new_len`` new tokens, earlier ones read from the cache.
 
@@ -472,6 +494,9 @@ class MultiHeadLatentAttention(nn.Module):
             cache: A :class:`LatentKVCache` of this layer (``new_cache``).
             absorbed: Keyword-only. Attend in latent space (``True``, the decode-time form) or
                 rebuild every cached key and value first (``False``). Default: ``True``.
+            absorbed_weights: Keyword-only. The output of :meth:`absorbed_weights`, computed
+                once and reused by every step (what an inference engine does); ``None``
+                recomputes them at each call. Only with ``absorbed=True``.
 
         Returns:
             torch.Tensor: ``(N, new_len, embed_dim)``.
@@ -493,8 +518,11 @@ class MultiHeadLatentAttention(nn.Module):
         latent, rope_key = self.compress(x, positions)  # (N, new_len, d_c), (N, new_len, d_R)
         latents, rope_keys = cache.append(latent, rope_key)  # (N, S, d_c), (N, S, d_R)
         mask = _causal_mask(new_len, latents.shape[1], alignment="bottom_right", device=x.device)
-        attend = self._attend_absorbed if absorbed else self._attend_naive
-        return attend(x, positions, latents, rope_keys, mask, False)[0]  # (N, new_len, E)
+        if absorbed:
+            return self._attend_absorbed(
+                x, positions, latents, rope_keys, mask, False, absorbed_weights
+            )[0]  # (N, new_len, embed_dim)
+        return self._attend_naive(x, positions, latents, rope_keys, mask, False)[0]
 
     def _check_x(self, x: object) -> None:
         check.require_tensor("x", x)

@@ -39,6 +39,7 @@ EXERCISES = {
     "plot_15_grouped_heads_decode": 3,
     "plot_20_positions": 2,
     "plot_21_rope_in_a_real_model": 2,
+    "plot_22_latent_attention": 2,
 }
 
 
