@@ -41,6 +41,7 @@ EXERCISES = {
     "plot_21_rope_in_a_real_model": 2,
     "plot_22_latent_attention": 2,
     "plot_23_sliding_windows_and_sinks": 2,
+    "plot_24_sinks_qk_norm_flex": 2,
 }
 
 
