@@ -1,6 +1,6 @@
 """
 Example 24: Sink logits, QK-norm, FlexAttention and the weights a fused kernel does not return
-=============================================================================================
+==============================================================================================
 
 Four pieces of attention as recent models and kernels use it. A **sink logit** (gpt-oss), a
 ``1`` added to the softmax's denominator, and PyTorch's ``add_zero_attn`` all give a head a way
