@@ -84,12 +84,12 @@ class RollingKVCache:
 
     @property
     def num_slots(self) -> int:
-        """``num_sinks + window``: the most tokens the cache ever holds."""
+        """The most tokens the cache ever holds, ``num_sinks + window``."""
         return self._keys.shape[2]
 
     @property
     def visible(self) -> int:
-        """Tokens currently held: ``min(seen, num_slots)``."""
+        """The number of tokens currently held, ``min(seen, num_slots)``."""
         return min(self.seen, self.num_slots)
 
     @property

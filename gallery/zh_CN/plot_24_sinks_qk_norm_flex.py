@@ -86,9 +86,9 @@ for variant, count in stopped.items():
 # %%
 # QK-norm 与崩溃的单头模型
 # ------------------------
-# 示例 6 的单头模型（``embed_dim = 16``），用示例 6 的训练代码（:func:`mha_ref.tutorial.training.train`
-# 的循环）以学习率 ``3e-2`` 训练 400 步，三个种子，注意力由同样的参数显式计算；两组之间唯一的改动是
-# 在查询和键上加一个 :class:`mha_ref.QKNorm`（LayerNorm，与 Dehghani 等 2023 相同）。
+# 示例 6 的单头模型（``embed_dim = 16``），用示例 6 的训练代码
+# （:func:`mha_ref.tutorial.training.train` 的循环）以学习率 ``3e-2`` 训练 400 步，三个种子，注意力由同样的参数显式计算；两组之间唯一的改动是
+# 在查询和键上加一个 :class:`mha_ref.QKNorm` （LayerNorm，与 Dehghani 等 2023 相同）。
 
 qk_rows, solved = [], {}
 for qk_norm in (False, True):
@@ -159,9 +159,9 @@ if flex is not None:
 # %%
 # 融合内核不返回的权重
 # --------------------
-# 融合内核为每个查询行保存它分数的 log-sum-exp，即由在线 softmax 的累计最大值 ``m`` 和累计和 ``l``
-# 得到的 ``lse = m + log l``（见 :ref:`sphx_glr_auto_examples_plot_13_online_softmax.py`）。权重可由
-# 查询、键和每行这一个数得出：``w_ij = exp(s_ij - lse_i)``（:func:`mha_ref.attention_weights_from_lse`）。
+# 融合内核为每个查询行保存它分数的 log-sum-exp，即由在线 softmax 的累计最大值 ``m`` 和累计和
+# ``l`` 得到的 ``lse = m + log l`` （见 :ref:`sphx_glr_auto_examples_plot_13_online_softmax.py`）。权重可由
+# 查询、键和每行这一个数得出：``w_ij = exp(s_ij - lse_i)`` （:func:`mha_ref.attention_weights_from_lse`）。
 # 上面 FlexAttention 表的各行用的是 Flex 自己的 LSE；这里由 :func:`mha_ref.tiled_attention` 为一个
 # 因果、带填充的批次返回 LSE，再把重建的权重与显式权重比较。
 
