@@ -80,7 +80,7 @@ print(text_table(["step", "positions held (window 3)", "diff vs masked full", "p
 # One layer lets token ``i`` read tokens ``i - window + 1 .. i``. A second layer reads the first
 # layer's outputs, each of which already summarises a window, so after ``depth`` layers token
 # ``i`` can be reached from ``depth * (window - 1)`` positions back (Mistral 7B, Sec. 2). The
-# table composes the masks (a boolean matrix product per layer, :func:`receptive_field` in the
+# table composes the masks (a boolean matrix product per layer, ``mha_ref.tutorial.windows.receptive_field`` in the
 # lab code) for 64 tokens and a window of 4, and prints how far back the last token reaches.
 
 rows = []

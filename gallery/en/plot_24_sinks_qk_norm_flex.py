@@ -59,7 +59,7 @@ print(f"weight left on the real keys with a zero sink, per row: min {w_zero_sink
 # %%
 # Do they change what a head with nothing to do does?
 # ---------------------------------------------------
-# A controlled task (lab code :mod:`mha_ref.tutorial.sinks_lab`): random tokens of 16 ids;
+# A controlled task (lab code ``mha_ref.tutorial.sinks_lab``): random tokens of 16 ids;
 # at a *trigger* token (ids 0-7) the target is the previous token, which only attention can
 # fetch; at any other token the target is the fixed id 15, which the residual stream alone
 # gives. One layer, one head, the same initialisation, data and 400 Adam steps per seed; only

@@ -76,7 +76,7 @@ print(text_table(["步", "缓存中的位置（窗口 3）", "与带掩码完整
 # 一层让词元 ``i`` 读到词元 ``i - window + 1 .. i``。第二层读的是第一层的输出，而每个输出已经概括了
 # 一个窗口，所以经过 ``depth`` 层，词元 ``i`` 能接收到 ``depth * (window - 1)`` 个位置之前的信息
 # （Mistral 7B，第 2 节）。下表把掩码逐层复合（每层一次布尔矩阵乘法，实验代码中的
-# :func:`receptive_field`），取 64 个词元、窗口 4，打印最后一个词元能往回读多远。
+# ``mha_ref.tutorial.windows.receptive_field``），取 64 个词元、窗口 4，打印最后一个词元能往回读多远。
 
 rows = []
 for depth in (1, 2, 4, 8, 16):
