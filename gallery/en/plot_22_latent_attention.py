@@ -153,7 +153,8 @@ for cached_len in contexts:
     ratios["MLA absorbed / GQA"].append(spread["MLA absorbed"][0] / base)
     ratios["MLA naive / GQA"].append(spread["MLA naive"][0] / base)
     timing_rows.append((cached_len, f"{base * 1e3:.2f}", *(f"{ratios[k][-1]:.2f}" for k in ratios)))
-print(text_table(["[timing] context", "GQA step (ms)", "MHA / GQA", "MLA absorbed / GQA", "MLA naive / GQA"], timing_rows))
+for line in text_table(["context", "GQA step (ms)", "MHA / GQA", "MLA absorbed / GQA", "MLA naive / GQA"], timing_rows).splitlines():
+    print("[timing]", line)
 print("[timing] on", environment(device)["device"])
 
 fig = plot_lines(contexts, ratios, xlabel="cached tokens", ylabel="time of one decode step / GQA's", title="decode step against the context, batch 1, embed_dim 512, 8 heads", logx=True, logy=True)

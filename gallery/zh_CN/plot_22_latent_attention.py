@@ -143,7 +143,8 @@ for cached_len in contexts:
     ratios["MLA 吸收 / GQA"].append(spread["MLA absorbed"][0] / base)
     ratios["MLA 朴素 / GQA"].append(spread["MLA naive"][0] / base)
     timing_rows.append((cached_len, f"{base * 1e3:.2f}", *(f"{ratios[k][-1]:.2f}" for k in ratios)))
-print(text_table(["[timing] 上下文", "GQA 一步（ms）", "MHA / GQA", "MLA 吸收 / GQA", "MLA 朴素 / GQA"], timing_rows))
+for line in text_table(["上下文", "GQA 一步（ms）", "MHA / GQA", "MLA 吸收 / GQA", "MLA 朴素 / GQA"], timing_rows).splitlines():
+    print("[timing]", line)
 print("[timing] 运行于", environment(device)["device"])
 
 fig = plot_lines(contexts, ratios, xlabel="缓存的词元数", ylabel="一步解码耗时 / GQA 的耗时", title="一步解码随上下文的耗时，批大小 1，embed_dim 512，8 个头", logx=True, logy=True)
