@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mha_ref import _validation as check
@@ -414,14 +415,29 @@ class MultiHeadLatentAttention(nn.Module):
             folded = self.absorbed_weights()
         query_weight, output_weight = folded  # (H, d_c, E), (E, H, d_c)
         _, rope_q = self._queries(x, positions)  # (N, H, L, rope_dim)
-        latent_q = torch.einsum("nle,hce->nhlc", x, query_weight)  # (N, H, L, d_c)
+        heads, latent_dim = self.num_heads, self.kv_latent_dim
+        flat_query_weight = query_weight.reshape(heads * latent_dim, self.embed_dim)  # (H*d_c, E)
+        latent_q = F.linear(x, flat_query_weight)  # (N, L, H * d_c), one matrix product
+        latent_q = latent_q.unflatten(-1, (heads, latent_dim)).transpose(1, 2)  # (N, H, L, d_c)
         query = torch.cat((latent_q, rope_q), dim=-1)  # (N, H, L, d_c + d_R)
         key = torch.cat((latents, rope_keys), dim=-1)[:, None]  # (N, 1, S, d_c + d_R)
         value = latents[:, None]  # (N, 1, S, d_c): one value head shared by all heads
+        # multi-query attention: stack the heads' queries as rows against the one shared key,
+        # so the cached latents are read as stored, never repeated to num_heads heads
+        batch, heads, query_len, _ = query.shape
+        key_len = key.shape[2]
+        stacked = query.reshape(batch, 1, heads * query_len, -1)  # (N, 1, H * L, d_c + d_R)
+        if attn_mask is not None:
+            attn_mask = attn_mask.expand(batch, heads, query_len, key_len)  # (N, H, L, S)
+            attn_mask = attn_mask.reshape(batch, 1, heads * query_len, key_len)  # (N, 1, H*L, S)
         context, weights = scaled_dot_product_attention(
-            query, key, value, attn_mask, scale=self.scale, return_weights=True
-        )  # (N, H, L, d_c), (N, H, L, S)
-        output = torch.einsum("nhlc,ehc->nle", context, output_weight)  # (N, L, embed_dim)
+            stacked, key, value, attn_mask, scale=self.scale, return_weights=True
+        )  # (N, 1, H * L, d_c), (N, 1, H * L, S)
+        context = context.view(batch, heads, query_len, -1)  # (N, H, L, d_c)
+        merged = context.transpose(1, 2).reshape(batch, query_len, heads * latent_dim)  # (N,L,H*d_c)
+        flat_output_weight = output_weight.reshape(self.embed_dim, heads * latent_dim)  # (E, H*d_c)
+        output = F.linear(merged, flat_output_weight)  # (N, L, embed_dim)
+        weights = weights.view(batch, heads, query_len, key_len)  # (N, H, L, S)
         return output, (weights if need_weights else None)
 
     def forward(
