@@ -157,7 +157,7 @@ for line in text_table(["context", "GQA step (ms)", "MHA / GQA", "MLA absorbed /
     print("[timing]", line)
 print("[timing] on", environment(device)["device"])
 
-fig = plot_lines(contexts, ratios, xlabel="cached tokens", ylabel="time of one decode step / GQA's", title="decode step against the context, batch 1, embed_dim 512, 8 heads", logx=True, logy=True)
+fig = plot_lines(contexts, ratios, xlabel="cached tokens", ylabel="time of one decode step / GQA's", title="one decode step against the context (batch 1, 8 heads)", logx=True, logy=True)
 plt.show()
 
 # %%
