@@ -438,3 +438,21 @@ def test_sink_logits_and_lse_shapes_are_checked():
         attention_weights_from_lse(query, key, torch.zeros(2, 2, **F64))
     with pytest.raises(ValueError, match="kind must be one of"):
         QKNorm(4, kind="batch")
+
+
+# ------------------------------------------------------------------------------------------------
+# the lab code of example 23
+# ------------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.integers(1, 5), st.integers(1, 6))
+def test_receptive_field_grows_by_window_minus_one_per_layer(window, depth):
+    from mha_ref.tutorial.windows import receptive_field, window_mask
+
+    seq_len = 40
+    reach = receptive_field(seq_len, window, depth)  # (seq_len, seq_len) bool
+    farthest = seq_len - 1 - int(reach[-1].nonzero().min())
+    assert farthest == min(depth * (window - 1), seq_len - 1)
+    assert torch.equal(receptive_field(seq_len, window, 1), sliding_window_mask(seq_len, window=window))
+    assert torch.equal(window_mask(seq_len, window, 0), sliding_window_mask(seq_len, window=window))
