@@ -434,7 +434,8 @@ class MultiHeadLatentAttention(nn.Module):
             stacked, key, value, attn_mask, scale=self.scale, return_weights=True
         )  # (N, 1, H * L, d_c), (N, 1, H * L, S)
         context = context.view(batch, heads, query_len, -1)  # (N, H, L, d_c)
-        merged = context.transpose(1, 2).reshape(batch, query_len, heads * latent_dim)  # (N,L,H*d_c)
+        merged = context.transpose(1, 2).reshape(batch, query_len, heads * latent_dim)
+        # merged: (N, L, H * d_c), the heads side by side
         flat_output_weight = output_weight.reshape(self.embed_dim, heads * latent_dim)  # (E, H*d_c)
         output = F.linear(merged, flat_output_weight)  # (N, L, embed_dim)
         weights = weights.view(batch, heads, query_len, key_len)  # (N, H, L, S)

@@ -454,5 +454,6 @@ def test_receptive_field_grows_by_window_minus_one_per_layer(window, depth):
     reach = receptive_field(seq_len, window, depth)  # (seq_len, seq_len) bool
     farthest = seq_len - 1 - int(reach[-1].nonzero().min())
     assert farthest == min(depth * (window - 1), seq_len - 1)
-    assert torch.equal(receptive_field(seq_len, window, 1), sliding_window_mask(seq_len, window=window))
-    assert torch.equal(window_mask(seq_len, window, 0), sliding_window_mask(seq_len, window=window))
+    band = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
+    assert torch.equal(receptive_field(seq_len, window, 1), band)
+    assert torch.equal(window_mask(seq_len, window, 0), band)

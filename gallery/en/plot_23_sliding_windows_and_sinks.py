@@ -28,7 +28,6 @@ import torch
 from mha_ref import (
     KVCache,
     RollingKVCache,
-    causal_mask,
     kv_cache_bytes_per_token,
     scaled_dot_product_attention,
     sliding_window_mask,
