@@ -4,7 +4,7 @@ Functions
     ``scaled_dot_product_attention``, ``split_heads``, ``merge_heads``, ``repeat_kv_heads``.
 Masks (``True`` = may attend, the ``scaled_dot_product_attention`` convention)
     ``causal_mask``, ``padding_mask``, ``allowed_to_blocked``, ``blocked_to_allowed``,
-    ``allowed_to_additive``.
+    ``allowed_to_additive``, ``sliding_window_mask``, ``document_mask``.
 Modules
     ``CausalAttention``, ``MultiHeadAttentionWrapper``, ``CausalMultiHeadAttention``,
     ``wrapper_to_batched``, ``MultiHeadAttention`` (drop-in for
@@ -12,8 +12,13 @@ Modules
 Positions inside attention
     ``RotaryEmbedding``, ``apply_rotary``, ``rotary_frequencies``, ``rope_pairing_permutation``
     (rotary position embedding, both pairings), ``alibi_slopes``, ``alibi_bias`` (ALiBi).
+Attention as recent models use it
+    ``MultiHeadLatentAttention``, ``LatentKVCache``, ``latent_cache_bytes_per_token``
+    (DeepSeek-V2's latent KV), ``RollingKVCache`` (sliding windows, StreamingLLM sinks),
+    ``attention_with_sink``, ``softmax_plus_one`` (a head may attend to nothing), ``QKNorm``.
 Running fast
-    ``tiled_attention`` (the online softmax), ``KVCache``, ``kv_cache_bytes_per_token``.
+    ``tiled_attention`` (the online softmax), ``attention_weights_from_lse``, ``KVCache``,
+    ``kv_cache_bytes_per_token``.
 Device
     ``pick_device``.
 
@@ -40,16 +45,22 @@ from mha_ref.functional import (
 )
 from mha_ref.grouped import GroupedQueryAttention, mha_to_gqa
 from mha_ref.kv_cache import KVCache, kv_cache_bytes_per_token
+from mha_ref.latent import LatentKVCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from mha_ref.masks import (
     allowed_to_additive,
     allowed_to_blocked,
     blocked_to_allowed,
     causal_mask,
+    document_mask,
     padding_mask,
+    sliding_window_mask,
 )
 from mha_ref.multihead import MultiHeadAttention
+from mha_ref.qk_norm import QKNorm
+from mha_ref.rolling_cache import RollingKVCache
 from mha_ref.rope import RotaryEmbedding, apply_rotary, rope_pairing_permutation, rotary_frequencies
-from mha_ref.tiled import tiled_attention
+from mha_ref.sinks import attention_with_sink, softmax_plus_one
+from mha_ref.tiled import attention_weights_from_lse, tiled_attention
 
 __all__ = [
     "__version__",
@@ -59,6 +70,8 @@ __all__ = [
     "repeat_kv_heads",
     "causal_mask",
     "padding_mask",
+    "sliding_window_mask",
+    "document_mask",
     "allowed_to_blocked",
     "blocked_to_allowed",
     "allowed_to_additive",
@@ -75,7 +88,15 @@ __all__ = [
     "rope_pairing_permutation",
     "alibi_slopes",
     "alibi_bias",
+    "MultiHeadLatentAttention",
+    "LatentKVCache",
+    "latent_cache_bytes_per_token",
+    "RollingKVCache",
+    "attention_with_sink",
+    "softmax_plus_one",
+    "QKNorm",
     "tiled_attention",
+    "attention_weights_from_lse",
     "KVCache",
     "kv_cache_bytes_per_token",
     "pick_device",

@@ -28,6 +28,8 @@ from mha_ref import _validation as check
 __all__ = [
     "causal_mask",
     "padding_mask",
+    "sliding_window_mask",
+    "document_mask",
     "allowed_to_blocked",
     "blocked_to_allowed",
     "allowed_to_additive",
@@ -149,6 +151,139 @@ def padding_mask(
     check.require_valid_lengths(lengths, max_len)
     positions = torch.arange(max_len, device=lengths.device)  # (max_len,)
     return positions[None, :] < lengths[:, None]  # (batch, max_len)
+
+
+def sliding_window_mask(
+    query_len: int,
+    key_len: int | None = None,
+    *,
+    window: int,
+    alignment: str = "top_left",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    r"""Build a banded causal mask: each query sees its own key and the ``window - 1`` before it.
+
+    Math: ``allowed[i, j] = (i + offset - window < j <= i + offset)``, with ``offset`` as in
+    :func:`causal_mask` (``0`` for ``"top_left"``, ``key_len - query_len`` for
+    ``"bottom_right"``). ``window`` counts the keys a query may see, its own included, so
+    ``window=1`` lets each token see only itself and ``window >= key_len`` gives back
+    ``causal_mask``. Stacking ``n`` such layers lets information travel up to
+    ``n * (window - 1)`` positions back (the receptive field grows with depth).
+
+    Args:
+        query_len: Number of query positions ``L``.
+        key_len: Number of key positions ``S``. Default: ``query_len``.
+        window: Keys each query may attend to, its own position included; a positive int.
+        alignment: ``"top_left"`` or ``"bottom_right"`` (the newest ``L`` queries of a
+            sequence of ``S`` keys, as when decoding with a cache).
+        device: Device of the returned mask. Default: the default device.
+
+    Shape:
+        Output: ``(query_len, key_len)``, dtype ``torch.bool``; ``True`` = may attend.
+
+    Returns:
+        torch.Tensor: The banded mask in the ``scaled_dot_product_attention`` convention.
+
+    Raises:
+        TypeError: If a length or ``window`` is not an integer.
+        ValueError: If a length is negative, ``window <= 0`` or ``alignment`` is unknown.
+
+    Source:
+        Beltagy et al. 2020, "Longformer", arXiv:2004.05150, Sec. 3.1 (sliding window);
+        Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (sliding window attention,
+        ``W`` keys per query).
+    """
+    key_len = query_len if key_len is None else key_len
+    check.require_non_negative_int("query_len", query_len, "number of query positions")
+    check.require_non_negative_int("key_len", key_len, "number of key positions")
+    _require_window(window)
+    check.require_alignment(alignment)
+    return _sliding_window_mask(query_len, key_len, window, alignment=alignment, device=device)
+
+
+def _require_window(window: object) -> None:
+    """Raise unless ``window`` is a positive int (the keys a query may see, itself included)."""
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(
+            f"window must be an int (keys each query may see, its own included), got "
+            f"{type(window).__name__} ({window!r})."
+        )
+    if window <= 0:
+        raise ValueError(
+            f"window must be positive (the keys each query may see, its own included), got "
+            f"window={window}. Use window=1 for a token that sees only itself, or "
+            f"causal_mask for no window at all."
+        )
+
+
+def _sliding_window_mask(
+    query_len: int,
+    key_len: int,
+    window: int,
+    *,
+    alignment: str = "top_left",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """``sliding_window_mask`` without the checks. Shape: ``(query_len, key_len)``, bool."""
+    offset = 0 if alignment == "top_left" else key_len - query_len
+    query_pos = torch.arange(query_len, device=device)[:, None] + offset  # (query_len, 1)
+    key_pos = torch.arange(key_len, device=device)[None, :]  # (1, key_len)
+    return (key_pos <= query_pos) & (key_pos > query_pos - window)  # (query_len, key_len)
+
+
+def document_mask(
+    document_ids: torch.Tensor, key_document_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Let each query attend only to keys of its own document (sequence packing).
+
+    Math: ``allowed[..., i, j] = (document_ids[..., i] == key_document_ids[..., j])``. Several
+    short documents packed into one row then do not see each other. Combine it with a causal
+    mask (``document_mask(ids) & causal_mask(n)``) for a decoder.
+
+    Args:
+        document_ids: Integer id of the document each query token belongs to.
+        key_document_ids: Ids of the keys' documents. Default: ``document_ids``
+            (self-attention).
+
+    Shape:
+        - document_ids: ``(..., L)``, an integer dtype.
+        - key_document_ids: ``(..., S)``, leading dimensions broadcastable with those of
+          ``document_ids``.
+        - Output: ``(..., L, S)``, dtype ``torch.bool``; ``True`` = may attend. For
+          ``(batch, L)`` ids, add the head dimension with ``mask[:, None]``.
+
+    Returns:
+        torch.Tensor: The block-diagonal mask.
+
+    Raises:
+        TypeError: If an ids argument is not an integer tensor.
+        ValueError: If an ids tensor has no dimension, or the two do not broadcast.
+
+    Source:
+        Krell et al. 2021, "Efficient Sequence Packing without Cross-contamination",
+        arXiv:2107.02027; PyTorch FlexAttention documentation (``document_masking`` example).
+    """
+    key_document_ids = document_ids if key_document_ids is None else key_document_ids
+    for name, ids in (("document_ids", document_ids), ("key_document_ids", key_document_ids)):
+        check.require_tensor(name, ids)
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TypeError(
+                f"{name} must be an integer tensor (one document id per token), got dtype "
+                f"{ids.dtype}. Build it e.g. with torch.repeat_interleave."
+            )
+        if ids.dim() == 0:
+            raise ValueError(
+                f"{name} must have a token dimension, shape (..., seq_len), got a 0-d tensor."
+            )
+    try:
+        torch.broadcast_shapes(document_ids.shape[:-1], key_document_ids.shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading dimensions of document_ids (shape {tuple(document_ids.shape)}) and "
+            f"key_document_ids (shape {tuple(key_document_ids.shape)}) must broadcast. Give "
+            f"both the same batch size."
+        ) from None
+    return document_ids[..., :, None] == key_document_ids[..., None, :]  # (..., L, S)
 
 
 def _require_polarity_mask(name: str, mask: object) -> None:

@@ -30,7 +30,7 @@ from mha_ref.functional import (
     _default_scale,
 )
 
-__all__ = ["tiled_attention"]
+__all__ = ["tiled_attention", "attention_weights_from_lse"]
 
 
 def tiled_attention(
@@ -42,7 +42,8 @@ def tiled_attention(
     *,
     scale: float | torch.Tensor | None = None,
     block_size: int = 128,
-) -> torch.Tensor:
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Scaled dot-product attention over key blocks with a running max, sum and output.
 
     Math: for each key block :math:`B` with scores :math:`s_{ij}` (:math:`j \in B`),
@@ -84,22 +85,29 @@ def tiled_attention(
         scale: Factor multiplying the scores, a finite real number or a 0-d tensor.
             Default: ``1 / sqrt(head_dim)``.
         block_size: Keys per block, a positive int. Default: ``128``.
+        return_lse: Also return the log-sum-exp of each query row's scores,
+            ``running_max + log(running_sum)``, what fused kernels (FlashAttention,
+            FlexAttention) keep for the backward pass; ``-inf`` for a row with no allowed key.
+            :func:`attention_weights_from_lse` rebuilds the weights from it. Default:
+            ``False``.
 
     Shape:
         - query: ``(..., L, head_dim)``; ``...`` are batch dimensions (e.g. batch, heads).
         - key: ``(..., S, head_dim)``.
         - value: ``(..., S, value_dim)``.
         - attn_mask: broadcastable to ``(..., L, S)``.
-        - Output: ``(..., L, value_dim)``, the dtype of ``query``.
+        - Output: ``(..., L, value_dim)``, the dtype of ``query``; lse ``(..., L)`` in the
+          compute dtype (``float32`` for 16-bit inputs).
         - dtypes: ``query``, ``key``, ``value`` share one floating-point dtype; ``float16`` and
           ``bfloat16`` are computed in ``float32``, as in ``scaled_dot_product_attention``.
 
     Returns:
-        torch.Tensor: The attention output.
+        torch.Tensor or tuple[torch.Tensor, torch.Tensor]: The attention output, or
+        ``(output, lse)`` when ``return_lse=True``.
 
     Raises:
         TypeError: If an input is not a floating-point tensor, a mask is neither bool nor float,
-            ``is_causal`` is not a ``bool``, or ``block_size`` is not an int.
+            ``is_causal`` or ``return_lse`` is not a ``bool``, or ``block_size`` is not an int.
         ValueError: If shapes or devices do not fit, ``scale`` is not finite, or
             ``block_size`` is not positive.
 
@@ -111,8 +119,10 @@ def tiled_attention(
     query, key, value, attn_mask = _autocast_inputs(query, key, value, attn_mask)
     _check_sdpa_inputs(query, key, value, attn_mask, 0.0, is_causal, scale, False)
     check.require_positive_int("block_size", block_size, "number of keys per block")
+    check.require_bool("return_lse", return_lse)
     scale = _default_scale(query.shape[-1]) if scale is None else float(scale)
-    return _tiled_attention(query, key, value, attn_mask, is_causal, scale, block_size)
+    output, lse = _tiled_attention(query, key, value, attn_mask, is_causal, scale, block_size)
+    return (output, lse) if return_lse else output
 
 
 def _tiled_attention(
@@ -123,8 +133,8 @@ def _tiled_attention(
     is_causal: bool,
     scale: float,
     block_size: int,
-) -> torch.Tensor:
-    """The online-softmax loop on checked inputs (see ``tiled_attention``)."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The online-softmax loop on checked inputs: ``(output, lse)`` (see ``tiled_attention``)."""
     compute_dtype = _compute_dtype(query.dtype)
     query_len, key_len = query.shape[-2], key.shape[-2]
     query_c = query.to(compute_dtype) * scale  # (..., L, head_dim)
@@ -159,7 +169,75 @@ def _tiled_attention(
         running_max = new_max  # (..., L, 1)
     has_keys = running_sum > 0  # (..., L, 1), False for fully masked rows
     output = torch.where(has_keys, output / running_sum.masked_fill(~has_keys, 1.0), 0.0)
-    return output.to(query.dtype)  # (..., L, value_dim)
+    lse = (running_max + torch.log(running_sum)).squeeze(-1)  # (..., L), -inf if no key
+    return output.to(query.dtype), lse  # (..., L, value_dim), (..., L)
+
+
+def attention_weights_from_lse(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    lse: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    r"""Rebuild the attention weights a fused kernel does not return, from its log-sum-exp.
+
+    Math: :math:`w_{ij} = \exp(s_{ij} - \mathrm{lse}_i)` with
+    :math:`\mathrm{lse}_i = \log \sum_k e^{s_{ik}}`: the softmax needs nothing else once the
+    normaliser is known. Fused kernels (FlashAttention, FlexAttention with
+    ``return_aux=AuxRequest(lse=True)``, ``tiled_attention(..., return_lse=True)``) keep
+    ``lse`` for their backward pass, so the weights of any block of queries can be recomputed
+    later from the queries, the keys and one number per query, without storing ``L x S``
+    weights. Pass the same mask and scale as the kernel; blocked positions and rows whose
+    ``lse`` is ``-inf`` get weight ``0``.
+
+    Args:
+        query: Queries.
+        key: Keys.
+        lse: Log-sum-exp of each query row's (scaled, masked) scores.
+        attn_mask: The kernel's bool (``True`` = may attend) or float mask, if any.
+        is_causal: The kernel's ``is_causal`` (top-left), a ``bool``.
+        scale: The kernel's scale. Default: ``1 / sqrt(head_dim)``.
+
+    Shape:
+        - query: ``(..., L, head_dim)``; key: ``(..., S, head_dim)``; lse: ``(..., L)``.
+        - Output: ``(..., L, S)``, the dtype of ``query``.
+
+    Returns:
+        torch.Tensor: The attention weights; each row sums to one (zero for empty rows).
+
+    Raises:
+        TypeError: If an input is not a floating-point tensor or ``is_causal`` not a ``bool``.
+        ValueError: If ``lse``'s shape does not match the queries, or shapes do not fit.
+
+    Source:
+        Dao et al. 2022, "FlashAttention", arXiv:2205.14135, Sec. 3.1 and Algorithm 2
+        (the statistics saved for the backward pass); Rabe & Staats 2021, "Self-attention
+        Does Not Need O(n^2) Memory", arXiv:2112.05682.
+    """
+    _check_sdpa_inputs(query, key, key, attn_mask, 0.0, is_causal, scale, False)
+    check.require_tensor("lse", lse)
+    check.require_floating("lse", lse)
+    if tuple(lse.shape) != tuple(query.shape[:-1]):
+        raise ValueError(
+            f"lse must have shape query.shape[:-1] = {tuple(query.shape[:-1])}, one number per "
+            f"query row, got lse.shape={tuple(lse.shape)}."
+        )
+    scale = _default_scale(query.shape[-1]) if scale is None else float(scale)
+    compute_dtype = _compute_dtype(query.dtype)
+    scores = query.to(compute_dtype) @ key.to(compute_dtype).transpose(-2, -1) * scale
+    if is_causal:
+        positions = torch.arange(query.shape[-2], device=query.device)[:, None]  # (L, 1)
+        allowed = torch.arange(key.shape[-2], device=query.device) <= positions  # (L, S)
+        attn_mask = allowed if attn_mask is None else _and_causal(attn_mask, allowed)
+    if attn_mask is not None:
+        scores = _apply_mask(scores, attn_mask)  # (..., L, S), blocked -> -inf
+    lse = lse.to(compute_dtype)[..., None]  # (..., L, 1)
+    empty = torch.isneginf(lse)  # (..., L, 1), rows with no allowed key
+    weights = torch.exp(scores - lse.masked_fill(empty, 0.0))  # (..., L, S)
+    return weights.masked_fill(empty | torch.isneginf(scores), 0.0).to(query.dtype)
 
 
 def _mask_block(attn_mask: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:

@@ -270,3 +270,23 @@ def test_bench_suite_rope_group_structure(monkeypatch):
         for part in ("forward", "forward+backward")
     ]
     assert all(r.ratio > 0 and r.size == "rope b1 L8" for r in results)
+
+
+def test_bench_suite_modern_group_structure(monkeypatch):
+    """The issue-22 comparisons: MLA absorbed decode against GQA, MHA and MLA naive, and a
+    sliding-window decode against the full one (tiny sizes; no time is asserted)."""
+    from mha_ref.tutorial import bench_suite
+
+    monkeypatch.setattr(bench_suite, "MLA_DECODE_SIZE", (1, 16, 16, 4, 8, 2))
+    monkeypatch.setattr(bench_suite, "WINDOW_DECODE_SIZE", (1, 32, 16, 2, 1, 8))
+    results = bench_suite.run_suite(
+        device=torch.device("cpu"), repeats=1, warmup=0, groups=("modern",)
+    )
+    assert [r.name for r in results] == [
+        "MLA decode step (absorbed, d_c=8) vs GQA num_kv_heads=1 (explicit)",
+        "MLA decode step (absorbed, d_c=8) vs MHA (explicit)",
+        "MLA decode step (absorbed) vs MLA naive (d_c=8)",
+        "sliding-window decode step (window 8, fused) vs full (32)",
+        "sliding-window decode step (window 8, explicit) vs full (32)",
+    ]
+    assert all(r.ratio > 0 for r in results)

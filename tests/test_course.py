@@ -43,6 +43,9 @@ EXERCISES = {
     "plot_19_in_context_learning": 2,
     "plot_20_positions": 2,
     "plot_21_rope_in_a_real_model": 2,
+    "plot_22_latent_attention": 2,
+    "plot_23_sliding_windows_and_sinks": 2,
+    "plot_24_sinks_qk_norm_flex": 2,
 }
 
 

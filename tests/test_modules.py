@@ -739,6 +739,7 @@ def test_each_input_is_checked_once_per_call(case, check_calls):
     assert checked_tensors == tensors, f"{case}: checked {checked_tensors}"
     # nothing the call built itself is checked (a causal mask's lengths, its own positions)
     arguments = {argument for _, argument in check_calls if argument}
-    others = arguments - tensors - {"is_causal", "enable_gqa", "dropout_p", "block_size"}
+    passed = {"is_causal", "enable_gqa", "dropout_p", "block_size", "return_lse"}
+    others = arguments - tensors - passed
     assert not others, f"{case}: checked what the call built itself: {others}"
     assert len(check_calls) >= 2 * len(tensors)  # the spy sees the checks: more than the types

@@ -9,7 +9,7 @@
 结论。这些分数沿用 Olsson 等人（2022，“In-context Learning and Induction Heads”，`arXiv:2209.11895
 <https://arxiv.org/abs/2209.11895>`_）和 Elhage 等人（2021，“A Mathematical Framework for
 Transformer Circuits”）的做法；首词元分数就是 Xiao 等人（2023，`arXiv:2309.17453
-<https://arxiv.org/abs/2309.17453>`_）所说的注意力汇（attention sink）。
+<https://arxiv.org/abs/2309.17453>`_）所说的注意力汇点（attention sink）。
 """
 
 # %%
@@ -66,7 +66,7 @@ names = {
     "previous": "前一词元",
     "induction": "归纳",
     "duplicate": "重复词元",
-    "first": "首词元（汇）",
+    "first": "首词元（汇点）",
 }
 fig = plot_score_maps(
     [scores[key] for key in names],

@@ -43,7 +43,17 @@ query heads: multi-head attention) with ``rope=mha_ref.RotaryEmbedding(64)`` aga
 layer with the same weights and no rotation, batch 8, 256 tokens, forward and forward +
 backward (the ratio is the time with RoPE over the time without).
 
-``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``, ``rope``.
+Attention as recent models use it (issue 22), one decode step, batch 8, ``embed_dim`` 768, 12
+heads, float32, every side on ``mha_ref``'s explicit path unless the name says ``fused``:
+
+* ``mha_ref.MultiHeadLatentAttention`` (``kv_latent_dim`` 256, ``rope_dim`` 32, absorbed form
+  with the folded weights computed once) against a cache of 4096 tokens, over GQA with 4
+  key/value heads and over MHA at the same width and context, and over its own naive form
+  (which rebuilds every cached key and value at each step);
+* a sliding-window decode step (a cache of 2048 tokens, what a rolling cache of that window
+  holds) over the full decode step against 16384 tokens, 4 key/value heads, fused and explicit.
+
+``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``, ``rope``, ``modern``.
 """
 
 from __future__ import annotations
@@ -63,6 +73,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from mha_ref.device import pick_device
 from mha_ref.functional import scaled_dot_product_attention, split_heads
 from mha_ref.grouped import GroupedQueryAttention
+from mha_ref.latent import MultiHeadLatentAttention
 from mha_ref.multihead import MultiHeadAttention
 from mha_ref.rope import RotaryEmbedding
 from mha_ref.tiled import tiled_attention
@@ -81,10 +92,18 @@ __all__ = [
 ]
 
 #: the groups of comparisons ``run_suite`` can run
-GROUPS = ("modules", "tiled", "decode", "compile", "rope")
+GROUPS = ("modules", "tiled", "decode", "compile", "rope", "modern")
 
 #: (batch, cached_len, embed_dim, num_heads) of the decode-step comparison
 DECODE_SIZE = (8, 4096, 768, 12)
+
+#: (batch, cached_len, embed_dim, num_heads, kv_latent_dim, rope_dim) of the MLA decode
+#: comparison: DeepSeek-V2's proportions (latent of 4 head widths, RoPE key of half a head)
+MLA_DECODE_SIZE = (8, 4096, 768, 12, 256, 32)
+
+#: (batch, cached_len, embed_dim, num_heads, num_kv_heads, window) of the sliding-window
+#: decode comparison: a long context against a window of an eighth of it
+WINDOW_DECODE_SIZE = (8, 16384, 768, 12, 4, 2048)
 
 #: (batch, seq_len, embed_dim, num_heads) of the RoPE comparison: a BERT-base layer, 256 tokens
 ROPE_SIZE = (8, 256, 768, 12)
@@ -301,6 +320,8 @@ def run_suite(
         _decode_comparisons(device, record)
     if "rope" in groups:
         _rope_comparisons(device, record_both)
+    if "modern" in groups:
+        _modern_comparisons(device, record)
     if "compile" in groups:
         available, reason = torch_compile_status(device)
         if available:
@@ -412,6 +433,83 @@ def _decode_comparisons(device: torch.device, record) -> None:
                     f"decode step ({path}), num_kv_heads={num_kv_heads} vs {num_heads}",
                     size_name, ours, reference,
                 )
+
+
+def _mla_decode_step(device: torch.device, absorbed: bool):
+    """One MLA decode step against a full latent cache (absorbed weights folded once)."""
+    batch, cached_len, embed_dim, num_heads, latent_dim, rope_dim = MLA_DECODE_SIZE
+    torch.manual_seed(0)
+    layer = MultiHeadLatentAttention(
+        embed_dim, num_heads, latent_dim, embed_dim // num_heads, rope_dim,
+        max_len=cached_len + 1,
+    ).to(device).eval()
+    cache = layer.new_cache(batch, cached_len + 1)
+    cache.append(
+        torch.randn(batch, cached_len, latent_dim, device=device),
+        torch.randn(batch, cached_len, rope_dim, device=device),
+    )
+    with torch.no_grad():
+        folded = layer.absorbed_weights() if absorbed else None
+    x = torch.randn(batch, 1, embed_dim, device=device)  # (batch, 1, embed_dim)
+
+    def step() -> torch.Tensor:
+        cache.crop(cached_len)
+        return layer.decode(x, cache, absorbed=absorbed, absorbed_weights=folded)
+
+    return step
+
+
+def _gqa_decode_step(
+    size: tuple[int, int, int, int], num_kv_heads: int, device: torch.device,
+    use_fused: bool = False,
+):
+    """One GQA decode step of ``size = (batch, cached_len, embed_dim, num_heads)``."""
+    batch, cached_len, embed_dim, num_heads = size
+    torch.manual_seed(0)
+    layer = GroupedQueryAttention(
+        embed_dim, num_heads, num_kv_heads, bias=False, use_fused=use_fused
+    ).to(device).eval()
+    cache = layer.new_cache(batch, cached_len + 1)
+    shape = (batch, num_kv_heads, cached_len, embed_dim // num_heads)
+    cache.append(torch.randn(shape, device=device), torch.randn(shape, device=device))
+    x = torch.randn(batch, 1, embed_dim, device=device)  # (batch, 1, embed_dim)
+
+    def step() -> torch.Tensor:
+        cache.crop(cached_len)
+        return layer.decode(x, cache)  # (batch, 1, embed_dim)
+
+    return step
+
+
+def _modern_comparisons(device: torch.device, record) -> None:
+    """MLA's absorbed decode against GQA and MHA at equal width and context (all on the
+    explicit path), and a sliding-window decode (a cache of ``window`` tokens, what a rolling
+    cache holds) against the full decode at a long context."""
+    batch, cached_len, embed_dim, num_heads, latent_dim, rope_dim = MLA_DECODE_SIZE
+    size = (batch, cached_len, embed_dim, num_heads)
+    size_name = f"decode b{batch} cache{cached_len}"
+    with torch.no_grad():
+        absorbed = _mla_decode_step(device, absorbed=True)
+        gqa_heads = max(1, num_heads // 3)  # 4 of 12: GQA's group of 3
+        for label, kv_heads in ((f"GQA num_kv_heads={gqa_heads}", gqa_heads), ("MHA", num_heads)):
+            record(
+                f"MLA decode step (absorbed, d_c={latent_dim}) vs {label} (explicit)",
+                size_name, absorbed, _gqa_decode_step(size, kv_heads, device),
+            )
+        record(
+            f"MLA decode step (absorbed) vs MLA naive (d_c={latent_dim})",
+            size_name, absorbed, _mla_decode_step(device, absorbed=False),
+        )
+        batch, long_len, embed_dim, num_heads, kv_heads, window = WINDOW_DECODE_SIZE
+        for path, fused in (("fused", True), ("explicit", False)):
+            windowed = _gqa_decode_step((batch, window, embed_dim, num_heads), kv_heads, device,
+                                        use_fused=fused)
+            full = _gqa_decode_step((batch, long_len, embed_dim, num_heads), kv_heads, device,
+                                    use_fused=fused)
+            record(
+                f"sliding-window decode step (window {window}, {path}) vs full ({long_len})",
+                f"decode b{batch} cache{long_len}", windowed, full,
+            )
 
 
 def _rope_comparisons(device: torch.device, record_both) -> None:

@@ -1,0 +1,238 @@
+"""Lab code of example 24: heads that may attend to nothing, and QK-norm on example 6's model.
+
+Two controlled studies, each a few seconds of CPU per run and cached on disk:
+
+* :func:`no_op_runs`: a one-head, one-layer model on a task where the head is needed only at
+  *trigger* tokens (copy the previous token) and has nothing to do elsewhere (the target is a
+  fixed token, readable from the residual stream). The head's softmax is plain, has a learned
+  sink logit (gpt-oss) or a ``1`` in its denominator (softmax plus one, which equals
+  ``add_zero_attn``); everything else is the same. After training, the weight the head puts on
+  real keys is measured at both kinds of positions, and an ablation (the head's output set to
+  zero at the non-trigger positions) tests whether those positions need it.
+* :func:`qk_norm_runs`: example 6's one-head model and training code
+  (:func:`mha_ref.tutorial.training.train`), with the attention computed explicitly from the
+  same parameters, with or without :class:`mha_ref.QKNorm` on the queries and keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha_ref.functional import scaled_dot_product_attention
+from mha_ref.masks import causal_mask
+from mha_ref.qk_norm import QKNorm
+from mha_ref.sinks import attention_with_sink
+from mha_ref.tutorial import training
+from mha_ref.tutorial.cache import cached
+from mha_ref.tutorial.tasks import TinyAttentionModel
+
+__all__ = ["NO_OP_VARIANTS", "QKNormTinyModel", "no_op_runs", "qk_norm_runs"]
+
+#: the three softmaxes compared
+NO_OP_VARIANTS = ("softmax", "sink logit", "softmax + 1")
+
+
+# ------------------------------------------------------------------------------------------------
+# the no-op task
+# ------------------------------------------------------------------------------------------------
+
+
+def no_op_batch(
+    batch: int, seq_len: int, vocab_size: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tokens, targets and the trigger flags of the no-op task.
+
+    Tokens below ``vocab_size // 2`` are triggers: the target there is the previous token. At
+    any other token the target is the fixed token ``vocab_size - 1``. Position 0 has no target.
+
+    Shape: three ``(batch, seq_len)`` tensors (long, long with ``-100`` = ignored, bool).
+    """
+    tokens = torch.randint(vocab_size, (batch, seq_len), generator=generator)  # (B, L)
+    trigger = tokens < vocab_size // 2  # (B, L)
+    previous = torch.roll(tokens, 1, dims=1)  # (B, L), previous[:, 0] is meaningless
+    targets = torch.where(trigger, previous, vocab_size - 1)  # (B, L)
+    targets[:, 0] = -100
+    return tokens, targets, trigger
+
+
+class NoOpModel(nn.Module):
+    """Token and position embeddings, one causal one-head attention layer with a residual, a
+    linear read-out. ``variant`` picks the softmax (see :data:`NO_OP_VARIANTS`).
+
+    Shape: tokens ``(N, L)`` -> logits ``(N, L, V)``, weights ``(N, 1, L, L)``, context
+    ``(N, L, E)``.
+    """
+
+    def __init__(self, vocab_size: int, seq_len: int, embed_dim: int, variant: str) -> None:
+        super().__init__()
+        self.variant = variant
+        self.token_embedding = nn.Embedding(vocab_size, embed_dim)
+        self.position_embedding = nn.Embedding(seq_len, embed_dim)
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.sink_logit = nn.Parameter(torch.zeros(1), requires_grad=variant == "sink logit")
+        self.readout = nn.Linear(embed_dim, vocab_size)
+
+    def forward(
+        self, tokens: torch.Tensor, zero_context: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        seq_len = tokens.shape[1]
+        x = self.token_embedding(tokens) + self.position_embedding.weight[:seq_len]  # (N, L, E)
+        q, k, v = (p(x)[:, None] for p in (self.q_proj, self.k_proj, self.v_proj))  # (N, 1, L, E)
+        mask = causal_mask(seq_len, device=tokens.device)  # (L, L)
+        if self.variant == "softmax":
+            context, weights = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+        else:  # "sink logit" learns the logit; "softmax + 1" keeps it at 0
+            context, weights = attention_with_sink(q, k, v, self.sink_logit, mask,
+                                                   return_weights=True)
+        context = self.out_proj(context[:, 0])  # (N, L, E)
+        if zero_context is not None:  # the ablation: no head output at these positions
+            context = context.masked_fill(zero_context[..., None], 0.0)  # (N, L, E)
+        return self.readout(x + context), weights, context  # (N, L, V), (N, 1, L, L), (N, L, E)
+
+
+def no_op_runs(
+    variant: str, seed: int, *, steps: int = 400, vocab_size: int = 16, seq_len: int = 8,
+    embed_dim: int = 16, lr: float = 1e-2,
+) -> dict:
+    """Train :class:`NoOpModel` once and measure what its head does (cached).
+
+    Returns:
+        dict: ``accuracy`` at trigger and non-trigger positions; ``mass_trigger`` and
+        ``mass_other``, the mean weight on real keys there; ``out_norm_trigger`` and
+        ``out_norm_other``, the mean norm of the head's output; ``ablated_other``, the
+        non-trigger accuracy with the head's output zeroed at non-trigger positions;
+        ``sink_logit``, the final sink logit.
+    """
+    arguments = dict(variant=variant, seed=seed, steps=steps, vocab_size=vocab_size,
+                     seq_len=seq_len, embed_dim=embed_dim, lr=lr)
+    if variant not in NO_OP_VARIANTS:
+        raise ValueError(f"variant must be one of {NO_OP_VARIANTS}, got {variant!r}")
+    return cached("no_op_runs", arguments, lambda: _no_op_run(**arguments))
+
+
+def _no_op_run(variant, seed, steps, vocab_size, seq_len, embed_dim, lr) -> dict:
+    with training._reproducible():
+        torch.manual_seed(seed)
+        model = NoOpModel(vocab_size, seq_len, embed_dim, variant)
+        optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+        data = torch.Generator().manual_seed(seed)
+        for _ in range(steps):
+            tokens, targets, _ = no_op_batch(64, seq_len, vocab_size, data)  # (B, L) each
+            logits, _, _ = model(tokens)  # (B, L, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        evaluation = torch.Generator().manual_seed(12345)  # the same for every run
+        tokens, targets, trigger = no_op_batch(2048, seq_len, vocab_size, evaluation)
+        trigger[:, 0] = False
+        other = ~trigger
+        other[:, 0] = False
+        with torch.no_grad():
+            logits, weights, context = model(tokens)  # (B, L, V), (B, 1, L, L), (B, L, E)
+            ablated, _, _ = model(tokens, zero_context=other)
+    correct = logits.argmax(-1) == targets  # (B, L)
+    mass = weights[:, 0].sum(-1)  # (B, L), weight on real keys
+    norm = context.norm(dim=-1)  # (B, L)
+    return {
+        "accuracy_trigger": correct[trigger].float().mean().item(),
+        "accuracy_other": correct[other].float().mean().item(),
+        "ablated_other": (ablated.argmax(-1) == targets)[other].float().mean().item(),
+        "mass_trigger": mass[trigger].mean().item(),
+        "mass_other": mass[other].mean().item(),
+        "out_norm_trigger": norm[trigger].mean().item(),
+        "out_norm_other": norm[other].mean().item(),
+        "sink_logit": model.sink_logit.item(),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# QK-norm on example 6's model
+# ------------------------------------------------------------------------------------------------
+
+
+class QKNormTinyModel(TinyAttentionModel):
+    """Example 6's model with its attention computed explicitly from the same parameters.
+
+    ``qk_norm=True`` adds a :class:`mha_ref.QKNorm` (LayerNorm, as in Dehghani et al. 2023) on
+    every head's queries and keys; ``False`` computes what ``nn.MultiheadAttention`` computes.
+    """
+
+    def __init__(self, *args, qk_norm: bool, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        attention = self.attention
+        self.qk_norm = QKNorm(attention.head_dim) if qk_norm else None
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        attention = self.attention
+        seq_len, heads = tokens.shape[1], attention.num_heads
+        positions = torch.arange(seq_len, device=tokens.device)  # (L,)
+        x = self.token_embedding(tokens) + self.position_embedding(positions)  # (N, L, E)
+        qkv = F.linear(x, attention.in_proj_weight, attention.in_proj_bias)  # (N, L, 3E)
+        q, k, v = (t.unflatten(-1, (heads, -1)).transpose(1, 2) for t in qkv.chunk(3, -1))
+        if self.qk_norm is not None:  # (N, H, L, head_dim) each
+            q, k = self.qk_norm(q, k)
+        context, weights = scaled_dot_product_attention(
+            q, k, v, causal_mask(seq_len, device=tokens.device), return_weights=True
+        )  # (N, H, L, head_dim), (N, H, L, L)
+        context = attention.out_proj(context.transpose(1, 2).flatten(2))  # (N, L, E)
+        return self.readout(context), weights  # (N, L, V), (N, H, L, L)
+
+
+@contextlib.contextmanager
+def _builder(qk_norm: bool) -> Iterator[None]:
+    """Let :func:`mha_ref.tutorial.training._train` build :class:`QKNormTinyModel`."""
+    original = training._build_model
+
+    def build(config):
+        return QKNormTinyModel(
+            config["vocab_size"], config["seq_len"], config["embed_dim"],
+            config["num_heads"], config["mlp_hidden"], qk_norm=qk_norm,
+        )
+
+    training._build_model = build
+    try:
+        yield
+    finally:
+        training._build_model = original
+
+
+def qk_norm_runs(qk_norm: bool, seed: int, **config) -> dict:
+    """Example 6's training run (``training.train``'s arguments) with or without QK-norm.
+
+    Returns:
+        dict: ``accuracy``, ``eval_curve`` (step, accuracy) pairs, ``loss_curve``, and
+        ``max_logit``, the largest absolute attention score on the probe sequences.
+    """
+    arguments = dict(config, qk_norm=qk_norm, seed=seed)
+    return cached("qk_norm_runs", arguments, lambda: _qk_norm_run(qk_norm, seed, config))
+
+
+def _qk_norm_run(qk_norm: bool, seed: int, config: dict) -> dict:
+    defaults = {k: v.default for k, v in _train_defaults().items()}
+    full = dict(defaults, **config, seed=seed)
+    full["offsets"] = tuple(full["offsets"])
+    with _builder(qk_norm):
+        result = training._train(**full)
+    return {
+        "accuracy": result.accuracy,
+        "eval_curve": result.eval_curve,
+        "loss_curve": result.loss_curve,
+        "entropy": result.entropy.tolist(),
+        "max_entropy": result.max_entropy,
+    }
+
+
+def _train_defaults() -> dict:
+    import inspect
+
+    return dict(inspect.signature(training.train).parameters)

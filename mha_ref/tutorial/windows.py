@@ -1,0 +1,110 @@
+"""Lab code of example 23: sliding windows on the real model, and the receptive field.
+
+``streaming_losses`` runs SmolLM2 on a shipped text three times, with full causal attention,
+with a sliding window only, and with the window plus the first few tokens kept (StreamingLLM),
+and returns each token's loss. The masks stand for the caches: attending with
+``sliding_window_mask`` is what a :class:`mha_ref.RollingKVCache` decode computes, token by
+token (``tests/test_modern_attention.py`` checks the equality), at a fraction of the cost of
+decoding 30 layers one token at a time on a CPU. Positions are the tokens' own (RoPE sees
+true distances), not StreamingLLM's positions counted inside the cache.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mha_ref.masks import causal_mask, sliding_window_mask
+from mha_ref.tutorial.cache import cached
+
+__all__ = ["receptive_field", "streaming_losses", "window_mask"]
+
+
+def window_mask(seq_len: int, window: int, num_sinks: int = 0) -> torch.Tensor:
+    """The mask a rolling cache of ``window`` recent tokens and ``num_sinks`` first ones applies.
+
+    Shape: ``(seq_len, seq_len)``, bool, ``True`` = may attend.
+    """
+    allowed = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
+    allowed[:, :num_sinks] |= causal_mask(seq_len)[:, :num_sinks]  # the kept first tokens
+    return allowed  # (seq_len, seq_len)
+
+
+def receptive_field(seq_len: int, window: int, depth: int) -> torch.Tensor:
+    """Which tokens can reach which after ``depth`` sliding-window layers.
+
+    Math: the boolean product of ``depth`` copies of the mask: token ``i`` reads token ``j``
+    through ``depth`` layers when a chain ``i -> k_1 -> ... -> j`` of allowed steps exists.
+
+    Returns:
+        torch.Tensor: ``(seq_len, seq_len)`` bool.
+    """
+    mask = sliding_window_mask(seq_len, window=window).to(torch.float64)  # (seq_len, seq_len)
+    reach = torch.eye(seq_len, dtype=torch.float64)  # (seq_len, seq_len): depth 0
+    for _ in range(depth):
+        reach = ((reach @ mask) > 0).to(torch.float64)  # (seq_len, seq_len)
+    return reach > 0  # (seq_len, seq_len)
+
+
+def streaming_losses(
+    text_name: str, max_tokens: int, window: int, num_sinks: int
+) -> dict:
+    """Per-token losses of SmolLM2 with full, window-only and window + sinks attention (cached).
+
+    Args:
+        text_name: a shipped text (``mha_ref.tutorial.smollm2.texts``).
+        max_tokens: tokens of the text used (its first ones).
+        window: recent tokens each query sees, itself included.
+        num_sinks: first tokens kept for good in the third run.
+
+    Returns:
+        dict: ``tokens`` ``(L,)``; ``losses``, ``{"full", "window", "sinks"}`` -> ``(L - 1,)``
+        float32 losses in nats (entry ``t`` predicts token ``t + 1``); ``sink_weight``, the
+        mean attention weight that full attention gives token 0, per layer ``(num_layers,)``,
+        over the queries beyond the window.
+    """
+    from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
+    from mha_ref.tutorial.smollm2.texts import text_sha256
+
+    arguments = {
+        "text": text_sha256(text_name),
+        "max_tokens": max_tokens,
+        "window": window,
+        "num_sinks": num_sinks,
+        "model": MODEL_FILE_SHA256,
+    }
+    return cached(
+        "streaming_losses", arguments, lambda: _losses(text_name, max_tokens, window, num_sinks)
+    )
+
+
+def _masked_logits(model, tokens: torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+    """SmolLM2's forward pass with ``attn_mask`` in every block instead of ``is_causal``."""
+    residual = model.embed(tokens)  # (1, L, embed_dim)
+    for block in model.layers:
+        attended, _ = block.attention(block.attention_norm(residual), attn_mask=attn_mask)
+        residual = residual + attended  # (1, L, embed_dim)
+        residual = residual + block.mlp(block.mlp_norm(residual))  # (1, L, embed_dim)
+    return model.unembed(residual)  # (1, L, vocab_size)
+
+
+def _losses(text_name: str, max_tokens: int, window: int, num_sinks: int) -> dict:
+    from mha_ref.tutorial.smollm2 import load_model
+    from mha_ref.tutorial.smollm2.model import next_token_losses
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    model = load_model("cpu")
+    tokens = model.tokenizer.encode(real_text(text_name))[:max_tokens]  # (L,)
+    seq_len = int(tokens.numel())
+    masks = {
+        "full": causal_mask(seq_len),
+        "window": window_mask(seq_len, window),
+        "sinks": window_mask(seq_len, window, num_sinks),
+    }
+    losses = {}
+    with torch.no_grad():
+        for name, mask in masks.items():
+            logits = _masked_logits(model, tokens[None], mask)  # (1, L, vocab_size)
+            losses[name] = next_token_losses(logits, tokens[None])[0]  # (L - 1,)
+        _, weights = model(tokens[None], need_weights=True)  # layers x (1, H, L, L)
+    sink_weight = torch.stack([w[0, :, window:, 0].mean() for w in weights])  # (num_layers,)
+    return {"tokens": tokens, "losses": losses, "sink_weight": sink_weight}

@@ -1,0 +1,459 @@
+"""Attention as recent models use it: each efficient form equals its naive form (float64).
+
+Multi-head latent attention (absorbed == naive, cached decode == full forward), the rolling
+KV cache (step-by-step decode == full attention with the sliding-window mask, with and without
+StreamingLLM's kept first tokens), sink logits and softmax plus one, QK-norm, the weights
+rebuilt from a log-sum-exp, FlexAttention's masks against the explicit ones, and the errors.
+Shapes are drawn by Hypothesis (derandomized: the same examples on every run).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mha_ref import (
+    LatentKVCache,
+    MultiHeadAttention,
+    MultiHeadLatentAttention,
+    QKNorm,
+    RollingKVCache,
+    alibi_bias,
+    alibi_slopes,
+    attention_weights_from_lse,
+    attention_with_sink,
+    causal_mask,
+    document_mask,
+    kv_cache_bytes_per_token,
+    latent_cache_bytes_per_token,
+    padding_mask,
+    scaled_dot_product_attention,
+    sliding_window_mask,
+    softmax_plus_one,
+    tiled_attention,
+)
+
+SETTINGS = settings(
+    derandomize=True,
+    deadline=None,
+    database=None,
+    max_examples=25,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+F64 = {"dtype": torch.float64}
+TOL = {"atol": 1e-10, "rtol": 1e-10}
+
+
+# ------------------------------------------------------------------------------------------------
+# multi-head latent attention
+# ------------------------------------------------------------------------------------------------
+
+
+@st.composite
+def mla_configs(draw):
+    num_heads = draw(st.integers(1, 4))
+    head_dim = draw(st.integers(1, 6)) * 2
+    embed_dim = draw(st.integers(2, 24))
+    kv_latent_dim = draw(st.integers(1, embed_dim))
+    rope_dim = 2 * draw(st.integers(0, head_dim // 2))
+    batch = draw(st.integers(1, 3))
+    seq_len = draw(st.integers(1, 9))
+    seed = draw(st.integers(0, 2**16))
+    return num_heads, head_dim, embed_dim, kv_latent_dim, rope_dim, batch, seq_len, seed
+
+
+def _mla(num_heads, head_dim, embed_dim, kv_latent_dim, rope_dim, seed):
+    torch.manual_seed(seed)
+    return MultiHeadLatentAttention(
+        embed_dim, num_heads, kv_latent_dim, head_dim, rope_dim, max_len=64, **F64
+    )
+
+
+@SETTINGS
+@given(mla_configs())
+def test_absorbed_mla_equals_naive(config):
+    num_heads, head_dim, embed_dim, kv_latent_dim, rope_dim, batch, seq_len, seed = config
+    module = _mla(num_heads, head_dim, embed_dim, kv_latent_dim, rope_dim, seed)
+    x = torch.randn(batch, seq_len, embed_dim, **F64)
+    naive, naive_w = module(x, is_causal=True, need_weights=True)
+    absorbed, absorbed_w = module(x, is_causal=True, need_weights=True, absorbed=True)
+    torch.testing.assert_close(absorbed, naive, **TOL)
+    torch.testing.assert_close(absorbed_w, naive_w, **TOL)
+    # the naive form is ordinary attention over rebuilt keys: rows sum to one, causal zeros
+    torch.testing.assert_close(naive_w.sum(-1), torch.ones(batch, num_heads, seq_len, **F64))
+    assert (naive_w[..., ~causal_mask(seq_len)] == 0).all()
+
+
+@SETTINGS
+@given(mla_configs(), st.booleans())
+def test_mla_decode_step_by_step_equals_full_forward(config, absorbed):
+    num_heads, head_dim, embed_dim, kv_latent_dim, rope_dim, batch, seq_len, seed = config
+    module = _mla(num_heads, head_dim, embed_dim, kv_latent_dim, rope_dim, seed)
+    x = torch.randn(batch, seq_len, embed_dim, **F64)
+    full, _ = module(x, is_causal=True)
+    cache = module.new_cache(batch, seq_len)
+    prompt = seq_len // 2  # a prompt of several tokens, then one token at a time
+    outputs = [module.decode(x[:, :prompt], cache, absorbed=absorbed)] if prompt else []
+    for t in range(prompt, seq_len):
+        outputs.append(module.decode(x[:, t : t + 1], cache, absorbed=absorbed))
+    torch.testing.assert_close(torch.cat(outputs, dim=1), full, **TOL)
+    assert cache.cached_len == seq_len
+    assert cache.nbytes() == batch * seq_len * (kv_latent_dim + rope_dim) * 8
+
+
+def test_mla_sees_relative_positions_through_the_rope_key_alone():
+    torch.manual_seed(0)
+    x = torch.randn(1, 5, 16, **F64)
+    spread = torch.arange(0, 10, 2)  # gaps of 2 instead of 1
+    with_rope = MultiHeadLatentAttention(16, 2, 8, 8, 4, **F64)
+    base = with_rope(x, is_causal=True)[0]
+    torch.testing.assert_close(  # a shift of every position changes nothing (relative)
+        with_rope(x, is_causal=True, positions=torch.arange(3, 8))[0], base, **TOL
+    )
+    assert (with_rope(x, is_causal=True, positions=spread)[0] - base).abs().max() > 1e-3
+    no_rope = MultiHeadLatentAttention(16, 2, 8, 8, 0, **F64)
+    torch.testing.assert_close(
+        no_rope(x, is_causal=True, positions=spread)[0], no_rope(x, is_causal=True)[0]
+    )
+
+
+def test_mla_with_a_full_rank_latent_and_no_rope_is_multi_head_attention():
+    # kv_latent_dim = embed_dim and W^DKV = identity: MLA is MHA with k_proj = k_up etc.
+    torch.manual_seed(1)
+    embed_dim, num_heads = 12, 3
+    mla = MultiHeadLatentAttention(embed_dim, num_heads, embed_dim, rope_dim=0, **F64)
+    with torch.no_grad():
+        mla.kv_down.weight.copy_(torch.eye(embed_dim, **F64))
+    mha = MultiHeadAttention(embed_dim, num_heads, bias=False, batch_first=True, **F64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([mla.q_proj.weight, mla.k_up.weight, mla.v_up.weight]))
+        mha.out_proj.weight.copy_(mla.out_proj.weight)
+    x = torch.randn(2, 6, embed_dim, **F64)
+    expected, _ = mha(x, x, x, attn_mask=~causal_mask(6), need_weights=False)
+    torch.testing.assert_close(mla(x, is_causal=True)[0], expected, **TOL)
+
+
+def test_cache_bytes_per_token_count_what_the_cache_holds():
+    module = MultiHeadLatentAttention(64, 4, 32, 16, 8)
+    assert module.cache_size_per_token() == 40
+    assert latent_cache_bytes_per_token(2, 32, 8, torch.float16) == 2 * 40 * 2
+    # MLA with d_c = 4 * head_dim and d_R = head_dim / 2 caches as much as GQA with 2.25 groups
+    # (DeepSeek-V2, Table 1): 4.5 head_dim against 2 * num_kv_heads * head_dim
+    assert latent_cache_bytes_per_token(1, 4 * 16, 8) * 2 == 9 * 16 * 4
+    assert kv_cache_bytes_per_token(1, 4, 16) == 2 * 4 * 16 * 4
+
+
+# ------------------------------------------------------------------------------------------------
+# sliding windows, the rolling cache, document masks
+# ------------------------------------------------------------------------------------------------
+
+
+def test_sliding_window_mask_is_a_band():
+    mask = sliding_window_mask(5, window=2)
+    expected = torch.tensor(
+        [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]]
+    ).bool()
+    assert torch.equal(mask, expected)
+    assert torch.equal(sliding_window_mask(4, 6, window=9, alignment="bottom_right"),
+                       causal_mask(4, 6, alignment="bottom_right"))
+    assert torch.equal(sliding_window_mask(3, window=1), torch.eye(3).bool())
+    assert sliding_window_mask(0, window=3).shape == (0, 0)
+
+
+@SETTINGS
+@given(
+    st.integers(1, 3), st.integers(1, 3), st.integers(1, 14), st.integers(1, 6),
+    st.integers(0, 3), st.integers(1, 5), st.integers(0, 2**16),
+)
+def test_rolling_cache_decode_equals_masked_full_attention(
+    batch, num_heads, seq_len, window, num_sinks, head_dim, seed
+):
+    gen = torch.Generator().manual_seed(seed)
+    shape = (batch, num_heads, seq_len, head_dim)
+    query, key, value = (torch.randn(shape, generator=gen, **F64) for _ in range(3))
+    allowed = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
+    allowed[:, :num_sinks] |= causal_mask(seq_len)[:, :num_sinks]  # StreamingLLM keeps these
+    expected = scaled_dot_product_attention(query, key, value, allowed)
+    cache = RollingKVCache(batch, num_heads, window, head_dim, num_sinks=num_sinks, **F64)
+    steps = []
+    for t in range(seq_len):
+        keys, values = cache.append(key[:, :, t : t + 1], value[:, :, t : t + 1])
+        assert keys.shape[2] == min(t + 1, num_sinks + window)
+        held = set(cache.positions.tolist())
+        assert held == set(allowed[t].nonzero().flatten().tolist())
+        steps.append(scaled_dot_product_attention(query[:, :, t : t + 1], keys, values))
+    torch.testing.assert_close(torch.cat(steps, dim=2), expected, **TOL)
+    assert cache.nbytes() == 2 * batch * num_heads * (num_sinks + window) * head_dim * 8
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.integers(0, 2**16))
+def test_document_mask_equals_attention_per_document(lengths, seed):
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))  # (n,)
+    n = int(ids.numel())
+    query, key, value = (torch.randn(2, n, 4, generator=gen, **F64) for _ in range(3))
+    packed = scaled_dot_product_attention(query, key, value, document_mask(ids) & causal_mask(n))
+    start = 0
+    for length in lengths:
+        part = slice(start, start + length)
+        alone = scaled_dot_product_attention(query[:, part], key[:, part], value[:, part],
+                                             is_causal=True)
+        torch.testing.assert_close(packed[:, part], alone, **TOL)
+        start += length
+
+
+# ------------------------------------------------------------------------------------------------
+# sinks, softmax plus one, QK-norm
+# ------------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.integers(1, 3), st.integers(1, 6), st.integers(1, 6), st.integers(0, 2**16))
+def test_sink_logit_equals_an_extra_key_with_a_zero_value(num_heads, query_len, key_len, seed):
+    gen = torch.Generator().manual_seed(seed)
+    query = torch.randn(2, num_heads, query_len, 4, generator=gen, **F64)
+    key = torch.randn(2, num_heads, key_len, 4, generator=gen, **F64)
+    value = torch.randn(2, num_heads, key_len, 3, generator=gen, **F64)
+    sinks = torch.randn(num_heads, generator=gen, **F64)
+    output, weights = attention_with_sink(query, key, value, sinks, return_weights=True)
+    # the same as one more key whose score is the sink logit and whose value is zero
+    scores = query @ key.transpose(-2, -1) / 2.0  # (2, H, L, S), scale 1/sqrt(4)
+    scores = torch.cat((scores, sinks[:, None, None].expand(2, -1, query_len, 1)), dim=-1)
+    extended = torch.softmax(scores, dim=-1)  # (2, H, L, S + 1)
+    torch.testing.assert_close(weights, extended[..., :-1], **TOL)
+    torch.testing.assert_close(output, extended[..., :-1] @ value, **TOL)
+    assert (weights.sum(-1) < 1).all()
+    # a sink of -inf is ordinary attention; a sink of 0 is softmax plus one
+    plain = attention_with_sink(query, key, value, torch.full((num_heads,), -math.inf, **F64))
+    torch.testing.assert_close(plain, scaled_dot_product_attention(query, key, value), **TOL)
+    _, zero_sink = attention_with_sink(
+        query, key, value, torch.zeros(num_heads, **F64), return_weights=True
+    )
+    torch.testing.assert_close(zero_sink, softmax_plus_one(query @ key.transpose(-2, -1) / 2.0))
+
+
+def test_softmax_plus_one_is_stable_and_sums_below_one():
+    scores = torch.tensor([[1000.0, 1000.0], [-1000.0, -1000.0], [0.0, 0.0]], **F64)
+    weights = softmax_plus_one(scores)
+    torch.testing.assert_close(weights[0], torch.full((2,), 0.5, **F64))  # 1 is negligible
+    torch.testing.assert_close(weights[1], torch.zeros(2, **F64))  # all mass on the "one"
+    torch.testing.assert_close(weights[2], torch.full((2,), 1 / 3, **F64))
+    assert torch.equal(softmax_plus_one(torch.full((3,), -math.inf)), torch.zeros(3))
+
+
+def test_add_zero_attn_is_a_zero_sink_before_the_output_projection():
+    torch.manual_seed(2)
+    mha = MultiHeadAttention(8, 2, bias=False, add_zero_attn=True, batch_first=True, **F64)
+    x = torch.randn(1, 5, 8, **F64)
+    expected, _ = mha(x, x, x, need_weights=False)
+    q, k, v = torch.nn.functional.linear(x, mha.in_proj_weight).chunk(3, dim=-1)
+    split = [t.view(1, 5, 2, 4).transpose(1, 2) for t in (q, k, v)]  # (1, 2, 5, 4)
+    context = attention_with_sink(*split, torch.zeros(2, **F64))  # (1, 2, 5, 4)
+    got = mha.out_proj(context.transpose(1, 2).reshape(1, 5, 8))
+    torch.testing.assert_close(got, expected, **TOL)
+
+
+def test_qk_norm_bounds_the_scores_whatever_the_weights():
+    torch.manual_seed(3)
+    norm = QKNorm(8, kind="rms", **F64)
+    query = torch.randn(2, 3, 5, 8, **F64) * 1e6  # huge queries and keys
+    key = torch.randn(2, 3, 5, 8, **F64) * 1e6
+    q_hat, k_hat = norm(query, key)
+    scores = q_hat @ k_hat.transpose(-2, -1) / math.sqrt(8)
+    assert scores.abs().max() <= math.sqrt(8) + 1e-9  # |q.k| <= |q||k| = 8 with unit gains
+    torch.testing.assert_close(q_hat.pow(2).mean(-1), torch.ones(2, 3, 5, **F64))
+    layer = QKNorm(8, **F64)
+    q_l, _ = layer(query, key)
+    torch.testing.assert_close(q_l.mean(-1), torch.zeros(2, 3, 5, **F64), atol=1e-9, rtol=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the weights rebuilt from the log-sum-exp
+# ------------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    st.integers(1, 3), st.integers(1, 8), st.integers(1, 8), st.integers(1, 5),
+    st.sampled_from(["none", "causal", "padding"]), st.integers(0, 2**16),
+)
+def test_weights_rebuilt_from_lse_equal_explicit_weights(
+    num_heads, query_len, key_len, block_size, mask_kind, seed
+):
+    gen = torch.Generator().manual_seed(seed)
+    query = torch.randn(2, num_heads, query_len, 4, generator=gen, **F64)
+    key = torch.randn(2, num_heads, key_len, 4, generator=gen, **F64)
+    value = torch.randn(2, num_heads, key_len, 3, generator=gen, **F64)
+    attn_mask, is_causal = None, mask_kind == "causal"
+    if mask_kind == "padding":
+        attn_mask = padding_mask([key_len, max(key_len - 2, 0)], key_len)[:, None, None, :]
+    expected_out, expected_w = scaled_dot_product_attention(
+        query, key, value, attn_mask, is_causal=is_causal, return_weights=True
+    )
+    output, lse = tiled_attention(
+        query, key, value, attn_mask, is_causal, block_size=block_size, return_lse=True
+    )
+    torch.testing.assert_close(output, expected_out, **TOL)
+    rebuilt = attention_weights_from_lse(query, key, lse, attn_mask, is_causal)
+    torch.testing.assert_close(rebuilt, expected_w, **TOL)
+
+
+# ------------------------------------------------------------------------------------------------
+# FlexAttention (eager, CPU) against the explicit masks
+# ------------------------------------------------------------------------------------------------
+
+flex = pytest.importorskip("torch.nn.attention.flex_attention")
+
+
+def _flex(query, key, value, mask_mod=None, score_mod=None):
+    """Eager FlexAttention on CPU (compiling is supported but takes about a minute)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "called without torch.compile" is expected here
+        block_mask = None
+        if mask_mod is not None:
+            block_mask = flex.create_block_mask(
+                mask_mod, None, None, query.shape[-2], key.shape[-2], device="cpu"
+            )
+        return flex.flex_attention(
+            query, key, value, score_mod=score_mod, block_mask=block_mask,
+            return_aux=flex.AuxRequest(lse=True),
+        )
+
+
+def _qkv(query_len, key_len, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    query = torch.randn(2, 2, query_len, 8, generator=gen, **F64)
+    key = torch.randn(2, 2, key_len, 8, generator=gen, **F64)
+    value = torch.randn(2, 2, key_len, 8, generator=gen, **F64)
+    return query, key, value
+
+
+def test_flex_causal_padding_bottom_right_window_document_equal_explicit():
+    query, key, value = _qkv(12, 12)
+    lengths = torch.tensor([12, 7])
+    ids = torch.tensor([0] * 5 + [1] * 4 + [2] * 3)
+    cases = {
+        "causal": (lambda b, h, q, k: q >= k, causal_mask(12)),
+        "padding": (lambda b, h, q, k: k < lengths[b], padding_mask(lengths)[:, None, None, :]),
+        "sliding window": (
+            lambda b, h, q, k: (q >= k) & (q - k < 4), sliding_window_mask(12, window=4)
+        ),
+        "document": (
+            lambda b, h, q, k: (ids[q] == ids[k]) & (q >= k), document_mask(ids) & causal_mask(12)
+        ),
+    }
+    for name, (mask_mod, mask) in cases.items():
+        output, aux = _flex(query, key, value, mask_mod=mask_mod)
+        expected, weights = scaled_dot_product_attention(
+            query, key, value, mask, return_weights=True
+        )
+        torch.testing.assert_close(output, expected, **TOL, msg=name)
+        rebuilt = attention_weights_from_lse(query, key, aux.lse.to(torch.float64), mask)
+        torch.testing.assert_close(rebuilt, weights, **TOL, msg=name)
+    # bottom-right: 3 new queries at the end of 10 keys (decoding with a cache)
+    query, key, value = _qkv(3, 10, seed=1)
+    output, _ = _flex(query, key, value, mask_mod=lambda b, h, q, k: k <= q + 7)
+    expected = scaled_dot_product_attention(
+        query, key, value, causal_mask(3, 10, alignment="bottom_right")
+    )
+    torch.testing.assert_close(output, expected, **TOL)
+
+
+def test_flex_alibi_score_mod_equals_explicit_bias():
+    query, key, value = _qkv(9, 9, seed=2)
+    slopes = alibi_slopes(2).to(torch.float64)  # (2,)
+
+    def alibi(score, b, h, q, k):
+        return torch.where(q >= k, score - slopes[h] * (q - k), -math.inf)
+
+    output, _ = _flex(query, key, value, score_mod=alibi)
+    bias = alibi_bias(2, 9).to(torch.float64)  # (2, 9, 9)
+    bias = bias.masked_fill(~causal_mask(9), -math.inf)
+    torch.testing.assert_close(output, scaled_dot_product_attention(query, key, value, bias),
+                               **TOL)
+
+
+def test_flex_has_no_cpu_backward_on_the_pinned_torch():
+    query, key, value = _qkv(4, 4)
+    query.requires_grad_(True)
+    try:
+        _flex(query, key, value)
+    except NotImplementedError as error:
+        print(f"skipped FlexAttention backward on CPU: {error}")
+        assert "backward" in str(error)
+    else:  # a newer torch: then the gradients must match the explicit ones
+        pytest.skip("FlexAttention supports backward on CPU in this torch; not checked here")
+
+
+# ------------------------------------------------------------------------------------------------
+# errors
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("window", [0, -3])
+def test_window_must_be_positive(window):
+    with pytest.raises(ValueError, match="window must be positive"):
+        sliding_window_mask(4, window=window)
+    with pytest.raises(ValueError, match="window must be positive"):
+        RollingKVCache(1, 1, window, 4)
+    with pytest.raises(TypeError, match="window must be an int"):
+        sliding_window_mask(4, window=2.0)
+
+
+def test_latent_wider_than_the_model_is_refused():
+    with pytest.raises(ValueError, match=r"kv_latent_dim \(=33\) must be at most embed_dim"):
+        MultiHeadLatentAttention(32, 4, 33)
+
+
+@pytest.mark.parametrize("rope_dim, match", [(10, "does not fit the head"), (3, "even")])
+def test_rope_dim_must_fit_the_head(rope_dim, match):
+    with pytest.raises(ValueError, match=match):
+        MultiHeadLatentAttention(32, 4, 16, rope_dim=rope_dim)
+
+
+def test_caches_refuse_what_does_not_fit():
+    cache = RollingKVCache(1, 2, 3, 4)
+    with pytest.raises(ValueError, match="one token"):
+        cache.append(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4))
+    latent = LatentKVCache(1, 2, 4, 2)
+    latent.append(torch.zeros(1, 2, 4), torch.zeros(1, 2, 2))
+    with pytest.raises(ValueError, match="max_len=2"):
+        latent.append(torch.zeros(1, 1, 4), torch.zeros(1, 1, 2))
+    module = MultiHeadLatentAttention(8, 2, 4)
+    with pytest.raises(TypeError, match="LatentKVCache"):
+        module.decode(torch.zeros(1, 1, 8), RollingKVCache(1, 1, 2, 4))
+
+
+def test_sink_logits_and_lse_shapes_are_checked():
+    query, key, value = _qkv(3, 3)
+    with pytest.raises(ValueError, match="sink_logits must have shape"):
+        attention_with_sink(query, key, value, torch.zeros(3, **F64))
+    with pytest.raises(ValueError, match="lse must have shape"):
+        attention_weights_from_lse(query, key, torch.zeros(2, 2, **F64))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        QKNorm(4, kind="batch")
+
+
+# ------------------------------------------------------------------------------------------------
+# the lab code of example 23
+# ------------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.integers(1, 5), st.integers(1, 6))
+def test_receptive_field_grows_by_window_minus_one_per_layer(window, depth):
+    from mha_ref.tutorial.windows import receptive_field, window_mask
+
+    seq_len = 40
+    reach = receptive_field(seq_len, window, depth)  # (seq_len, seq_len) bool
+    farthest = seq_len - 1 - int(reach[-1].nonzero().min())
+    assert farthest == min(depth * (window - 1), seq_len - 1)
+    band = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
+    assert torch.equal(receptive_field(seq_len, window, 1), band)
+    assert torch.equal(window_mask(seq_len, window, 0), band)
