@@ -8,6 +8,8 @@ file (see ``tests/test_real_model.py``).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -215,3 +217,31 @@ def test_late_text_loss_is_lower_than_the_first_tokens(model):
         losses = model.token_losses(tokens)[0]  # (511,)
     # measured over two texts: positions 0-9 at 4.9 nats, 400-510 at 2.4
     assert float(losses[:10].mean()) > float(losses[400:].mean()) + 1.0
+
+
+def test_the_model_threads_give_the_same_numbers_as_one_thread_and_are_restored(model):
+    """The measurements run on two threads (``model_threads``): the logits must not depend on
+    it, and the count the caller had comes back, even after an error."""
+    from mha_ref.tutorial.smollm2.load import model_threads
+
+    generator = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, model.config.vocab_size, (1, 64), generator=generator)  # (1, 64)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            one, _ = model(tokens)  # (1, 64, vocab_size)
+            with model_threads():
+                assert torch.get_num_threads() == min(2, os.cpu_count() or 1)
+                two, _ = model(tokens)  # (1, 64, vocab_size)
+        assert torch.equal(one, two)
+        assert torch.get_num_threads() == 1
+        with pytest.raises(RuntimeError), model_threads():
+            raise RuntimeError("inside")
+        assert torch.get_num_threads() == 1
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(ValueError, match="threads must be a positive int"):
+                with model_threads(bad):
+                    pass
+    finally:
+        torch.set_num_threads(before)

@@ -296,7 +296,13 @@ def rope_head_analysis(text_name: str = "statements", max_tokens: int = 256) -> 
         "max_tokens": max_tokens,
         "model": MODEL_FILE_SHA256,
     }
-    return cached("rope_head_analysis", arguments, lambda: _analysis(text_name, max_tokens))
+    def compute() -> dict:
+        from mha_ref.tutorial.smollm2.load import model_threads
+
+        with model_threads():  # the real model's measurements run on two threads
+            return _analysis(text_name, max_tokens)
+
+    return cached("rope_head_analysis", arguments, compute)
 
 
 def _analysis(text_name: str, max_tokens: int) -> dict:

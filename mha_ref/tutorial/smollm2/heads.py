@@ -522,6 +522,17 @@ SHORT_REPEATED = {"half_len": 20, "batch": 1, "seed": 1}
 SWEEP_LAYERS = (16, 17, 18)
 
 
+def _in_model_threads(compute, *args):
+    """``compute(*args)`` as a function of no arguments that runs on the real model's threads."""
+    from mha_ref.tutorial.smollm2.load import model_threads
+
+    def run():
+        with model_threads():
+            return compute(*args)
+
+    return run
+
+
 def _arguments(**extra) -> dict:
     from mha_ref.tutorial.smollm2.files import MODEL_FILE_SHA256
     from mha_ref.tutorial.smollm2.texts import text_sha256
@@ -544,7 +555,8 @@ def heads_analysis() -> dict:
         ``"text_loss"`` (mean loss on the shipped text ``"statements"``), ``"repeated"``
         ``(2, 100)`` and ``"text"`` ``(L,)``, the inputs.
     """
-    return cached("smollm2_heads_analysis", _arguments(**REPEATED), _heads_analysis)
+    compute = _in_model_threads(_heads_analysis)
+    return cached("smollm2_heads_analysis", _arguments(**REPEATED), compute)
 
 
 def _heads_analysis() -> dict:
@@ -581,7 +593,8 @@ def interventions_analysis(num_controls: int = 3) -> dict:
     """
     arguments = _arguments(**REPEATED, short=SHORT_REPEATED, sweep=list(SWEEP_LAYERS),
                            controls=num_controls)
-    return cached("smollm2_interventions", arguments, lambda: _interventions(num_controls))
+    compute = _in_model_threads(_interventions, num_controls)
+    return cached("smollm2_interventions", arguments, compute)
 
 
 def _losses(model, repeated, text) -> tuple[float, float]:
@@ -752,7 +765,7 @@ def sinks_analysis(num_ablated: int = 9, draws: int = 3) -> dict:
         ``{mode: loss}``; ``"control_losses"`` ``{mode: [loss per draw]}``.
     """
     arguments = _arguments(num_ablated=num_ablated, draws=draws)
-    return cached("smollm2_sinks", arguments, lambda: _sinks(num_ablated, draws))
+    return cached("smollm2_sinks", arguments, _in_model_threads(_sinks, num_ablated, draws))
 
 
 def _sinks(num_ablated: int, draws: int) -> dict:
@@ -851,7 +864,7 @@ def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
         threshold=threshold, draws=draws, texts=[text_sha256(t) for t in ICL_TEXTS],
         length=ICL_LEN,
     )
-    return cached("smollm2_icl", arguments, lambda: _icl(threshold, draws))
+    return cached("smollm2_icl", arguments, _in_model_threads(_icl, threshold, draws))
 
 
 def _icl(threshold: float, draws: int) -> dict:
