@@ -275,3 +275,33 @@ def test_api_page_links_every_class_to_its_source(lang):
         assert (HTML / lang / module).is_file(), module
     source = (HTML / lang / "_modules" / "mha_ref" / "causal.html").read_text(encoding="utf-8")
     assert '<span class="nc">CausalAttention</span>' in source
+
+
+def test_zips_get_the_current_wheel_and_examples_zips_none(tmp_path):
+    """A staging folder kept from older builds can hold a zip with an older wheel, or an
+    example's zip with a wheel: each is rewritten, its other members kept byte for byte."""
+    import zipfile
+
+    import mha_ref_course
+
+    def make(name, members):
+        path = tmp_path / name
+        with zipfile.ZipFile(path, "w") as archive:
+            for member, data in members.items():
+                archive.writestr(member, data)
+        return path
+
+    def read(path):
+        with zipfile.ZipFile(path) as archive:
+            return {name: archive.read(name) for name in archive.namelist()}
+
+    wheel, old, new = "mha_ref-0.1.0-py3-none-any.whl", b"old wheel", b"new wheel"
+    everything = make("auto_examples_python.zip", {"plot_01.py": b"print(1)", wheel: old})
+    one = make("plot_01.zip", {"plot_01.py": b"print(1)", "plot_01.ipynb": b"{}", wheel: old})
+    mha_ref_course._set_wheel_in_zip(everything, wheel, new)
+    mha_ref_course._set_wheel_in_zip(one, wheel, None)
+    assert read(everything) == {"plot_01.py": b"print(1)", wheel: new}
+    assert read(one) == {"plot_01.py": b"print(1)", "plot_01.ipynb": b"{}"}
+    before = everything.stat().st_mtime_ns
+    mha_ref_course._set_wheel_in_zip(everything, wheel, new)  # already right: not rewritten
+    assert everything.stat().st_mtime_ns == before

@@ -2,9 +2,10 @@
 exercise answers, and the architecture figure.
 
 - The package's wheel: built from this checkout once per change of the package
-  (``build/wheel/``), shipped with each language as ``_downloads/<wheel>`` and added to the two
-  zips of all examples. The ``mha-wheel`` role links to it, the ``mha-wheel-install`` directive shows
-  the command that installs it, and every example page's download area says the same.
+  (``build/wheel/``), shipped with each language as ``_downloads/<wheel>`` and added to the
+  two zips of all examples. The ``mha-wheel`` role links to it, the ``mha-wheel-install``
+  directive shows the command that installs it, and every example page's download area says
+  the same.
 - Exercise answers: a ``dropdown`` with ``:class-container: mha-answer`` that ends a text cell of
   an example takes the code cell after it, with that cell's output, inside the fold.
 - ``mha-architecture``: a figure of multi-head attention with the tensor shapes on its arrows,
@@ -194,14 +195,32 @@ def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
     downloads.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(wheel, downloads / wheel.name)
     data = wheel.read_bytes()
-    for archive in sorted(downloads.glob("*/auto_examples_*.zip")):
-        with zipfile.ZipFile(archive) as existing:
-            if wheel.name in existing.namelist():
-                continue
-        with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_STORED) as zipped:
-            info = zipfile.ZipInfo(wheel.name, date_time=(1980, 1, 1, 0, 0, 0))
+    for archive in sorted(downloads.glob("*/*.zip")):
+        wanted = data if archive.name.startswith("auto_examples_") else None
+        _set_wheel_in_zip(archive, wheel.name, wanted)
+
+
+def _set_wheel_in_zip(archive: Path, name: str, data: bytes | None) -> None:
+    """Make ``archive`` hold the wheel ``name`` with ``data`` (``None``: no wheel at all).
+
+    A staging folder kept from an older build can hold zips with an older wheel, or an
+    example's zip with a wheel from before examples stopped carrying one: both are rewritten.
+    """
+    with zipfile.ZipFile(archive) as existing:
+        wheels = [n for n in existing.namelist() if n.endswith(".whl")]
+        if data is None and not wheels:
+            return
+        if data is not None and wheels == [name] and existing.read(name) == data:
+            return
+        kept = [info for info in existing.infolist() if info.filename not in wheels]
+        members = [(info, existing.read(info)) for info in kept]
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as rewritten:
+        for info, content in members:
+            rewritten.writestr(info, content)
+        if data is not None:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
-            zipped.writestr(info, data)
+            rewritten.writestr(info, data, compress_type=zipfile.ZIP_STORED)
 
 
 # -- installing: CPU-only torch first, then the wheel ------------------------------------------
