@@ -15,8 +15,8 @@ al. 2022, `arXiv:2203.16634 <https://arxiv.org/abs/2203.16634>`_).
 This page shows numerically that attention without positions ignores order, what each of the
 five schemes changes in the scores, and then tests example 10's open question: its induction
 model fails when the two copies are further apart than in training. Is its learned position
-embedding the cause? The model is retrained with rotary positions, and the fall is traced to
-the layer that uses position, by switching position off there.
+embedding the cause? The model is retrained with each of the five schemes, three seeds each, and
+the fall is traced to the layer that uses position, by switching position off there.
 """
 
 # %%
@@ -177,8 +177,8 @@ header = ["positions", "largest size, head 0", "head 1", "spread along diagonals
 print(text_table(header, rows))
 
 # %%
-# Why ALiBi and no positions are not trained below
-# ------------------------------------------------
+# Why ALiBi and no positions should fail, and what training shows
+# ----------------------------------------------------------------
 # Example 10's circuit needs a *previous-token head* in layer 1: a head that gives the token
 # just before each query far more weight than any other key. In layer 1 the input is the token
 # embedding alone for ALiBi and for "none", so the content part of a score depends only on the
@@ -218,25 +218,27 @@ print(f"no positions: at most {1 / len(distance):.3f}")
 
 # %%
 # With two heads per layer, ALiBi's slopes are ``1/16`` and ``1/256``: far too flat to single
-# out one key. Neither scheme can therefore give layer 1 the previous-token head that example
-# 10's circuit is built on, and neither is trained below. (Whether they find a weaker or another
-# way to solve the task is not tested here; the exercises take up ALiBi with more heads.)
+# out one key. Hence the prediction: neither scheme can give layer 1 the previous-token head
+# that example 10's circuit is built on, so neither should form the circuit. It is an argument,
+# not a measurement: the model might find a weaker or another way to the task. The trainings
+# below test it. (The exercises take up ALiBi with more heads.)
 #
-# Example 10's model, retrained with rotary positions
-# ---------------------------------------------------
+# Example 10's model, retrained with each scheme
+# ----------------------------------------------
 # Now the question of example 10: its induction model fails when the two copies are further
 # apart than in training. Is the learned absolute position embedding to blame? A model with
 # rotary positions sees only distances, so it is the control: the same model, the same data,
-# the same initial weights for each seed, with learned positions replaced by RoPE.
+# the same initial weights for each seed, with learned positions replaced by RoPE. Sinusoidal
+# positions are a second absolute scheme; ALiBi and no positions test the prediction above.
 #
-# To fit the build, both are trained with example 10's recipe shortened
+# To fit the build, every scheme is trained with example 10's recipe shortened
 # (``mha_ref.tutorial.positions.SHORT_RECIPE``: fewer steps of smaller batches at a higher
-# learning rate), on three seeds each
-# (:func:`~mha_ref.tutorial.positions.position_study`). First the check that the circuit forms
-# on every run: the phase change step (as in example 10), the second-copy accuracy on new
-# sequences, and the best previous-token score among the layer-1 heads.
+# learning rate), on three seeds each (:func:`~mha_ref.tutorial.positions.position_study`).
+# Only the positions change between the schemes. First the check whether the circuit forms on
+# each run: the phase change step (as in example 10; None: none in training), the second-copy
+# accuracy on new sequences, and the best previous-token score among the layer-1 heads.
 
-study = position_study(positions=("learned", "rope"), seeds=(0, 1, 2), **SHORT_RECIPE)
+study = position_study(positions=SCHEMES, seeds=(0, 1, 2), **SHORT_RECIPE)
 print(f"recipe: {SHORT_RECIPE}")
 rows = [
     [NAMES[run.position], run.seed, run.phase_change, f"{run.accuracy:.3f}",
@@ -244,18 +246,33 @@ rows = [
     for run in study.runs
 ]
 print(text_table(["positions", "seed", "phase change", "accuracy", "previous-token score"], rows))
+for position in SCHEMES:
+    runs = study.of(position)
+    formed = sum(run.phase_change is not None for run in runs)
+    accurate = sum(run.accuracy > 0.9 for run in runs)
+    scores = [run.previous_token for run in runs]
+    print(f"{NAMES[position]}: phase change on {formed} of {len(runs)} seeds, accuracy above 0.9 "
+          f"on {accurate}, previous-token score {min(scores):.3f} to {max(scores):.3f}")
+LEARNERS = [p for p in SCHEMES if all(run.phase_change is not None for run in study.of(p))]
+print("schemes with a phase change on every seed:", ", ".join(NAMES[p] for p in LEARNERS))
 
 # %%
-# The circuit forms on every run (a phase change, and a layer-1 head that attends to the previous
-# token). What did training make of the positions in that head? Below, what the positions add
-# to its scores, as before, for the seed-0 models, and for every seed the mean added score at
-# each offset ``i - j`` (0: the query's own key, 1: the previous token). With RoPE each diagonal
-# holds one value; with the learned table it varies along the diagonal.
+# The prediction holds on every seed. With ALiBi and without positions no run has a phase
+# change, the second-copy accuracy stays below 0.25 and no layer-1 head becomes a
+# previous-token head (scores of 0.162 at most). With this recipe neither scheme found another
+# way to the task either. Learned, sinusoidal and rotary positions form the circuit on 3 of 3
+# seeds each: a phase change, accuracy above 0.9, and a layer-1 head with a previous-token
+# score of 0.640 or more.
+#
+# What did training make of the positions in that head? Below, for the three schemes that
+# form the circuit: what the positions add to its scores, as before, for the seed-0 models,
+# and for every seed the mean added score at each offset ``i - j`` (0: the query's own key, 1:
+# the previous token). With RoPE each diagonal holds one value; with the learned and the
+# sinusoidal tables it varies along the diagonal.
 
-formed = sum(run.phase_change is not None for run in study.runs)
-print(f"runs with a phase change: {formed} of {len(study.runs)}")
 maps, titles, rows, top_offsets = [], [], [], []
-for run in study.runs:
+runs_shown = [run for run in study.runs if run.position in LEARNERS and run.position != "none"]
+for run in runs_shown:
     added = position_scores(study.model(run.position, run.seed))[run.previous_head]  # (20, 20)
     by_offset = [float(added.diagonal(offset=-offset).mean()) for offset in range(20)]
     top_offsets.append(max(range(20), key=lambda offset: by_offset[offset]))
@@ -267,7 +284,7 @@ for run in study.runs:
 fig = plot_score_maps(
     maps,
     titles,
-    ncols=2,
+    ncols=len(maps),
     suptitle="What the positions add to a trained previous-token head's scores",
     xlabel="key position j",
     ylabel="query position i",
@@ -275,25 +292,30 @@ fig = plot_score_maps(
 )
 plt.show()
 print(text_table(["positions", "seed", "head"] + [f"offset {o}" for o in range(6)], rows))
-print(f"runs whose largest mean added score is at offset 1: {top_offsets.count(1)} of "
-      f"{len(top_offsets)}")
+for position in [p for p in LEARNERS if p != "none"]:
+    tops = [top for run, top in zip(runs_shown, top_offsets, strict=True)
+            if run.position == position]
+    print(f"{NAMES[position]}: largest mean added score at offset 1 on {tops.count(1)} of "
+          f"{len(tops)} seeds")
 
 # %%
-# The last line counts the runs on which the positions raise the score of the previous token
-# (offset 1) more than that of any other offset: on those, the layer-1 head finds the previous
-# token through the positions, with the learned table in one scheme and the rotation in the
-# other.
+# The last lines count the runs on which the positions raise the score of the previous token
+# (offset 1) more than that of any other offset. With learned and with rotary positions that
+# is every seed: the layer-1 head finds the previous token through the positions, through the
+# learned table in one scheme and the rotation in the other. With sinusoidal positions it is no
+# seed: they raise offsets 0 and 1 about equally, so the positions alone do not single out the
+# previous token in that head, and what else does is not measured here.
 
 # %%
 # Further apart than in training
 # ------------------------------
-# Example 10's exercise 2 again, on every run: all sequences have period 5; the first copy moves
+# Example 10's exercise 2 again, on every run of the schemes that form the circuit: all sequences have period 5; the first copy moves
 # earlier two positions at a time and filler fills the gap, so the distance between the two
 # copies grows from 5 to 15, while training only showed distances 3 to 10. Each cell gives the
 # three seeds' accuracies. The columns "layer 2 without positions" run the same models with an
 # intervention (:func:`~mha_ref.tutorial.positions.positions_removed`): layer 2's queries and
-# keys are computed without positions (the learned model: without the position embedding in
-# their input; RoPE: without the rotation). Its values, and everything layer 1 wrote, are kept.
+# keys are computed without positions (learned and sinusoidal: without the position embedding
+# in their input; RoPE: without the rotation). Its values, and everything layer 1 wrote, are kept.
 
 
 def per_seed(position, field):
@@ -302,12 +324,13 @@ def per_seed(position, field):
     return [" ".join(f"{getattr(run, field)[i]:.2f}" for run in runs) for i in range(len(study.gaps))]
 
 
-columns = {
-    "learned": per_seed("learned", "gaps"),
-    "learned, layer 2 without positions": per_seed("learned", "gaps_without_positions"),
-    "RoPE": per_seed("rope", "gaps"),
-    "RoPE, layer 2 without positions": per_seed("rope", "gaps_without_positions"),
-}
+columns = {}
+for position in LEARNERS:
+    columns[NAMES[position]] = per_seed(position, "gaps")
+    if position != "none":
+        columns[f"{NAMES[position]}, layer 2 without positions"] = per_seed(
+            position, "gaps_without_positions"
+        )
 rows = [[d] + [column[i] for column in columns.values()] for i, d in enumerate(study.distances)]
 print(f"trained distances: {study.config['min_period']} to {study.config['max_period']}")
 print(text_table(["distance", *columns], rows))
@@ -322,23 +345,21 @@ def mean_of(position, field):
     return [sum(getattr(run, field)[i] for run in runs) / len(runs) for i in range(len(study.gaps))]
 
 
+curves, styles = {}, {}
+for index, position in enumerate(LEARNERS):
+    curves[NAMES[position]] = mean_of(position, "gaps")
+    styles[NAMES[position]] = {"color": f"C{index}"}
+    if position != "none":
+        label = f"{NAMES[position]}, layer 2 without positions"
+        curves[label] = mean_of(position, "gaps_without_positions")
+        styles[label] = {"ls": "--", "color": f"C{index}"}
 fig = plot_lines(
     study.distances,
-    {
-        "learned": mean_of("learned", "gaps"),
-        "learned, layer 2 without positions": mean_of("learned", "gaps_without_positions"),
-        "RoPE": mean_of("rope", "gaps"),
-        "RoPE, layer 2 without positions": mean_of("rope", "gaps_without_positions"),
-    },
+    curves,
     xlabel="distance between the two copies (tokens)",
     ylabel="second-copy accuracy (mean of 3 seeds)",
     title="Accuracy as the copies move apart",
-    styles={
-        "learned, layer 2 without positions": {"ls": "--", "color": "C0"},
-        "RoPE, layer 2 without positions": {"ls": "--", "color": "C1"},
-        "learned": {"color": "C0"},
-        "RoPE": {"color": "C1"},
-    },
+    styles=styles,
 )
 fig.axes[0].axvspan(study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15)
 plt.show()
@@ -348,7 +369,7 @@ plt.show()
 # sequence) with distance 9, inside the trained range:
 
 far, inside = len(study.gaps) - 1, study.distances.index(9)
-for position in ("learned", "rope"):
+for position in [p for p in LEARNERS if p != "none"]:
     runs = study.of(position)
     falls = sum(run.gaps[far] < run.gaps[inside] - 0.05 for run in runs)
     helped = sum(run.gaps_without_positions[far] > run.gaps[far] for run in runs)
@@ -368,30 +389,36 @@ for position in ("learned", "rope"):
 # The other kind of unseen length: sequences with more filler before the two copies, so that
 # the copies sit at positions never seen in training, at the distances of training (3 to 10).
 # The learned table has no row for a position beyond 19: that model cannot even run them.
+# Sinusoidal positions have a formula for every position, so that model can.
 
 header = ["positions", "seed"] + [f"{length} tokens" for length in study.longer_lens]
 rows = [
     [NAMES[run.position], run.seed]
     + ["cannot run" if acc is None else f"{acc:.3f}" for acc in run.longer]
     for run in study.runs
+    if run.position in LEARNERS
 ]
 print(text_table(header, rows))
 
 # %%
 # What this shows
 # ---------------
-# Read the tables together. The learned position embedding is not what limits example 10's
-# model: the same model with rotary positions, which see only distances, also falls when the
-# copies are further apart than in training, on every seed. What the two share is that layer
-# 2's search uses position: with its queries and keys computed without positions, accuracy
-# falls less from inside the trained range, and is higher at the largest distance on the
-# seeds the counts above name (not on every one), at some cost at the shortest distances. Training on distances 3 to 10 lets the
+# Read the tables together. Two of the five schemes, ALiBi with two heads and no positions,
+# never form the circuit, on any seed, as the analysis predicted. Of the three that do, none
+# escapes example 10's fall: learned, sinusoidal and rotary positions all fall when the copies
+# are further apart than in training, on 3 of 3 seeds each. So the learned position embedding
+# is not what limits example 10's model: rotary positions, which see only distances, fall too.
+# What the three share is that layer 2's search uses position: with its queries and keys
+# computed without positions, accuracy falls less from inside the trained range on every seed,
+# and is higher at the largest distance on the seeds the counts above name (learned: not on
+# every one), at some cost at the shortest distances. Training on distances 3 to 10 lets the
 # induction head prefer those distances; nothing forces it to search by content alone.
 #
 # RoPE does something learned positions cannot: it runs sequences longer than any in training,
-# and keeps most of its accuracy at 30 tokens (the table above; less at 40). Relative positions
-# make longer sequences possible, not automatically right: a distance never seen in training is
-# as new to a rotary head as a position never seen is to a learned table.
+# and keeps most of its accuracy at 30 tokens (the table above; less at 40). Sinusoidal
+# positions run them too, and lose most of their accuracy already at 30 tokens on every seed.
+# Being able to run longer sequences does not make them right: a distance never seen in
+# training is as new to a rotary head as a position never seen is to a learned table.
 #
 # The cost of the rotation itself at the size of a real layer is measured in ``nox -s bench``
 # (attention with RoPE against without).
@@ -463,8 +490,12 @@ print(f"after reordering the query and key rows: {fixed:.1e}")
 # - Learned and sinusoidal positions are added to the input and are absolute; RoPE rotates each
 #   head's queries and keys and ALiBi adds a per-head distance penalty: both are relative, the
 #   same wherever the sequence starts.
-# - In example 10's two-layer model, ALiBi with two heads and no positions at all cannot form a
-#   previous-token head in layer 1, the head example 10's circuit is built on.
-# - Rotary positions do not cure example 10's fall beyond the trained distances. Layer 2's search
-#   uses position: run without positions, it falls less on every seed.
-# - RoPE runs sequences longer than in training; learned positions cannot.
+# - In example 10's two-layer model, ALiBi with two heads and no positions at all should not form
+#   a previous-token head in layer 1, the head example 10's circuit is built on. Trained with the
+#   short recipe, neither did on any of 3 seeds, and neither learned the task.
+# - Learned, sinusoidal and rotary positions form the circuit on 3 of 3 seeds each, and all
+#   three fall beyond the trained distances on every seed: rotary positions do not cure example
+#   10's fall. Layer 2's search uses position: run without positions, it falls less on every
+#   seed of the three schemes.
+# - RoPE runs sequences longer than in training and keeps most of its accuracy at 30 tokens;
+#   sinusoidal positions run them and lose most of it; learned positions cannot run them.
