@@ -11,8 +11,8 @@
 都不加（Haviv 等人 2022，`arXiv:2203.16634 <https://arxiv.org/abs/2203.16634>`_）。
 
 本页先用数字说明没有位置的注意力不管顺序，再看五种方案各自改变了分数的哪一部分，然后检验示例 10
-留下的问题：它的归纳模型在两份副本离得比训练时更远时会失效，原因是不是学到的位置嵌入？我们换用
-旋转位置编码重新训练这个模型，并在使用位置的那一层关掉位置，找出下降从哪里来。
+留下的问题：它的归纳模型在两份副本离得比训练时更远时会失效，原因是不是学到的位置嵌入？我们用五种
+方案逐一重新训练这个模型，每种三个种子，并在使用位置的那一层关掉位置，找出下降从哪里来。
 """
 
 # %%
@@ -162,8 +162,8 @@ header = ["位置", "最大绝对值，头 0", "头 1", "沿对角线的极差�
 print(text_table(header, rows))
 
 # %%
-# ALiBi 和无位置为什么不在下面训练
-# --------------------------------
+# ALiBi 和无位置为什么应当失败，训练又显示了什么
+# ----------------------------------------------
 # 示例 10 的回路需要第 1 层有一个 *前一词元头*：它给每个查询紧挨着的前一个词元的权重，要远大于给
 # 其他任何键的权重。对 ALiBi 和“无”来说，第 1 层的输入只有词元嵌入，于是分数中的内容部分只取决于
 # 两个词元是什么，与它们在哪里无关。两个存着同一个词元的键，得到的权重之比就是固定的：没有位置时
@@ -198,22 +198,24 @@ for head in range(2):
 print(f"无位置：最多 {1 / len(distance):.3f}")
 
 # %%
-# 每层两个头时，ALiBi 的斜率是 ``1/16`` 和 ``1/256``：太平缓，挑不出单独一个键。所以这两种方案都
-# 无法在第 1 层给出示例 10 的回路赖以搭建的前一词元头，下面也就不训练它们。（它们能不能找到更弱的
-# 或别的办法解决这个任务，这里没有检验；练习里讨论头更多的 ALiBi。）
+# 每层两个头时，ALiBi 的斜率是 ``1/16`` 和 ``1/256``：太平缓，挑不出单独一个键。由此得出预测：
+# 这两种方案都无法在第 1 层给出示例 10 的回路赖以搭建的前一词元头，因而都不应形成这个回路。这是
+# 推理，不是测量：模型也许能找到更弱的或别的办法完成任务。下面的训练来检验它。（练习里讨论头更多的
+# ALiBi。）
 #
-# 示例 10 的模型，换用旋转位置编码重新训练
+# 示例 10 的模型，逐一换用每种方案重新训练
 # ----------------------------------------
 # 现在回到示例 10 的问题：它的归纳模型在两份副本离得比训练时更远时会失效。该怪学到的绝对位置嵌入
 # 吗？旋转位置编码只看距离，所以它就是对照：同一个模型、同样的数据、每个种子同样的初始参数，只把
-# 学到的位置换成 RoPE。
+# 学到的位置换成 RoPE。正弦位置是第二种绝对位置方案；ALiBi 和无位置则检验上面的预测。
 #
-# 为了放进构建时间，两者都用缩短了的示例 10 训练方案（``mha_ref.tutorial.positions.SHORT_RECIPE``：
-# 步数更少、批次更小、学习率更高），各训练三个种子
-# （:func:`~mha_ref.tutorial.positions.position_study`）。先检查每次运行都形成了回路：相变所在的步数
-# （与示例 10 相同）、新序列上第二份副本的准确率，以及第 1 层各头中最高的前一词元得分。
+# 为了放进构建时间，每种方案都用缩短了的示例 10 训练方案
+# （``mha_ref.tutorial.positions.SHORT_RECIPE``：步数更少、批次更小、学习率更高），各训练三个种子
+# （:func:`~mha_ref.tutorial.positions.position_study`）。方案之间只有位置不同。先检查每次运行是否
+# 形成了回路：相变所在的步数（与示例 10 相同；None 表示训练中没有相变）、新序列上第二份副本的
+# 准确率，以及第 1 层各头中最高的前一词元得分。
 
-study = position_study(positions=("learned", "rope"), seeds=(0, 1, 2), **SHORT_RECIPE)
+study = position_study(positions=SCHEMES, seeds=(0, 1, 2), **SHORT_RECIPE)
 print(f"训练方案：{SHORT_RECIPE}")
 rows = [
     [NAMES[run.position], run.seed, run.phase_change, f"{run.accuracy:.3f}",
@@ -221,17 +223,29 @@ rows = [
     for run in study.runs
 ]
 print(text_table(["位置", "种子", "相变", "准确率", "前一词元得分"], rows))
+for position in SCHEMES:
+    runs = study.of(position)
+    formed = sum(run.phase_change is not None for run in runs)
+    accurate = sum(run.accuracy > 0.9 for run in runs)
+    scores = [run.previous_token for run in runs]
+    print(f"{NAMES[position]}：出现相变的种子 {formed} / {len(runs)}，准确率高于 0.9 的 "
+          f"{accurate}，前一词元得分 {min(scores):.3f} 到 {max(scores):.3f}")
+LEARNERS = [p for p in SCHEMES if all(run.phase_change is not None for run in study.of(p))]
+print("每个种子都出现相变的方案：", "、".join(NAMES[p] for p in LEARNERS))
 
 # %%
-# 每次运行都形成了回路（有相变，第 1 层有一个关注前一个词元的头）。训练把这个头里的位置变成了
-# 什么样？下面和前面一样画出位置给它的分数加上的部分（种子 0 的两个模型），并对每个种子列出每个
-# 偏移 ``i - j`` 上加上的平均分数（0：查询自己的键，1：前一个词元）。用 RoPE 时每条对角线只有一个
-# 值；用学到的表时它沿对角线变化。
+# 预测在每个种子上都成立。用 ALiBi 和不用位置时，没有一次运行出现相变，第二份副本的准确率都低于
+# 0.25，第 1 层也没有哪个头成为前一词元头（得分最高 0.162）。在这个训练方案下，两者也都没有找到
+# 完成任务的别的办法。学到的位置、正弦位置和旋转位置编码各自在 3 个种子中的 3 个上形成了回路：
+# 有相变，准确率高于 0.9，第 1 层有一个前一词元得分不低于 0.640 的头。
+#
+# 训练把这个头里的位置变成了什么样？下面针对形成回路的三种方案，和前面一样画出位置给它的分数加上的
+# 部分（种子 0 的模型），并对每个种子列出每个偏移 ``i - j`` 上加上的平均分数（0：查询自己的键，
+# 1：前一个词元）。用 RoPE 时每条对角线只有一个值；用学到的表和正弦表时它沿对角线变化。
 
-formed = sum(run.phase_change is not None for run in study.runs)
-print(f"出现相变的运行：{formed} / {len(study.runs)}")
 maps, titles, rows, top_offsets = [], [], [], []
-for run in study.runs:
+runs_shown = [run for run in study.runs if run.position in LEARNERS and run.position != "none"]
+for run in runs_shown:
     added = position_scores(study.model(run.position, run.seed))[run.previous_head]  # (20, 20)
     by_offset = [float(added.diagonal(offset=-offset).mean()) for offset in range(20)]
     top_offsets.append(max(range(20), key=lambda offset: by_offset[offset]))
@@ -243,7 +257,7 @@ for run in study.runs:
 fig = plot_score_maps(
     maps,
     titles,
-    ncols=2,
+    ncols=len(maps),
     suptitle="位置给训练后的前一词元头的分数加上的部分",
     xlabel="键的位置 j",
     ylabel="查询的位置 i",
@@ -251,21 +265,26 @@ fig = plot_score_maps(
 )
 plt.show()
 print(text_table(["位置", "种子", "头"] + [f"偏移 {o}" for o in range(6)], rows))
-print(f"加上的平均分数在偏移 1 处最大的运行：{top_offsets.count(1)} / "
-      f"{len(top_offsets)}")
+for position in [p for p in LEARNERS if p != "none"]:
+    tops = [top for run, top in zip(runs_shown, top_offsets, strict=True)
+            if run.position == position]
+    print(f"{NAMES[position]}：加上的平均分数在偏移 1 处最大的种子 {tops.count(1)} / "
+          f"{len(tops)}")
 
 # %%
-# 最后一行数出：在多少次运行中，位置让前一个词元（偏移 1）的分数比其他任何偏移提高得都多；在这些运行
-# 里，第 1 层的这个头正是靠位置找到前一个词元的，一种方案靠学到的表，另一种靠旋转。
+# 最后几行数出：在多少次运行中，位置让前一个词元（偏移 1）的分数比其他任何偏移提高得都多。学到的
+# 位置和旋转位置编码是每个种子都如此：第 1 层的这个头正是靠位置找到前一个词元的，一种方案靠学到的
+# 表，另一种靠旋转。正弦位置则没有一个种子如此：它给偏移 0 和 1 加上的分数差不多，所以在这个头里
+# 单靠位置挑不出前一个词元；是什么挑出了它，这里没有测量。
 
 # %%
 # 比训练时离得更远
 # ----------------
-# 再做一次示例 10 的练习 2，这次在每次运行上：所有序列的周期都是 5；第一份副本每次往前挪两个位置，
+# 再做一次示例 10 的练习 2，这次在形成回路的方案的每次运行上：所有序列的周期都是 5；第一份副本每次往前挪两个位置，
 # 空当用无关词元补上，于是两份副本之间的距离从 5 增加到 15，而训练只见过 3 到 10 的距离。每个格子
 # 给出三个种子的准确率。“第 2 层不带位置”的列对同样的模型做一次干预
 # （:func:`~mha_ref.tutorial.positions.positions_removed`）：第 2 层的查询和键不带位置计算（学到的
-# 位置：输入中去掉位置嵌入；RoPE：不旋转）。它的值，以及第 1 层写下的一切，都保留。
+# 位置和正弦位置：输入中去掉位置嵌入；RoPE：不旋转）。它的值，以及第 1 层写下的一切，都保留。
 
 
 def per_seed(position, field):
@@ -274,12 +293,13 @@ def per_seed(position, field):
     return [" ".join(f"{getattr(run, field)[i]:.2f}" for run in runs) for i in range(len(study.gaps))]
 
 
-columns = {
-    "学到的": per_seed("learned", "gaps"),
-    "学到的，第 2 层不带位置": per_seed("learned", "gaps_without_positions"),
-    "RoPE": per_seed("rope", "gaps"),
-    "RoPE，第 2 层不带位置": per_seed("rope", "gaps_without_positions"),
-}
+columns = {}
+for position in LEARNERS:
+    columns[NAMES[position]] = per_seed(position, "gaps")
+    if position != "none":
+        columns[f"{NAMES[position]}，第 2 层不带位置"] = per_seed(
+            position, "gaps_without_positions"
+        )
 rows = [[d] + [column[i] for column in columns.values()] for i, d in enumerate(study.distances)]
 print(f"训练中的距离：{study.config['min_period']} 到 {study.config['max_period']}")
 print(text_table(["距离", *columns], rows))
@@ -293,23 +313,21 @@ def mean_of(position, field):
     return [sum(getattr(run, field)[i] for run in runs) / len(runs) for i in range(len(study.gaps))]
 
 
+curves, styles = {}, {}
+for index, position in enumerate(LEARNERS):
+    curves[NAMES[position]] = mean_of(position, "gaps")
+    styles[NAMES[position]] = {"color": f"C{index}"}
+    if position != "none":
+        label = f"{NAMES[position]}，第 2 层不带位置"
+        curves[label] = mean_of(position, "gaps_without_positions")
+        styles[label] = {"ls": "--", "color": f"C{index}"}
 fig = plot_lines(
     study.distances,
-    {
-        "学到的": mean_of("learned", "gaps"),
-        "学到的，第 2 层不带位置": mean_of("learned", "gaps_without_positions"),
-        "RoPE": mean_of("rope", "gaps"),
-        "RoPE，第 2 层不带位置": mean_of("rope", "gaps_without_positions"),
-    },
+    curves,
     xlabel="两份副本之间的距离（词元数）",
     ylabel="第二份副本的准确率（3 个种子的平均）",
     title="两份副本离得越来越远时的准确率",
-    styles={
-        "学到的，第 2 层不带位置": {"ls": "--", "color": "C0"},
-        "RoPE，第 2 层不带位置": {"ls": "--", "color": "C1"},
-        "学到的": {"color": "C0"},
-        "RoPE": {"color": "C1"},
-    },
+    styles=styles,
 )
 fig.axes[0].axvspan(study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15)
 plt.show()
@@ -318,7 +336,7 @@ plt.show()
 # 有多少个种子一致：比较最大的距离（15，第一份副本位于序列开头）和训练范围内的距离 9：
 
 far, inside = len(study.gaps) - 1, study.distances.index(9)
-for position in ("learned", "rope"):
+for position in [p for p in LEARNERS if p != "none"]:
     runs = study.of(position)
     falls = sum(run.gaps[far] < run.gaps[inside] - 0.05 for run in runs)
     helped = sum(run.gaps_without_positions[far] > run.gaps[far] for run in runs)
@@ -336,29 +354,33 @@ for position in ("learned", "rope"):
 # 比训练时更长
 # ------------
 # 另一种没见过的长度：在两份副本前面放更多无关词元，让副本落在训练中从没见过的位置上，而距离仍是
-# 训练中的（3 到 10）。学到的表没有位置 19 之后的行：那个模型连这些序列都运行不了。
+# 训练中的（3 到 10）。学到的表没有位置 19 之后的行：那个模型连这些序列都运行不了。正弦位置对每个
+# 位置都有公式，所以那个模型可以运行。
 
 header = ["位置", "种子"] + [f"{length} 个词元" for length in study.longer_lens]
 rows = [
     [NAMES[run.position], run.seed]
     + ["无法运行" if acc is None else f"{acc:.3f}" for acc in run.longer]
     for run in study.runs
+    if run.position in LEARNERS
 ]
 print(text_table(header, rows))
 
 # %%
 # 这说明了什么
 # ------------
-# 把这些表放在一起看。限制示例 10 的模型的不是学到的位置嵌入：同一个模型换成只看距离的旋转位置
-# 编码，两份副本离得比训练时更远时同样下降，每个种子都是。两者的共同点是第 2 层的搜索用到了位置：
-# 让它的查询和键不带位置计算，从训练范围内往外的下降更少；最大距离上的准确率在上面计数所列的那些
-# 种子上更高（并非每个种子都如此），代价是最短的几个距离上有些损失。只在 3 到 10 的距离上训练，
-# 归纳头就会偏爱这些距离；没有什么迫使
-# 它只按内容搜索。
+# 把这些表放在一起看。五种方案里有两种，即两个头的 ALiBi 和无位置，在任何种子上都没有形成回路，
+# 与推理的预测一致。形成回路的三种方案没有一种躲过示例 10 的下降：两份副本离得比训练时更远时，
+# 学到的位置、正弦位置和旋转位置编码都会下降，各自 3 个种子中的 3 个都是。所以限制示例 10 的模型的
+# 不是学到的位置嵌入：只看距离的旋转位置编码同样下降。三者的共同点是第 2 层的搜索用到了位置：让它的
+# 查询和键不带位置计算，每个种子上从训练范围内往外的下降都更少；最大距离上的准确率在上面计数所列的
+# 那些种子上更高（学到的位置并非每个种子都如此），代价是最短的几个距离上有些损失。只在 3 到 10 的
+# 距离上训练，归纳头就会偏爱这些距离；没有什么迫使它只按内容搜索。
 #
 # RoPE 做到了学到的位置做不到的事：它能运行比训练时任何序列都长的序列，在 30 个词元时保留了大部分
-# 准确率（见上表；40 个词元时少一些）。相对位置让更长的序列 *能够* 运行，并不让它自动就对：一个训练
-# 中没见过的距离对旋转的头来说，和一个没见过的位置对学到的表来说一样陌生。
+# 准确率（见上表；40 个词元时少一些）。正弦位置也能运行这些序列，但每个种子在 30 个词元时就失去了
+# 大部分准确率。能运行更长的序列，并不让结果就对：一个训练中没见过的距离对旋转的头来说，和一个没
+# 见过的位置对学到的表来说一样陌生。
 #
 # 旋转本身在真实层的尺寸上花多少时间，由 ``nox -s bench`` 测量（带 RoPE 与不带 RoPE 的注意力对比）。
 
@@ -423,8 +445,11 @@ print(f"重排查询行和键行之后：{fixed:.1e}")
 #   因果的一层还能数数。
 # - 学到的位置和正弦位置加在输入上，是绝对位置；RoPE 旋转每个头的查询和键，ALiBi 加上每个头的距离
 #   惩罚：两者都是相对位置，序列从哪里开始都一样。
-# - 在示例 10 的两层模型里，两个头的 ALiBi 和完全没有位置都无法在第 1 层形成前一词元头，而示例 10
-#   的回路正是靠这个头搭建的。
-# - 旋转位置编码治不好示例 10 在训练距离之外的下降。第 2 层的搜索用到了位置：让它不带位置运行，
-#   每个种子上的下降都更少。
-# - RoPE 能运行比训练时更长的序列；学到的位置不能。
+# - 在示例 10 的两层模型里，两个头的 ALiBi 和完全没有位置按推理不应在第 1 层形成前一词元头，而
+#   示例 10 的回路正是靠这个头搭建的。用缩短的训练方案训练，两者在 3 个种子上都没有形成，也都没有
+#   学会这个任务。
+# - 学到的位置、正弦位置和旋转位置编码各自在 3 个种子中的 3 个上形成了回路，而三者在训练距离之外
+#   每个种子都会下降：旋转位置编码治不好示例 10 的下降。第 2 层的搜索用到了位置：让它不带位置运行，
+#   这三种方案的每个种子上的下降都更少。
+# - RoPE 能运行比训练时更长的序列，在 30 个词元时保留了大部分准确率；正弦位置能运行，但失去了大部分
+#   准确率；学到的位置运行不了。
