@@ -272,12 +272,14 @@ print(f"predicts the original token: {(predicted == tokens[batch_index, query + 
 #    one would expect no fall. The rows below say otherwise. The full model stays near perfect
 #    over the distances seen in training and one position beyond them; after that its accuracy
 #    falls with every row. From row to row the distance grows and the first copy starts earlier
-#    (the filler uses tokens that are not in the segment). Example 20 measures why, on three
-#    seeds of this model trained with a shorter recipe. The learned position embedding is not
-#    the cause: the same model with rotary positions, which see only distances, falls in the
-#    same way on every seed. What both share is that layer 2 uses position in its search: with
-#    its queries and keys computed without positions, the fall is smaller on every seed, at
-#    some cost at the shortest distances. Training never shows the copies further apart, so
+#    (the filler uses tokens that are not in the segment). Example 20 measures why, retraining
+#    this model with each of five position schemes, on three seeds each, with a shorter recipe.
+#    The learned position embedding is not the cause: with sinusoidal positions, and with rotary
+#    positions, which see only distances, the model also falls beyond the trained distances on
+#    every seed (with ALiBi's two heads, or with no positions, it learns the task on no seed).
+#    What the three share is that layer 2 uses position in its search: with its queries and
+#    keys computed without positions, the fall is smaller on every seed, at some cost at the
+#    shortest distances. Training never shows the copies further apart, so
 #    nothing forces the search to ignore distance, and it does not. What the rows do show is
 #    that it generalises only a little beyond the distances it was trained on. The last column
 #    is another matter: the search still goes through the keys that the previous-token head

@@ -228,8 +228,8 @@ for position in SCHEMES:
     formed = sum(run.phase_change is not None for run in runs)
     accurate = sum(run.accuracy > 0.9 for run in runs)
     scores = [run.previous_token for run in runs]
-    print(f"{NAMES[position]}：出现相变的种子 {formed} / {len(runs)}，准确率高于 0.9 的 "
-          f"{accurate}，前一词元得分 {min(scores):.3f} 到 {max(scores):.3f}")
+    print(f"{NAMES[position]}：出现相变的种子 {formed} / {len(runs)}，"
+          f"准确率高于 0.9 的 {accurate}，前一词元得分 {min(scores):.3f} 到 {max(scores):.3f}")
 LEARNERS = [p for p in SCHEMES if all(run.phase_change is not None for run in study.of(p))]
 print("每个种子都出现相变的方案：", "、".join(NAMES[p] for p in LEARNERS))
 
@@ -268,8 +268,8 @@ print(text_table(["位置", "种子", "头"] + [f"偏移 {o}" for o in range(6)]
 for position in [p for p in LEARNERS if p != "none"]:
     tops = [top for run, top in zip(runs_shown, top_offsets, strict=True)
             if run.position == position]
-    print(f"{NAMES[position]}：加上的平均分数在偏移 1 处最大的种子 {tops.count(1)} / "
-          f"{len(tops)}")
+    print(f"{NAMES[position]}：加上的平均分数在偏移 1 处最大的，{tops.count(1)} / "
+          f"{len(tops)} 个种子")
 
 # %%
 # 最后几行数出：在多少次运行中，位置让前一个词元（偏移 1）的分数比其他任何偏移提高得都多。学到的
