@@ -113,8 +113,10 @@ def tiled_attention(
 
     Source:
         Milakov & Gimelshein 2018, "Online normalizer calculation for softmax",
-        arXiv:1805.02867, Algorithm 3; Dao et al. 2022, "FlashAttention", arXiv:2205.14135,
-        Sec. 3.1 (tiling).
+        arXiv:1805.02867, Algorithm 3 (the running maximum and normaliser); Rabe & Staats
+        2021, "Self-attention Does Not Need O(n^2) Memory", arXiv:2112.05682 (the
+        running output accumulator over key chunks); Dao et al. 2022, "FlashAttention",
+        arXiv:2205.14135, Sec. 3.1 (tiling).
     """
     query, key, value, attn_mask = _autocast_inputs(query, key, value, attn_mask)
     _check_sdpa_inputs(query, key, value, attn_mask, 0.0, is_causal, scale, False)
