@@ -10,6 +10,8 @@ exercise answers, and the architecture figure.
   an example takes the code cell after it, with that cell's output, inside the fold.
 - ``mha-architecture``: a figure of multi-head attention with the tensor shapes on its arrows,
   drawn by matplotlib at build time, labelled in the page's language.
+- The search scorer (``search_scorer.js``): titles that hold the whole query, then object names,
+  before full-text matches.
 
 Unlike ``mha_ref_site``, nothing here changes what an example prints, so this file is not among
 the files whose change re-runs every example.
@@ -1049,6 +1051,18 @@ class ArchitectureFigure(SphinxDirective):
         return [nodes.figure("", image, classes=["mha-architecture-figure"])]
 
 
+# -- search: titles and object names before full-text matches ----------------------------------
+#: the scorer that replaces Sphinx's default ``Scorer`` (what it changes, and why, is in the file)
+SEARCH_SCORER = Path(__file__).with_name("search_scorer.js")
+
+
+def _set_search_scorer(app: Sphinx, config: Config) -> None:
+    """``html_search_scorer`` is set here, not in ``conf.py``: a change of ``conf.py`` runs every
+    example again (``mha_ref_site.dependency_files``), and the scorer changes no printed line.
+    Sphinx opens the path as given, so it is absolute."""
+    config.html_search_scorer = str(SEARCH_SCORER)
+
+
 # -- discovery: description, OpenGraph, 404 page ------------------------------------------------
 #: where the site is published, when the build is told (``MHA_REF_SITE_URL``): absolute OpenGraph
 #: addresses and a sitemap then; without it, relative addresses and no sitemap (a sitemap needs
@@ -1160,6 +1174,7 @@ def setup(app: Sphinx) -> dict:
     app.setup_extension("sphinxext.opengraph")
     app.setup_extension("notfound.extension")
     app.connect("config-inited", _configure_discovery, priority=860)
+    app.connect("config-inited", _set_search_scorer, priority=870)
     app.connect("html-page-context", _tidy_head, priority=900)  # after sphinxext-opengraph's
     # the introduction as sphinx-gallery wrote it, before the notes under the title
     app.connect("source-read", _describe_example, priority=300)

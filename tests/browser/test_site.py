@@ -419,6 +419,57 @@ def test_search_finds_the_page(watched, site_url, lang, query, expected):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+def search_results(page, site_url: str, lang: str, query: str) -> list[str]:
+    """The result links of the site's search page for ``query``, best first, once it is done."""
+    page.goto(f"{site_url}/{lang}/search.html?q={query}")
+    page.wait_for_function(
+        "() => { const s = document.querySelector('#search-results .search-summary');"
+        " return s && s.textContent.trim().length > 0; }",
+        timeout=20000,
+    )
+    return page.eval_on_selector_all(
+        "#search-results ul.search li > a", "els => els.map(e => e.getAttribute('href'))"
+    )
+
+
+# the words of the mask page's own section titles ("Building a causal mask", "Padding masks";
+# 构造因果掩码, 填充掩码): with Sphinx's default scorer, English put the page 12th and 7th, behind
+# every page with "mask" in some heading, the API page first (docs/_ext/search_scorer.js)
+MASK_QUERIES = [
+    ("en", "causal mask"),
+    ("en", "padding mask"),
+    ("zh_CN", "因果掩码"),
+    ("zh_CN", "填充掩码"),
+]
+
+
+@pytest.mark.parametrize(("lang", "query"), MASK_QUERIES)
+def test_search_ranks_the_mask_page_in_the_top_three(watched, site_url, lang, query):
+    watch = watched()
+    links = search_results(watch.page, site_url, lang, query)
+    pages = [link.split("?")[0].split("#")[0] for link in links]
+    assert "masks.html" in pages[:3], f"{lang} search {query!r}: the top three are {links[:3]}"
+    # the page comes in by the section title that holds the query, not by its text alone
+    assert links[0].split("?")[0].startswith("masks.html#"), links[:3]
+    assert not watch.errors, "\n".join(watch.errors)
+
+
+@pytest.mark.parametrize(("lang", "query"), [("en", "causal mask"), ("zh_CN", "因果 掩码")])
+def test_search_gives_the_api_page_no_edge_in_full_text_ties(watched, site_url, lang, query):
+    """Among full-text matches, most pages have a query word in some section title and score
+    alike; the API page, first by its title in every such tie by default, is not first: its
+    objects are results of their own."""
+    watch = watched()
+    search_results(watch.page, site_url, lang, query)
+    text_links = watch.page.eval_on_selector_all(
+        "#search-results ul.search li.kind-text > a", "els => els.map(e => e.getAttribute('href'))"
+    )
+    assert len(text_links) >= 5, text_links
+    assert "api.html" in text_links, text_links  # the page is still found
+    assert text_links[0] != "api.html", text_links[:3]
+    assert not watch.errors, "\n".join(watch.errors)
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_root_index_picks_the_browser_language(browser, site_url, lang):
     locale = "zh-CN" if lang == "zh_CN" else "en-US"
