@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mha_ref.tutorial.smollm2 import heads as lab
-from tests.test_real_model import _model_or_skip
+from test_real_model import _model_or_skip
 
 
 @pytest.fixture(scope="module")
