@@ -596,6 +596,13 @@ def plot_lines(
         ax.minorticks_off()
     if logy:
         ax.set_yscale("log")
+        # plain numbers (2, 5, 10) on the ticks, not 2 x 10^0: a reader reads ratios off them
+        ax.yaxis.set_major_formatter(mpl.ticker.FuncFormatter(_plain_log_tick))
+        low, high = ax.get_ylim()
+        if high / low <= 100:  # within two decades the 2s, 3s and 5s are labelled too
+            ax.yaxis.set_minor_formatter(mpl.ticker.FuncFormatter(_plain_log_tick))
+        else:
+            ax.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
@@ -605,6 +612,14 @@ def plot_lines(
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     return fig
+
+
+def _plain_log_tick(value: float, _position: int) -> str:
+    """A log axis's tick as a plain number, only at 1, 2, 3 and 5 times a power of ten."""
+    if value <= 0:
+        return ""
+    leading = value / 10 ** math.floor(math.log10(value))  # in [1, 10)
+    return f"{value:g}" if any(abs(leading - d) < 1e-6 for d in (1, 2, 3, 5)) else ""
 
 
 def _display_width(text: str) -> int:
