@@ -320,8 +320,18 @@ def load_course(path: Path = COURSE_FILE) -> dict[str, dict]:
 
 
 def example_number(name: str) -> int:
-    """``plot_01_shapes`` -> 1."""
-    return int(_EXAMPLE_NAME.match(name).group(1))
+    """``plot_01_shapes`` -> 1.
+
+    Raises:
+        ValueError: if ``name`` is not ``plot_NN_<words>`` (rename the example so).
+    """
+    match = _EXAMPLE_NAME.match(name)
+    if match is None:
+        raise ValueError(
+            f"example {name!r}: expected a name plot_NN_<words> (its number first), got {name!r}; "
+            f"rename the script"
+        )
+    return int(match.group(1))
 
 
 def check_course(course: dict[str, dict], examples: list[str]) -> None:

@@ -87,13 +87,23 @@ auto_examples/index
 """
 
 
+def _write_course(site: Path) -> None:
+    """The course path must name every example of the site (docs/_ext/mha_ref_course.py checks
+    it): one core entry per example the gallery holds now, the tests add and rename some."""
+    entries = [
+        f'[{path.stem}]\ntier = "core"\nneeds = []\nread_min = 5\nrun_s = 1\n'
+        for path in sorted((site / "gallery" / "en").glob("plot_*.py"))
+    ]
+    (site / "docs" / "_ext" / "course.toml").write_text("\n".join(entries))
+
+
 def _make_site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     no_cache = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "mha_ref", site / "mha_ref", ignore=no_cache)
     shutil.copy(ROOT / "conf.py", site / "conf.py")
     # the build ships the package's wheel (docs/_ext/mha_ref_course.py): its metadata too
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, site / name)
     shutil.copytree(ROOT / "requirements", site / "requirements")
     for part in ("_ext", "_static", "_templates", "_locale"):
@@ -103,12 +113,13 @@ def _make_site(tmp_path: Path) -> Path:
     gallery = site / "gallery" / "en"
     gallery.mkdir(parents=True)
     shutil.copy(ROOT / "gallery" / "en" / "GALLERY_HEADER.rst", gallery / "GALLERY_HEADER.rst")
-    (gallery / "plot_a_shapes.py").write_text(EXAMPLE_SHAPES)
-    (gallery / "plot_b_other.py").write_text(EXAMPLE_OTHER)
+    (gallery / "plot_01_shapes.py").write_text(EXAMPLE_SHAPES)
+    (gallery / "plot_02_other.py").write_text(EXAMPLE_OTHER)
     return site
 
 
 def _build(site: Path, *extra: str) -> subprocess.CompletedProcess:
+    _write_course(site)
     (site / "build" / "timings" / "examples.json").unlink(missing_ok=True)  # see _executed
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
     env["MHA_REF_CACHE_DIR"] = str(site / "build" / ".cache")
@@ -119,6 +130,7 @@ def _build(site: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def _build_languages(site: Path, *extra: str) -> subprocess.CompletedProcess:
     """What ``nox -s docs`` runs (the staging folder, the publication), English only."""
+    _write_course(site)
     (site / "build" / "timings" / "examples.json").unlink(missing_ok=True)  # see _executed
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
     env["MHA_REF_CACHE_DIR"] = str(site / "build" / ".cache")
@@ -155,7 +167,7 @@ def site(tmp_path):
 def test_staleness_follows_the_package_and_the_examples(site):
     first = _build(site)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "split: (2, 2, 5, 4)" in _page(site, "plot_a_shapes")
+    assert "split: (2, 2, 5, 4)" in _page(site, "plot_01_shapes")
 
     unchanged = _build(site)
     assert unchanged.returncode == 0, unchanged.stderr[-3000:]
@@ -173,15 +185,15 @@ def test_staleness_follows_the_package_and_the_examples(site):
     after_edit = _build(site)
     assert after_edit.returncode == 0, after_edit.stderr[-3000:]
     assert _count_executed(after_edit) == 2
-    assert "split: (2, 2, 1, 4)" in _page(site, "plot_a_shapes")
+    assert "split: (2, 2, 1, 4)" in _page(site, "plot_01_shapes")
 
     # an edit to one example re-runs that example only
-    example = site / "gallery" / "en" / "plot_b_other.py"
+    example = site / "gallery" / "en" / "plot_02_other.py"
     example.write_text(EXAMPLE_OTHER.replace("other example ran", "other example ran again"))
     one_changed = _build(site)
     assert one_changed.returncode == 0, one_changed.stderr[-3000:]
     assert _count_executed(one_changed) == 1
-    assert "other example ran again" in _page(site, "plot_b_other")
+    assert "other example ran again" in _page(site, "plot_02_other")
 
 
 EXAMPLE_FIGURE = '''"""
@@ -219,10 +231,10 @@ def test_a_figure_that_changes_reaches_the_built_site(site):
     """Package edits that change only a picture (the printed text stays the same) replace the
     picture in the built site, not only in the generated gallery folder. Two edits in a row:
     the second build after a package change is the one Sphinx would not rewrite on its own."""
-    (site / "gallery" / "en" / "plot_c_figure.py").write_text(EXAMPLE_FIGURE)
+    (site / "gallery" / "en" / "plot_03_figure.py").write_text(EXAMPLE_FIGURE)
     first = _build(site)
     assert first.returncode == 0, first.stderr[-3000:]
-    built = site / "build" / "html" / "en" / "_images" / "sphx_glr_plot_c_figure_001_2_00x.png"
+    built = site / "build" / "html" / "en" / "_images" / "sphx_glr_plot_03_figure_001_2_00x.png"
     generated = site / "docs" / "en" / "auto_examples" / "images" / built.name
     drawn = [built.read_bytes()]
     for colour in ("#ffdddd", "#ddffdd"):
@@ -230,20 +242,20 @@ def test_a_figure_that_changes_reaches_the_built_site(site):
         after_edit = _build(site)
         assert after_edit.returncode == 0, after_edit.stderr[-3000:]
         # only the example whose imports reach plotting.py runs again
-        assert _executed(site) == {"plot_c_figure"}
+        assert _executed(site) == {"plot_03_figure"}
         assert generated.read_bytes() not in drawn, f"{colour}: the figure did not change"
         assert built.read_bytes() == generated.read_bytes(), f"{colour}: the site kept the old one"
         drawn.append(generated.read_bytes())
 
 
 def test_a_failing_example_fails_the_build_loudly(site):
-    (site / "gallery" / "en" / "plot_b_other.py").write_text(
+    (site / "gallery" / "en" / "plot_02_other.py").write_text(
         EXAMPLE_OTHER + '\nraise RuntimeError("this example is broken")\n'
     )
     result = _build(site)
     log = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "plot_b_other.py" in log
+    assert "plot_02_other.py" in log
     assert "Traceback" in log and "this example is broken" in log
 
 
@@ -302,8 +314,8 @@ def _lab_site(tmp_path: Path) -> Path:
     for name, text in LAB_MODULES.items():
         (site / "mha_ref" / "tutorial" / name).write_text(text)
     gallery = site / "gallery" / "en"
-    for stem, module, function in (("plot_c_uses_c", "_lab_c", "c_value"),
-                                   ("plot_d_uses_d", "_lab_d", "d_value")):
+    for stem, module, function in (("plot_03_uses_c", "_lab_c", "c_value"),
+                                   ("plot_04_uses_d", "_lab_d", "d_value")):
         (gallery / f"{stem}.py").write_text(EXAMPLE_USES.format(module=module, function=function))
     return site
 
@@ -317,7 +329,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 def test_an_edit_reruns_exactly_the_examples_it_can_change(tmp_path):
     site = _lab_site(tmp_path)
     lab = site / "mha_ref" / "tutorial"
-    everything = {"plot_a_shapes", "plot_b_other", "plot_c_uses_c", "plot_d_uses_d"}
+    everything = {"plot_01_shapes", "plot_02_other", "plot_03_uses_c", "plot_04_uses_d"}
 
     def build() -> set[str]:
         result = _build(site)
@@ -326,18 +338,18 @@ def test_an_edit_reruns_exactly_the_examples_it_can_change(tmp_path):
 
     assert build() == everything
     assert build() == set()  # nothing changed
-    assert "c_value: hello from c, version 1" in _page(site, "plot_c_uses_c")
+    assert "c_value: hello from c, version 1" in _page(site, "plot_03_uses_c")
 
     # a function one example uses: that example, and no other
     _edit(lab / "_lab_c.py", "version 1", "version 2")
-    assert build() == {"plot_c_uses_c"}
-    assert "c_value: hello from c, version 2" in _page(site, "plot_c_uses_c")
+    assert build() == {"plot_03_uses_c"}
+    assert "c_value: hello from c, version 2" in _page(site, "plot_03_uses_c")
 
     # a function both use, imported by each through another module: both, no other
     _edit(lab / "_lab_shared.py", '"hello"', '"good morning"')
-    assert build() == {"plot_c_uses_c", "plot_d_uses_d"}
-    assert "c_value: good morning from c, version 2" in _page(site, "plot_c_uses_c")
-    assert "d_value: good morning from d" in _page(site, "plot_d_uses_d")
+    assert build() == {"plot_03_uses_c", "plot_04_uses_d"}
+    assert "c_value: good morning from c, version 2" in _page(site, "plot_03_uses_c")
+    assert "d_value: good morning from d" in _page(site, "plot_04_uses_d")
 
     # a new module that nothing imports yet: none
     (lab / "_lab_new.py").write_text("X = 1\n")
@@ -379,10 +391,10 @@ def test_a_damaged_cache_entry_that_still_loads_is_noticed(site):
     """One float of the cached result changed, so that the entry still unpickles (to 0.0): the
     next build that runs the example reports the entry, recomputes it and prints 28.500."""
     (site / "mha_ref" / "tutorial" / "_lab_cached.py").write_text(CACHED_MODULE)
-    (site / "gallery" / "en" / "plot_c_cached.py").write_text(EXAMPLE_CACHED)
+    (site / "gallery" / "en" / "plot_03_cached.py").write_text(EXAMPLE_CACHED)
     first = _build(site)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "mean square: 28.500" in _page(site, "plot_c_cached")
+    assert "mean square: 28.500" in _page(site, "plot_03_cached")
     (entry,) = (site / "build" / ".cache").glob("mean_square-*.pkl")
     right, wrong = (b"G" + struct.pack(">d", value) for value in (28.5, 0.0))
     assert entry.read_bytes().count(right) == 1
@@ -392,8 +404,8 @@ def test_a_damaged_cache_entry_that_still_loads_is_noticed(site):
     second = _build(site)
     assert second.returncode == 0, second.stderr[-3000:]  # recomputed: a report, not an error
     assert "its content does not match its checksum" in second.stderr
-    assert "mean square: 28.500" in _page(site, "plot_c_cached")
-    assert "mean square: 0.000" not in _page(site, "plot_c_cached")
+    assert "mean square: 28.500" in _page(site, "plot_03_cached")
+    assert "mean square: 0.000" not in _page(site, "plot_03_cached")
     assert right in entry.read_bytes()  # the entry was replaced
 
 
@@ -445,18 +457,18 @@ def test_hostile_labels_stay_data_on_the_page(site, tmp_path):
     ]
     drawn = ["</script><b>bold</b>", f"\n\n{include}\n\n", "<!--"]
     example = EXAMPLE_HOSTILE.format(labels_json=json.dumps(labels), drawn_json=json.dumps(drawn))
-    (site / "gallery" / "en" / "plot_c_hostile.py").write_text(example)
+    (site / "gallery" / "en" / "plot_03_hostile.py").write_text(example)
     result = _build(site)
     assert result.returncode == 0, result.stderr[-3000:]
     built = site / "build" / "html" / "en"
     for page in built.rglob("*.html"):
         assert "THE-CONTENT-OF-A-FILE" not in page.read_text(), f"{page} included the file"
-    html = _page(site, "plot_c_hostile")
+    html = _page(site, "plot_03_hostile")
     views = re.findall(r'<script type="application/json">(.*?)</script>', html)
     assert [json.loads(v)["queries"] for v in views] == [drawn, labels]
     assert "<b>bold</b>" not in html and "<script>alert(1)" not in html
     assert "printed: a\\u2028" in html  # the printed label, its separator shown escaped
-    notebook = next((built / "_downloads").glob("*/plot_c_hostile.ipynb"))
+    notebook = next((built / "_downloads").glob("*/plot_03_hostile.ipynb"))
     cells = json.loads(notebook.read_text())["cells"]  # valid JSON, the code as it is
     assert any("attach_view_data(" in "".join(cell["source"]) for cell in cells)
 
@@ -477,20 +489,20 @@ print("mean of nothing:", torch.tensor([]).mean().item())
 
 
 def test_an_undeclared_nan_fails_every_build_until_declared(site):
-    example = site / "gallery" / "en" / "plot_c_nan.py"
+    example = site / "gallery" / "en" / "plot_03_nan.py"
     example.write_text(EXAMPLE_NAN)
     for attempt in ("first", "again, nothing rerun"):
         result = _build(site)
         log = result.stdout + result.stderr
         assert result.returncode != 0, f"{attempt}: a NaN was published"
-        assert re.search(r"gallery/en/plot_c_nan.py, lines \d+-\d+, printed NaN", log), log
+        assert re.search(r"gallery/en/plot_03_nan.py, lines \d+-\d+, printed NaN", log), log
         assert "# sphinx_gallery_mha_ref_expected_nan" in log
     assert _executed(site) == set()  # the second build failed on the page, not by running it
     example.write_text(EXAMPLE_NAN.replace("import torch\n", "import torch\n\n"
                                            "# sphinx_gallery_mha_ref_expected_nan\n"))
     result = _build(site)
     assert result.returncode == 0, result.stderr[-3000:]
-    html = _page(site, "plot_c_nan")
+    html = _page(site, "plot_03_nan")
     assert "mean of nothing: nan" in html and "sphinx_gallery_mha_ref" not in html
 
 
@@ -513,8 +525,8 @@ plt.show()
 
 def test_an_empty_figure_fails_the_build(site):
     """Two examples, one build: a figure with nothing drawn, and one whose line is all NaN."""
-    for stem, what, code in (("plot_c_empty", "nothing", "pass"),
-                             ("plot_d_nan_line", "a line of NaN",
+    for stem, what, code in (("plot_03_empty", "nothing", "pass"),
+                             ("plot_04_nan_line", "a line of NaN",
                               "ax.plot([0, 1], [float('nan')] * 2)")):
         (site / "gallery" / "en" / f"{stem}.py").write_text(
             EXAMPLE_EMPTY.format(what=what, code=code)
@@ -522,7 +534,7 @@ def test_an_empty_figure_fails_the_build(site):
     result = _build(site)
     log = result.stdout + result.stderr
     assert result.returncode != 0
-    for stem in ("plot_c_empty", "plot_d_nan_line"):
+    for stem in ("plot_03_empty", "plot_04_nan_line"):
         assert f"gallery/en/{stem}.py, figure 1: the figure is empty" in log, log[-3000:]
 
 
@@ -536,27 +548,27 @@ def test_a_failed_build_publishes_nothing_and_its_pages_hold_no_machine_path(sit
     assert (published / "en" / "index.html").is_file()
     assert not (staging / "BUILD-FAILED.txt").exists()
 
-    (site / "gallery" / "en" / "plot_b_other.py").write_text(
+    (site / "gallery" / "en" / "plot_02_other.py").write_text(
         EXAMPLE_OTHER + '\nraise RuntimeError("this example is broken")\n'
     )
     failed = _build_languages(site)
     log = failed.stdout + failed.stderr
-    assert failed.returncode != 0 and "plot_b_other.py" in log
+    assert failed.returncode != 0 and "plot_02_other.py" in log
     assert "nothing was published" in log
     assert not published.exists(), "a failed build left a complete-looking build/html"
     assert "never publish them" in (staging / "BUILD-FAILED.txt").read_text()
-    page = (staging / "en" / "auto_examples" / "plot_b_other.html").read_text()
+    page = (staging / "en" / "auto_examples" / "plot_02_other.html").read_text()
     assert "this example is broken" in page and "Traceback" in page  # the traceback, shown
-    assert "gallery/en/plot_b_other.py" in page  # its file named, relative to the checkout
+    assert "gallery/en/plot_02_other.py" in page  # its file named, relative to the checkout
     paths = machine_paths(extra=[site, tmp_dir := site.parent])
     assert str(tmp_dir) in paths
     found = leaks(staging, paths)
     assert not found, "\n".join(found[:20])
 
-    (site / "gallery" / "en" / "plot_b_other.py").write_text(EXAMPLE_OTHER)
+    (site / "gallery" / "en" / "plot_02_other.py").write_text(EXAMPLE_OTHER)
     fixed = _build_languages(site)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
-    assert (published / "en" / "auto_examples" / "plot_b_other.html").is_file()
+    assert (published / "en" / "auto_examples" / "plot_02_other.html").is_file()
     assert not (staging / "BUILD-FAILED.txt").exists()
     found = leaks(published, paths)
     assert not found, "\n".join(found[:20])
@@ -568,14 +580,14 @@ def test_a_deleted_or_renamed_example_leaves_nothing_behind(site):
     assert first.returncode == 0, first.stderr[-3000:]
     gallery, generated = site / "gallery" / "en", site / "docs" / "en" / "auto_examples"
     built = site / "build" / "html" / "en"
-    (gallery / "plot_b_other.py").rename(gallery / "plot_c_renamed.py")
+    (gallery / "plot_02_other.py").rename(gallery / "plot_03_renamed.py")
     renamed = _build(site)
     assert renamed.returncode == 0, renamed.stderr[-3000:]
-    assert not list(generated.glob("plot_b_other*")), "the old example's files are left"
-    assert not (built / "auto_examples" / "plot_b_other.html").exists()
-    assert not list(built.glob("_downloads/*/plot_b_other.*"))
-    assert "other example ran" in _page(site, "plot_c_renamed")
-    assert (generated / "plot_c_renamed.rst").is_file()  # a deletion is the first half of this
+    assert not list(generated.glob("plot_02_other*")), "the old example's files are left"
+    assert not (built / "auto_examples" / "plot_02_other.html").exists()
+    assert not list(built.glob("_downloads/*/plot_02_other.*"))
+    assert "other example ran" in _page(site, "plot_03_renamed")
+    assert (generated / "plot_03_renamed.rst").is_file()  # a deletion is the first half of this
 
 
 # -- the extension's rules, without a build ---------------------------------------------------
