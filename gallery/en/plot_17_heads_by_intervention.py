@@ -116,8 +116,8 @@ print(f"seeds: 0 (above) and {list(OTHER_SEEDS)}")
 
 # %%
 # On every seed the three together cost more than the sum of their single effects (a ratio
-# above 1), and removing the previous-token head raises the second-copy loss to several
-# times its clean value: neither finding rests on one draw of tokens.
+# above 1), and removing the previous-token head raises the second-copy loss to about three
+# times its clean value or more: neither finding rests on one draw of tokens.
 #
 # Every head: the exact sweep and attribution patching
 # ----------------------------------------------------

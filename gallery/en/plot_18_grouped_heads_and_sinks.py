@@ -76,7 +76,7 @@ print(text_table(["head", "induction", "first token", "previous token"], rows))
 # Three heads reading the same keys and values, and all three, on the real text, put most of
 # their weight on the first token (a first-token score above 0.5, this page's rule for a sink
 # below): (18, 6), the strongest induction head on the repeated sequence, puts 0.755 of it
-# there; (18, 8) is a pure sink, with no induction score; (18, 7) puts nearly all of its
+# there; (18, 8) is a pure sink (first-token score 1.000, induction score 0.000); (18, 7) puts nearly all of its
 # weight on the first token of the real text and is an induction head too on the repeated
 # sequence. Whether a head copies or rests on the first token depends on the input as well as
 # on the head; the shared keys carry enough for both, and which one a head makes is decided by
@@ -146,12 +146,14 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
 # a first-token head does not simply add nothing: the first token's value is not near zero,
 # and a head whose weight sits almost all on it adds almost the same vector at every position
 # (the first token's value through the head's rows of ``W^O``: that follows from the formula, it
-# is not measured here). Removing the nine sink heads together costs almost nothing: the
-# real-text loss moves by about a thousandth of a nat or less, less than under every control
-# set. The nine heads with the highest first-token score cost a few hundredths of a nat, and
-# nearly all of that comes from the induction heads among them: those alone cost nearly as
-# much. What the sinks' constant output is for, and what the first token itself is worth
-# (removing it, or the sink pattern, as StreamingLLM's sliding window would), are different
+# is not measured here). Removing the nine sink heads together costs little: under zero
+# ablation about two hundredths of a nat, less than every control set; under mean ablation
+# (which keeps each head's average output in place) about half a hundredth, within the range
+# of the control sets. The nine heads with the highest first-token score cost more, under
+# mean ablation more than every control set, and the three induction heads among them, alone,
+# cost more than half of it: the cost of that set comes mostly from its induction heads, not
+# from its sinks. What the sinks' constant output is for, and what the first token itself is
+# worth (removing it, or the sink pattern, as StreamingLLM's sliding window would), are different
 # interventions, not run here.
 #
 # Exercises
@@ -194,8 +196,9 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 #   all put most of their weight on the first token of the real text.
 # - Many heads, none in the first four blocks, put most of their weight on the first token;
 #   their output is not smaller than other heads'.
-# - Ablating the nine strongest sink heads that are not induction heads barely moves the
-#   real-text loss, less than ablating as many other heads of their blocks; the top nine
-#   first-token heads cost more only through the induction heads among them (printed above).
+# - Ablating the nine strongest sink heads that are not induction heads costs two hundredths
+#   of a nat or less: under zero ablation less than as many other heads of their blocks, under
+#   mean ablation within the range of those controls; the nine heads with the highest
+#   first-token score cost more, mostly through the induction heads among them (printed above).
 # - The softmax must put weight somewhere; ``add_zero_attn`` (example 7) gives it a place, a
 #   trained model uses the first token.

@@ -120,9 +120,9 @@ print(text_table(
 ))
 
 # %%
-# What this build measures: the score of one text differs from another's by more than a nat,
-# in both directions, so the mean over two texts (and whether the ablation shrinks it) cannot
-# be read: with this few texts it measures what each stretch of text is about, not how much
+# What this build measures: the texts' own scores lie on both sides of zero, and over the four
+# texts more than three nats apart, so the mean over two texts (and whether the ablation
+# shrinks it) cannot be read: with this few texts it measures what each stretch of text is about, not how much
 # the model learns in context. What the texts share is the steep fall of the loss before
 # position 40, which any early window after it misses. Ablating the induction heads raises the
 # loss in most bins by more than every control (the count above), but over the whole text by
@@ -172,8 +172,9 @@ print(", ".join(f"{float(losses.mean()):.3f}" for losses in result["control_loss
 # -------
 # - In SmolLM2-135M-Instruct (4-bit file), on two real texts, the loss falls steeply over the
 #   first few dozen tokens and then no further on average; the in-context-learning score
-#   between positions around 50 and around 500 differs from text to text by more than a nat,
-#   in both directions (four texts printed), so with this few texts it cannot be read.
+#   between positions around 50 and around 500 lies on both sides of zero from text to text,
+#   more than three nats apart over the four texts printed, so with this few texts it cannot be
+#   read.
 # - Mean-ablating the heads with an induction score above 0.3 raises the loss; in most bins of
 #   positions by more than three control sets of as many other heads of the same blocks, over
 #   the whole text by about as much as two of them. Whether it shrinks the score cannot be
