@@ -99,7 +99,7 @@ for seed, run in [(0, None), *result["seeds"].items()]:
     joint = run["together"] - run["clean"]
     rows.append([str(seed), f"{run['clean']:.2f}", f"{singles:.2f}", f"{joint:.2f}",
                  f"{joint / singles:.2f}", f"{run['previous']:.2f}"])
-print(text_table(["种子", "不消融", "单独效果之和", "三个一起", "比值", f"消融 {previous}"], rows))
+print(text_table(["种子", "不消融", "单独效果之和", "三个一起", "比值", f"{previous} 消融后"], rows))
 print(f"种子：0（上面）和 {list(OTHER_SEEDS)}")
 
 # %%
