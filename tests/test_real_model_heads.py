@@ -209,6 +209,106 @@ def test_attribution_patching_is_the_first_order_term(model):
     assert finite == pytest.approx(float(estimate[layer, head]), rel=0.1, abs=1e-3)
 
 
+def test_scale_heads_at_zero_and_one(model):
+    """alpha = 0 is zero ablation, alpha = 1 changes nothing, and the hook is removed."""
+    tokens = torch.tensor([[1000, 2000, 3000, 4000, 5000]])  # (1, 5)
+    with torch.no_grad():
+        clean, _ = model(tokens)
+        with lab.ablate_heads(model, [(4, 2), (9, 7)]):
+            zeroed, _ = model(tokens)
+        with lab.scale_heads(model, [(4, 2), (9, 7)], 0.0):
+            scaled_zero, _ = model(tokens)
+        with lab.scale_heads(model, [(4, 2)], 1.0):
+            scaled_one, _ = model(tokens)
+    torch.testing.assert_close(scaled_zero, zeroed, rtol=0, atol=0)
+    torch.testing.assert_close(scaled_one, clean, rtol=0, atol=0)
+    assert all(not block.attention.out_proj._forward_pre_hooks for block in model.layers)
+    with pytest.raises(TypeError, match="alpha must be a float"), lab.scale_heads(
+        model, [(0, 0)], "half"
+    ):
+        pass
+
+
+def test_the_previous_token_head_is_far_from_linear(model, repeated, scores):
+    """Example 17: the attribution estimate of the previous-token head has the wrong sign,
+    though it is the right slope: scaling the head's output down a little lowers the loss,
+    removing it raises the loss by several nats."""
+    top = lab.top_heads(scores["induction"], 3)
+    first_block = min(block for block, _ in top)
+    source = lab.top_heads(scores["previous"][:first_block], 1)[0]  # measured (16, 0)
+    short = lab.random_repeated_tokens(**lab.SHORT_REPEATED, vocab_size=model.config.vocab_size)
+    clean = lab.copy_losses(model, short)[1]
+    change = {}
+    for alpha in (0.99, 0.9, 0.0):
+        with lab.scale_heads(model, [source], alpha):
+            change[alpha] = lab.copy_losses(model, short)[1] - clean
+    estimate = float(lab.attribution_effects(model, short)[source])  # measured -0.86
+    assert estimate < -0.3
+    assert change[0.9] < 0.0  # measured -0.059
+    assert change[0.0] > 3.0  # measured +5.16
+    # the slope at alpha = 1 is the estimate (measured -0.83 against -0.86)
+    assert change[0.99] / 0.01 == pytest.approx(estimate, rel=0.25)
+
+
+def test_super_additivity_holds_on_another_seed(model, scores):
+    """Example 17's other seeds: the three induction heads together cost more than the sum of
+    their single effects (measured ratios 1.34, 1.29, 1.46 on seeds 1, 2, 3)."""
+    top = lab.top_heads(scores["induction"], 3)
+    other = lab.random_repeated_tokens(50, 2, seed=2, vocab_size=model.config.vocab_size)
+
+    def second(heads):
+        with lab.ablate_heads(model, heads):
+            return lab.copy_losses(model, other)[1]
+
+    clean = second([])
+    singles = sum(second([head]) - clean for head in top)
+    assert second(top) - clean > 1.1 * singles
+
+
+def test_pure_sink_heads_cost_less_than_the_induction_heads_among_the_top_sinks(
+    model, repeated
+):
+    """Example 18: among the heads with the highest first-token score, the induction heads
+    carry most of the ablation's cost; sinks that are not induction heads cost little
+    (measured, zero ablation: +0.019 nats the nine sinks, +0.041 the three induction heads
+    among the top nine, clean 2.785; mean ablation of the sinks: +0.005)."""
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    text = model.tokenizer.encode(real_text("statements"))  # (L,), the page's text
+    full = lab.head_scores(model, repeated, text)
+    inductive = full["induction"] > 0.3  # (layers, heads)
+    top_first = lab.top_heads(full["first"], 9)
+    sinks = lab.top_heads(full["first"].masked_fill(inductive, -1.0), 9)
+    among = [head for head in top_first if inductive[head]]
+    assert len(among) >= 2  # measured 3: (18, 7), (20, 6), (18, 6)
+    assert not any(inductive[head] for head in sinks)
+    means = lab.head_means(model, text)  # (layers, heads, head_dim)
+
+    def loss(heads, mode="zero"):
+        with torch.no_grad(), lab.ablate_heads(model, heads, mode=mode, means=means):
+            return float(model.token_losses(text).mean())
+
+    clean = loss([])
+    sinks_cost, among_cost = loss(sinks) - clean, loss(among) - clean
+    assert sinks_cost < 0.035
+    assert among_cost > sinks_cost + 0.01
+    assert abs(loss(sinks, "mean") - clean) < 0.015
+
+
+def test_the_icl_score_depends_on_the_text(model):
+    """Example 19: two long texts' scores lie on both sides of zero, more than a nat apart
+    (measured -2.45 and +1.42), so a mean over few texts cannot be read."""
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    tokens = torch.stack([model.tokenizer.encode(real_text(name))[: lab.ICL_LEN]
+                          for name in lab.ICL_OTHER_TEXTS])  # (2, 512)
+    with torch.no_grad():
+        losses = model.token_losses(tokens)  # (2, 511)
+    low, high = sorted(lab.icl_score(losses[i : i + 1]) for i in range(2))
+    assert low < 0.0 < high
+    assert high - low > 1.0
+
+
 def test_late_text_loss_is_lower_than_the_first_tokens(model):
     from mha_ref.tutorial.smollm2.texts import real_text
 

@@ -19,8 +19,10 @@ Mathematical Framework for Transformer Circuits") and Olsson et al.'s (2022,
 # ---------------------------------------------------
 # The input is example 16's: two sequences of 50 random tokens, each repeated twice, and the
 # three paragraphs of real text. For each ablation, the loss on the second copy (what copying
-# lowers) and on the real text. (To run this page yourself you need the real model: the two
-# install steps are printed first.)
+# lowers) and on the real text. Mean ablation's means are taken over the real text and
+# applied here to random tokens too, inputs unlike the ones they were averaged over: on the
+# repeated sequences it puts in an output typical of prose, not of random tokens. (To run this
+# page yourself you need the real model: the two install steps are printed first.)
 
 import matplotlib.pyplot as plt
 import torch
@@ -30,6 +32,7 @@ from mha_ref.tutorial.plotting import text_table
 from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
 from mha_ref.tutorial.smollm2.files import extra_install_command
 from mha_ref.tutorial.smollm2.heads import (
+    OTHER_SEEDS,
     SWEEP_LAYERS,
     interventions_analysis,
     pearson,
@@ -91,6 +94,31 @@ print(text_table(["ablated head", "second-copy loss", *(f"induction {h}" for h i
 # heads of the same block change neither. The induction heads depend on that head: an
 # intervention shows it, not the heatmaps.
 #
+# The same on other random sequences
+# ----------------------------------
+# Everything above used one draw of random tokens (seed 0). The key zero ablations again, on
+# sequences of the same size drawn with three other seeds: the super-additivity ratio of the
+# three induction heads, and the second-copy loss with the previous-token head removed.
+
+rows = []
+for seed, run in [(0, None), *result["seeds"].items()]:
+    if run is None:  # seed 0: the measurements above
+        run = {"clean": clean_copy, "together": result["together"]["zero"][0],
+               "single": {h: c for h, (c, _) in result["single"]["zero"].items()},
+               "previous": result["feeding"][previous][0]}
+    singles = sum(c - run["clean"] for c in run["single"].values())
+    joint = run["together"] - run["clean"]
+    rows.append([str(seed), f"{run['clean']:.2f}", f"{singles:.2f}", f"{joint:.2f}",
+                 f"{joint / singles:.2f}", f"{run['previous']:.2f}"])
+print(text_table(["seed", "no ablation", "sum of single effects", "the three together",
+                  "ratio", f"{previous} ablated"], rows))
+print(f"seeds: 0 (above) and {list(OTHER_SEEDS)}")
+
+# %%
+# On every seed the three together cost more than the sum of their single effects (a ratio
+# above 1), and removing the previous-token head raises the second-copy loss to about three
+# times its clean value or more: neither finding rests on one draw of tokens.
+#
 # Every head: the exact sweep and attribution patching
 # ----------------------------------------------------
 # Ablating each of the 270 heads alone costs one forward pass per head. Attribution patching
@@ -111,8 +139,9 @@ for k in (3, 6):
 rows = []
 for row, head in top_heads(exact, 6):
     rows.append([f"({SWEEP_LAYERS[row]}, {head})", f"{exact[row, head]:.3f}",
-                 f"{estimate[row, head]:.3f}"])
-print(text_table(["head", "exact effect (nats)", "attribution estimate"], rows))
+                 f"{estimate[row, head]:.3f}", f"{estimate[row, head] / exact[row, head]:.2f}"])
+print(text_table(["head", "exact effect (nats)", "attribution estimate", "estimate / exact"],
+                 rows))
 
 labels = {
     "diagonal": "estimate = exact",
@@ -146,16 +175,35 @@ print(f"largest attribution estimates over all 270 heads: "
 
 # %%
 # The estimate fails on exactly the head the previous section found most important: it gives
-# the previous-token head a negative effect where its removal costs the most of all.
-# That head acts through the induction heads' attention patterns (removing it changed their
-# scores above), a change that the first-order estimate, which holds the later patterns
-# fixed to first order, cannot follow. Without that head the two agree closely.
+# the previous-token head a negative effect where its removal costs the most of all. Is the
+# gradient wrong? It is taken through every later block, softmax included, so it already holds
+# the first-order change of the later heads' patterns. The test: multiply that head's output by
+# a factor ``alpha`` (1: intact, 0: zero ablation; ``scale_heads``) on the same short input and
+# measure the second-copy loss change.
+
+scaling = result["scaling"]  # {alpha: second-copy loss change (nats)} on the short input
+print(f"{previous}'s output times alpha, change of the second-copy loss (short input):")
+print(text_table(["alpha", "loss change (nats)"],
+                 [[f"{alpha:g}", f"{change:+.3f}"] for alpha, change in scaling.items()]))
+print(f"loss change at alpha 0.99, divided by 0.01: {scaling[0.99] / 0.01:+.3f}; attribution "
+      f"estimate of {previous}: {float(result['attribution'][previous]):+.3f}")
+
+# %%
+# The slope at ``alpha = 1`` matches the estimate: the derivative is right. The straight line
+# is what fails. Scaling the head down a little *lowers* the loss (down to ``alpha = 0.75``);
+# only further down does it rise, and then steeply, to the exact effect at ``alpha = 0``. The loss is far from linear in
+# this head's output (it acts through the induction heads' patterns, which its removal changed
+# above), so no first-order estimate from ``alpha = 1`` can reach the value at 0. Without that
+# head the estimate and the exact effect rank the heads alike (the Pearson correlation printed
+# above), but for the strongest heads the estimate is only about half to two thirds of the
+# exact effect (the last column of the table).
 #
 # When to trust which: attribution patching costs one backward pass for every head and is
 # good for ranking heads whose output is read more or less directly (here the induction heads
-# themselves); a head that works by changing where later heads look can be missed, even get
-# the wrong sign. A claim about one head rests on the exact ablation. Outside the swept blocks
-# the estimates above were not checked against an exact ablation.
+# themselves), not for the size of their effect; a head that works by changing where later
+# heads look can be missed, even get the wrong sign. A claim about one head rests on the exact
+# ablation. Outside the swept blocks the estimates above were not checked against an exact
+# ablation.
 #
 # Exercises
 # ---------
@@ -196,8 +244,12 @@ for mode in ("zero", "mean"):
 # -------
 # - Ablating the top three induction heads of SmolLM2-135M-Instruct (4-bit file) together
 #   multiplies the loss on the repeated random tokens by the factor printed above, more than
-#   the sum of their single effects, and leaves the real-text loss nearly unchanged.
+#   the sum of their single effects (on four seeds of random tokens), and leaves the real-text
+#   loss nearly unchanged.
 # - Ablating the previous-token head before them removes their induction pattern and their
 #   copying; three control heads of its block do not.
 # - Attribution patching ranks heads from one backward pass; its agreement with the exact
-#   sweep is printed above, and a claim about one head rests on the exact ablation.
+#   sweep is printed above. Its derivative is right, but the loss is far from linear in the
+#   previous-token head's output, so it gets that head's sign wrong; and it gives the strongest
+#   heads about half to two thirds of their exact effect. A claim about one head rests on the
+#   exact ablation.

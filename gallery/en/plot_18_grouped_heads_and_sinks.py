@@ -49,9 +49,20 @@ print(f"blocks where heads of one group are more alike than heads of different g
 print(f"mean over the blocks: same group {within.mean():.3f}, different groups {across.mean():.3f}")
 
 # %%
+# Many heads put most of their weight on the first token (below), and two such heads are alike
+# whatever else they do. Is the gap only that? The same similarities with token 0 dropped from
+# the keys and the queries:
+
+within_rest, across_rest = result["within_no_first"], result["across_no_first"]  # (layers,)
+print(f"token 0 dropped: same group more alike in {int((within_rest > across_rest).sum())} of "
+      f"{config.num_layers} blocks; mean same group {within_rest.mean():.3f}, different groups "
+      f"{across_rest.mean():.3f}")
+
+# %%
 # In most blocks, heads that share their keys and values are more alike than heads that do
-# not, but the gap is small: a shared key lets the three queries still look in different
-# places. One group shows how far they can split: the group of the top induction head.
+# not, with or without the first token, but the gap is small: a shared key lets the three
+# queries still look in different places. One group shows how far they can split: the group
+# of the top induction head.
 
 layer, head = top_heads(scores["induction"], 1)[0]
 group = head // (config.num_heads // config.num_kv_heads)
@@ -62,9 +73,14 @@ print(f"block {layer}, key/value head {group}:")
 print(text_table(["head", "induction", "first token", "previous token"], rows))
 
 # %%
-# Three heads reading the same keys and values: one is the strongest induction head of the
-# model, another puts nearly all of its weight on the first token. The shared keys carry
-# enough for both patterns; which one a head makes is decided by its queries.
+# Three heads reading the same keys and values, and all three, on the real text, put most of
+# their weight on the first token (a first-token score above 0.5, this page's rule for a sink
+# below): (18, 6), the strongest induction head on the repeated sequence, puts 0.755 of it
+# there; (18, 8) is a pure sink (first-token score 1.000, induction score 0.000); (18, 7) puts nearly all of its
+# weight on the first token of the real text and is an induction head too on the repeated
+# sequence. Whether a head copies or rests on the first token depends on the input as well as
+# on the head; the shared keys carry enough for both, and which one a head makes is decided by
+# its queries.
 #
 # Attention sinks, by block
 # -------------------------
@@ -102,30 +118,43 @@ print(f"mean output norm: heads with first-token score > 0.5: {norms[is_sink].me
 # %%
 # What the sink heads are worth
 # -----------------------------
-# The nine heads with the highest first-token score are ablated together, by zero and by mean
-# (example 17's two modes), beside three control sets: nine heads each, drawn at random from the
-# same blocks among those with a first-token score of at most 0.5. The real-text loss:
+# The group above shows the trap: the heads with the highest first-token score include
+# induction heads, and removing them would measure their copying, not their sink. So the *sink
+# heads* ablated here are the nine with the highest first-token score among the heads whose
+# induction score (example 16) is at most 0.3. They are ablated together, by zero and by mean
+# (example 17's two modes), beside three control sets: nine heads each, drawn at random from
+# the same blocks among those with a first-token score of at most 0.5 and an induction score
+# of at most 0.3. Then, for comparison, the nine heads with the highest first-token score
+# whatever their induction score, and the induction heads among them alone. The real-text loss:
 
-print(f"ablated: {result['sinks']}")
+print(f"sink heads (induction score <= 0.3): {result['sinks']}")
+print(f"top nine first-token heads: {result['top_first']}; induction heads among them: "
+      f"{result['top_first_induction']}")
 print(f"no ablation: {result['clean']:.3f}")
 rows = []
 for mode in ("zero", "mean"):
     controls = result["control_losses"][mode]
     rows.append([mode, f"{result['ablated'][mode]:.3f}",
-                 ", ".join(f"{loss:.3f}" for loss in controls)])
-print(text_table(["mode", "sink heads ablated", "controls ablated (3 draws)"], rows))
+                 ", ".join(f"{loss:.3f}" for loss in controls),
+                 f"{result['top_first_ablated'][mode]:.3f}",
+                 f"{result['top_first_induction_ablated'][mode]:.3f}"])
+print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-token",
+                  "their induction heads"], rows))
 
 # %%
 # The sink heads' output is not smaller than the others' (the norms above), so in this model
 # a first-token head does not simply add nothing: the first token's value is not near zero,
 # and a head whose weight sits almost all on it adds almost the same vector at every position
 # (the first token's value through the head's rows of ``W^O``: that follows from the formula, it
-# is not measured here). Removing the nine strongest
-# sink heads costs a few hundredths of a nat: under zero ablation less than two of the three
-# control sets, under mean ablation (which keeps a constant output in place) more than all
-# three. What the constant is for, and what the first token itself is worth (removing it, or
-# the sink pattern, as StreamingLLM's sliding window would), are different interventions, not
-# run here.
+# is not measured here). Removing the nine sink heads together costs little: under zero
+# ablation about two hundredths of a nat, less than every control set; under mean ablation
+# (which keeps each head's average output in place) about half a hundredth, within the range
+# of the control sets. The nine heads with the highest first-token score cost more, under
+# mean ablation more than every control set, and the three induction heads among them, alone,
+# cost more than half of it: the cost of that set comes mostly from its induction heads, not
+# from its sinks. What the sinks' constant output is for, and what the first token itself is
+# worth (removing it, or the sink pattern, as StreamingLLM's sliding window would), are different
+# interventions, not run here.
 #
 # Exercises
 # ---------
@@ -137,8 +166,8 @@ print(text_table(["mode", "sink heads ablated", "controls ablated (3 draws)"], r
 #    :class-container: mha-answer
 #
 #    No. The heads of a group are a little more alike than heads of different groups, in most
-#    blocks, and the group of the top induction head holds both an induction head and a sink.
-#    The gap, block by block:
+#    blocks, and in the group of the top induction head two heads are induction heads on the
+#    repeated sequence while the third is a pure sink. The gap, block by block:
 
 gap = within - across  # (num_layers,)
 print(f"largest gap {gap.max():.3f} (block {int(gap.argmax())}); smallest {gap.min():.3f} "
@@ -162,11 +191,14 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 # Summary
 # -------
 # - In SmolLM2-135M-Instruct (4-bit file), heads that share a key/value head are more alike than
-#   heads of different groups in most blocks, by a small margin; one group holds the strongest
-#   induction head and a first-token head together.
+#   heads of different groups in most blocks, by a small margin, with or without the first
+#   token; in one group, the strongest induction head, another induction head and a pure sink
+#   all put most of their weight on the first token of the real text.
 # - Many heads, none in the first four blocks, put most of their weight on the first token;
 #   their output is not smaller than other heads'.
-# - Ablating the nine strongest sink heads changes the real-text loss by a few hundredths of a
-#   nat, comparable to ablating as many other heads of their blocks (printed above).
+# - Ablating the nine strongest sink heads that are not induction heads costs two hundredths
+#   of a nat or less: under zero ablation less than as many other heads of their blocks, under
+#   mean ablation within the range of those controls; the nine heads with the highest
+#   first-token score cost more, mostly through the induction heads among them (printed above).
 # - The softmax must put weight somewhere; ``add_zero_attn`` (example 7) gives it a place, a
 #   trained model uses the first token.

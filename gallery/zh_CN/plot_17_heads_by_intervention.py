@@ -16,8 +16,9 @@ Elhage 等人（2021，“A Mathematical Framework for Transformer Circuits”�
 # 最强的几个归纳头：逐个消融与一起消融
 # ------------------------------------
 # 输入和示例 16 相同：两条由 50 个随机词元组成、各重复两遍的序列，以及那三段真实文本。对每种消融，
-# 给出第二遍上的损失（复制能降低的那部分）和真实文本上的损失。（自己运行本页需要真实模型：下面先打印
-# 两步安装命令。）
+# 给出第二遍上的损失（复制能降低的那部分）和真实文本上的损失。均值消融用的平均值是在真实文本上求的，
+# 这里却也用在随机词元上，而这类输入和求平均的那些输入并不相像：在重复序列上，它放进去的是一个典型的
+# 散文输出，而不是随机词元上的典型输出。（自己运行本页需要真实模型：下面先打印两步安装命令。）
 
 import matplotlib.pyplot as plt
 import torch
@@ -27,6 +28,7 @@ from mha_ref.tutorial.plotting import text_table
 from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
 from mha_ref.tutorial.smollm2.files import extra_install_command
 from mha_ref.tutorial.smollm2.heads import (
+    OTHER_SEEDS,
     SWEEP_LAYERS,
     interventions_analysis,
     pearson,
@@ -82,6 +84,28 @@ print(text_table(["消融的头", "第二遍损失", *(f"归纳 {h}" for h in he
 # 拿掉这个前一词元头，后面那些头的归纳模式就消失了，第二遍损失升得比拿掉三个归纳头还多；同一块里的
 # 对照头两者都没有改变。归纳头依赖这个头：这是干预显示的，不是从热力图上读出来的。
 #
+# 换几组随机序列再看
+# ------------------
+# 上面用的都是同一次抽出的随机词元（种子 0）。下面在另外三个种子抽出的同样大小的序列上，把关键的零消融
+# 再做一遍：三个归纳头的超可加比值，以及拿掉前一词元头后的第二遍损失。
+
+rows = []
+for seed, run in [(0, None), *result["seeds"].items()]:
+    if run is None:  # 种子 0：就是上面的测量
+        run = {"clean": clean_copy, "together": result["together"]["zero"][0],
+               "single": {h: c for h, (c, _) in result["single"]["zero"].items()},
+               "previous": result["feeding"][previous][0]}
+    singles = sum(c - run["clean"] for c in run["single"].values())
+    joint = run["together"] - run["clean"]
+    rows.append([str(seed), f"{run['clean']:.2f}", f"{singles:.2f}", f"{joint:.2f}",
+                 f"{joint / singles:.2f}", f"{run['previous']:.2f}"])
+print(text_table(["种子", "不消融", "单独效果之和", "三个一起", "比值", f"{previous} 消融后"], rows))
+print(f"种子：0（上面）和 {list(OTHER_SEEDS)}")
+
+# %%
+# 每个种子上，三个一起的代价都大于各自单独效果之和（比值大于 1），拿掉前一词元头都会让第二遍损失
+# 升到不消融时的三倍左右或更多：这两个发现都不是只靠一次抽样得出的。
+#
 # 所有头：精确扫描与归因修补
 # --------------------------
 # 把 270 个头逐个单独消融，每个头要一次前向传播。归因修补（attribution patching）只用 **一次** 反向
@@ -100,8 +124,8 @@ for k in (3, 6):
 rows = []
 for row, head in top_heads(exact, 6):
     rows.append([f"({SWEEP_LAYERS[row]}, {head})", f"{exact[row, head]:.3f}",
-                 f"{estimate[row, head]:.3f}"])
-print(text_table(["头", "精确效果（奈特）", "归因估计"], rows))
+                 f"{estimate[row, head]:.3f}", f"{estimate[row, head] / exact[row, head]:.2f}"])
+print(text_table(["头", "精确效果（奈特）", "归因估计", "估计 / 精确"], rows))
 
 labels = {
     "diagonal": "估计 = 精确",
@@ -135,12 +159,29 @@ print(f"全部 270 个头中归因估计最大的："
 
 # %%
 # 估计恰好在上一节认为最重要的那个头上失败了：拿掉前一词元头的代价是所有头里最大的，估计却给了它一个
-# 负的效果。这个头是通过归纳头的注意力模式起作用的（上面拿掉它就改变了它们的分数），而一阶估计在
-# 一阶上把后面的模式视为不变，跟不上这种变化。去掉这个头，两者就吻合得很好。
+# 负的效果。是梯度错了吗？梯度是穿过后面每一个块（包括 softmax）反向传播得到的，所以已经包含了后面
+# 各头注意力模式的一阶变化。检验的办法：在同一条短输入上，把这个头的输出乘以一个系数 ``alpha``
+# （1 表示不动，0 就是零消融；``scale_heads``），测量第二遍损失的变化。
+
+scaling = result["scaling"]  # {alpha: 第二遍损失的变化（奈特）}，短输入上
+print(f"{previous} 的输出乘以 alpha，第二遍损失的变化（短输入）：")
+print(text_table(["alpha", "损失变化（奈特）"],
+                 [[f"{alpha:g}", f"{change:+.3f}"] for alpha, change in scaling.items()]))
+print(f"alpha 0.99 时的损失变化除以 0.01：{scaling[0.99] / 0.01:+.3f}；{previous} 的归因估计："
+      f"{float(result['attribution'][previous]):+.3f}")
+
+# %%
+# ``alpha = 1`` 处的斜率和估计一致：导数没有错。错的是“沿直线外推”。把这个头的输出稍稍调小，损失反而
+# *下降* （一直到 ``alpha = 0.75``）；再往下调，损失才上升，而且升得很陡，一直升到 ``alpha = 0`` 处的
+# 精确效果。
+# 损失对这个头的输出远不是线性的（它通过归纳头的注意力模式起作用，上面拿掉它就改变了这些模式），所以
+# 从 ``alpha = 1`` 出发的任何一阶估计都到不了 0 处的值。去掉这个头，估计和精确效果给各个头的排序相近
+# （上面打印的皮尔逊相关系数），但对效果最强的几个头，估计只有精确效果的一半到三分之二左右（表的最后
+# 一列）。
 #
 # 什么时候信哪一个：归因修补一次反向传播就覆盖所有头，适合给输出被较直接读取的头排序（这里就是归纳头
-# 本身）；一个靠改变后面的头看向哪里而起作用的头可能被漏掉，甚至符号都会错。关于单个头的结论要靠精确
-# 消融。在扫描的块之外，上面的估计没有和精确消融核对过。
+# 本身），但不适合估计效果的大小；一个靠改变后面的头看向哪里而起作用的头可能被漏掉，甚至符号都会错。
+# 关于单个头的结论要靠精确消融。在扫描的块之外，上面的估计没有和精确消融核对过。
 #
 # 练习
 # ----
@@ -176,6 +217,8 @@ for mode in ("zero", "mean"):
 # 小结
 # ----
 # - 把 SmolLM2-135M-Instruct（4 位文件）最强的三个归纳头一起消融，重复随机词元上的损失按上面打印的
-#   倍数上升，超过它们单独效果之和，而真实文本的损失几乎不变。
+#   倍数上升，超过它们单独效果之和（在四个种子的随机词元上都是如此），而真实文本的损失几乎不变。
 # - 消融它们之前的前一词元头，会去掉它们的归纳模式和复制能力；同一块里的三个对照头不会。
-# - 归因修补用一次反向传播给头排序；它和精确扫描的吻合程度打印在上面，关于单个头的结论要靠精确消融。
+# - 归因修补用一次反向传播给头排序；它和精确扫描的吻合程度打印在上面。它的导数是对的，但损失对前一
+#   词元头的输出远不是线性的，所以它把这个头的符号弄错了；对效果最强的几个头，它只给出精确效果的一半
+#   到三分之二左右。关于单个头的结论要靠精确消融。

@@ -58,6 +58,7 @@ __all__ = [
     "plot_score_maps",
     "previous_token_scores",
     "random_repeated_tokens",
+    "scale_heads",
     "top_heads",
     "top_k_overlap",
 ]
@@ -319,6 +320,50 @@ def _replace_heads_hook(heads: list[int], num_heads: int, replacement: torch.Ten
 
 
 @contextmanager
+def scale_heads(model, heads: Iterable[tuple[int, int]], alpha: float):
+    """Inside the ``with`` block, multiply these heads' outputs by ``alpha``.
+
+    ``alpha = 0`` is zero ablation (:func:`ablate_heads`), ``alpha = 1`` changes nothing; the
+    values between trace the loss along the straight line from the head's output to zero, the
+    path whose slope at ``alpha = 1`` attribution patching (:func:`attribution_effects`)
+    estimates. The same forward pre-hook on ``out_proj`` as :func:`ablate_heads`.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        heads: ``(layer, head)`` pairs, 0-based.
+        alpha: the factor, a float.
+
+    Yields:
+        None.
+
+    Raises:
+        TypeError: if a head is not a ``(layer, head)`` pair of ints, or ``alpha`` is not a
+            real number.
+        ValueError: if a head does not exist.
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"alpha must be a float (1.0 changes nothing), got {alpha!r}.")
+    by_layer = _group_by_layer(model, heads)
+    handles = []
+    num_heads = model.config.num_heads
+    try:
+        for layer, layer_heads in by_layer.items():
+            index = torch.tensor(sorted(set(layer_heads)))  # (k,)
+
+            def hook(module, inputs, index=index):
+                merged = inputs[0]  # (batch, seq_len, num_heads * head_dim)
+                split = merged.unflatten(-1, (num_heads, -1)).clone()  # (batch, L, heads, hd)
+                split[..., index, :] = split[..., index, :] * alpha  # (batch, L, k, hd)
+                return (split.flatten(-2),)  # (batch, seq_len, embed_dim)
+
+            handles.append(model.layers[layer].attention.out_proj.register_forward_pre_hook(hook))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
 def _capture_head_outputs(model, keep_grad: bool = False):
     """Record every block's ``out_proj`` input, ``(batch, seq_len, heads, head_dim)``."""
     captured: dict[int, torch.Tensor] = {}
@@ -520,6 +565,10 @@ REPEATED = {"half_len": 50, "batch": 2, "seed": 0}
 SHORT_REPEATED = {"half_len": 20, "batch": 1, "seed": 1}
 #: the blocks of the exact sweep: the top induction heads' blocks and the block before them
 SWEEP_LAYERS = (16, 17, 18)
+#: the factors by which example 17 scales the previous-token head's output (0: zero ablation)
+SCALES = (0.99, 0.9, 0.75, 0.5, 0.25, 0.0)
+#: other seeds of example 17's random sequences (same length and batch), for the key ablations
+OTHER_SEEDS = (1, 2, 3)
 
 
 def _in_model_threads(compute, *args):
@@ -589,10 +638,14 @@ def interventions_analysis(num_controls: int = 3) -> dict:
         ``"clean"`` ``(second_copy_loss, text_loss)``; ``"previous_head"``, ``"controls"``,
         ``"feeding"``: per ablated head ``(second_copy_loss, induction scores of the top 3)``;
         ``"clean_induction"``; ``"exact"`` ``(len(SWEEP_LAYERS), heads)``, ``"attribution"``
-        ``(layers, heads)``; ``"short_clean"``, the short sequence's copy losses.
+        ``(layers, heads)``; ``"short_clean"``, the short sequence's copy losses;
+        ``"scaling"`` ``{alpha: second-copy loss change}`` on the short sequence with the
+        previous-token head's output times ``alpha`` (:data:`SCALES`); ``"seeds"``
+        ``{seed: {"clean", "single", "together", "previous"}}``, second-copy losses under zero
+        ablation on the random sequences of the other seeds (:data:`OTHER_SEEDS`).
     """
     arguments = _arguments(**REPEATED, short=SHORT_REPEATED, sweep=list(SWEEP_LAYERS),
-                           controls=num_controls)
+                           controls=num_controls, scales=list(SCALES), seeds=list(OTHER_SEEDS))
     compute = _in_model_threads(_interventions, num_controls)
     return cached("smollm2_interventions", arguments, compute)
 
@@ -636,7 +689,15 @@ def _interventions(num_controls: int) -> dict:
         scores_after = [float(induction_scores(weights[b], half_len)[h]) for b, h in induction]
         feeding[head] = (second, scores_after)
     short = random_repeated_tokens(**SHORT_REPEATED, vocab_size=model.config.vocab_size)
+    short_second = copy_losses(model, short)[1]
+    scaling = {}
+    for alpha in SCALES:
+        with scale_heads(model, [previous_head], alpha):
+            scaling[alpha] = copy_losses(model, short)[1] - short_second
     return {
+        "scaling": scaling,
+        "seeds": {seed: _seed_ablations(model, seed, induction, previous_head)
+                  for seed in OTHER_SEEDS},
         "induction_heads": induction,
         "clean": _losses(model, repeated, text),
         "single": single,
@@ -648,6 +709,23 @@ def _interventions(num_controls: int) -> dict:
         "exact": exact_effects(model, short, SWEEP_LAYERS),
         "attribution": attribution_effects(model, short),
         "short_clean": copy_losses(model, short),
+    }
+
+
+def _seed_ablations(model, seed: int, induction, previous_head) -> dict:
+    """Second-copy losses, zero ablation, on the random sequences of another ``seed``."""
+    repeated = random_repeated_tokens(REPEATED["half_len"], REPEATED["batch"], seed=seed,
+                                      vocab_size=model.config.vocab_size)  # (2, 100)
+
+    def second(heads) -> float:
+        with ablate_heads(model, heads):
+            return copy_losses(model, repeated)[1]
+
+    return {
+        "clean": second([]),
+        "single": {head: second([head]) for head in induction},
+        "together": second(induction),
+        "previous": second([previous_head]),
     }
 
 
@@ -749,26 +827,41 @@ def _matched_controls(
     return sets
 
 
-def sinks_analysis(num_ablated: int = 9, draws: int = 3) -> dict:
+def sinks_analysis(num_ablated: int = 9, draws: int = 3, induction_max: float = 0.3) -> dict:
     """Example 18's measurements: pattern similarity within and across key/value groups, each
     head's output size, and the ablation of the strongest first-token heads beside controls.
 
+    A head with a high first-token score on the real text can be an induction head on the
+    repeated sequence (example 16's scores): ablating it would measure its copying, not its
+    sink. So the *sink heads* ablated are the ``num_ablated`` heads with the highest
+    first-token score among those whose induction score is at most ``induction_max``; the
+    ``num_ablated`` heads with the highest first-token score regardless are ablated too, and
+    the induction heads among them alone, to show where that set's cost comes from.
+
     Args:
-        num_ablated: how many heads with the highest first-token score are ablated together.
-        draws: random control sets of as many heads, drawn (seed 0) from the heads of the same
-            blocks whose first-token score is at most 0.5.
+        num_ablated: how many heads are ablated together.
+        draws: random control sets of as many heads, drawn (seed 0) from the sink heads' blocks
+            among the heads whose first-token score is at most 0.5 and whose induction score is
+            at most ``induction_max``.
+        induction_max: the highest induction score a sink head (or a control) may have.
 
     Returns:
-        dict: ``"within"``, ``"across"`` ``(num_layers,)``; ``"sinks"`` (the ablated heads);
-        ``"controls"`` (the control sets); ``"output_norm"`` ``(num_layers, num_heads)``, each
-        head's mean output norm on the text; ``"clean"`` (real-text loss); ``"ablated"``
-        ``{mode: loss}``; ``"control_losses"`` ``{mode: [loss per draw]}``.
+        dict: ``"within"``, ``"across"`` ``(num_layers,)``, and ``"within_no_first"``,
+        ``"across_no_first"``, the same with token 0 dropped from the keys and queries;
+        ``"sinks"`` (the sink heads); ``"top_first"`` (the top first-token heads) and
+        ``"top_first_induction"`` (those of them above ``induction_max``); ``"controls"``;
+        ``"output_norm"`` ``(num_layers, num_heads)``, each head's mean output norm on the
+        text; ``"clean"`` (real-text loss); ``"ablated"``, ``"top_first_ablated"``,
+        ``"top_first_induction_ablated"`` ``{mode: loss}``; ``"control_losses"``
+        ``{mode: [loss per draw]}``.
     """
-    arguments = _arguments(num_ablated=num_ablated, draws=draws)
-    return cached("smollm2_sinks", arguments, _in_model_threads(_sinks, num_ablated, draws))
+    arguments = _arguments(**REPEATED, num_ablated=num_ablated, draws=draws,
+                           induction_max=induction_max)
+    compute = _in_model_threads(_sinks, num_ablated, draws, induction_max)
+    return cached("smollm2_sinks", arguments, compute)
 
 
-def _sinks(num_ablated: int, draws: int) -> dict:
+def _sinks(num_ablated: int, draws: int, induction_max: float) -> dict:
     from mha_ref.tutorial.smollm2 import load_model
 
     model = load_model("cpu")
@@ -777,38 +870,49 @@ def _sinks(num_ablated: int, draws: int) -> dict:
     scores = heads_analysis()["scores"]
     with torch.no_grad():
         _, weights = model(text, need_weights=True)  # layers x (1, heads, L, L)
-    within, across = zip(
-        *(group_similarities(pattern_similarity(w[0]), c.num_kv_heads) for w in weights),
-        strict=True,
-    )
+    similarities = {}
+    for name, skip in (("", 0), ("_no_first", 1)):
+        pairs = [group_similarities(pattern_similarity(w[0, :, skip:, skip:]), c.num_kv_heads)
+                 for w in weights]  # layers x (within, across)
+        similarities[f"within{name}"] = torch.tensor([p[0] for p in pairs])  # (layers,)
+        similarities[f"across{name}"] = torch.tensor([p[1] for p in pairs])  # (layers,)
     outputs = head_outputs(model, text)  # (layers, 1, L, heads, head_dim)
-    sinks = top_heads(scores["first"], num_ablated)
+    inductive = scores["induction"] > induction_max  # (layers, heads)
+    top_first = top_heads(scores["first"], num_ablated)
+    top_first_induction = [h for h in top_first if inductive[h]]
+    sinks = top_heads(scores["first"].masked_fill(inductive, -1.0), num_ablated)
     blocks = sorted({layer for layer, _ in sinks})
-    pool = [(b, h) for b in blocks for h in range(c.num_heads) if scores["first"][b, h] <= 0.5]
+    pool = [(b, h) for b in blocks for h in range(c.num_heads)
+            if scores["first"][b, h] <= 0.5 and not inductive[b, h]]
     generator = torch.Generator().manual_seed(0)
     controls = [
         [pool[i] for i in torch.randperm(len(pool), generator=generator)[:num_ablated].tolist()]
         for _ in range(draws)
     ]
     means = head_means(model, text)  # (layers, heads, head_dim)
-    ablated, control_losses = {}, {}
+
+    def loss(heads, mode) -> float:
+        with ablate_heads(model, heads, mode=mode, means=means):
+            return float(model.token_losses(text).mean())
+
     with torch.no_grad():
         clean = float(model.token_losses(text).mean())
-        for mode in ABLATION_MODES:
-            with ablate_heads(model, sinks, mode=mode, means=means):
-                ablated[mode] = float(model.token_losses(text).mean())
-            control_losses[mode] = []
-            for heads in controls:
-                with ablate_heads(model, heads, mode=mode, means=means):
-                    control_losses[mode].append(float(model.token_losses(text).mean()))
+        ablated = {mode: loss(sinks, mode) for mode in ABLATION_MODES}
+        top_ablated = {mode: loss(top_first, mode) for mode in ABLATION_MODES}
+        top_induction_ablated = {mode: loss(top_first_induction, mode) for mode in ABLATION_MODES}
+        control_losses = {mode: [loss(heads, mode) for heads in controls]
+                          for mode in ABLATION_MODES}
     return {
-        "within": torch.tensor(within),
-        "across": torch.tensor(across),
+        **similarities,
         "sinks": sinks,
+        "top_first": top_first,
+        "top_first_induction": top_first_induction,
         "controls": controls,
         "output_norm": outputs.norm(dim=-1).mean(dim=(1, 2)),  # (layers, heads)
         "clean": clean,
         "ablated": ablated,
+        "top_first_ablated": top_ablated,
+        "top_first_induction_ablated": top_induction_ablated,
         "control_losses": control_losses,
     }
 
@@ -819,9 +923,12 @@ def _sinks(num_ablated: int, draws: int) -> dict:
 
 #: the long texts and how many of their first tokens example 19 uses
 ICL_TEXTS = ("execution_model", "import_statement")
+#: the other long texts shipped with the package, read without ablation only (budget)
+ICL_OTHER_TEXTS = ("assignment_statements", "try_statement")
 ICL_LEN = 512
 #: Olsson et al.'s in-context-learning score: loss late in the context minus loss early
-#: (their tokens 500 and 50; here means over windows of positions, to average the noise)
+#: (their tokens 500 and 50; here means over windows of positions, to average the noise: the
+#: early window is centred on token 50, the late one ends after token 500)
 EARLY = (40, 60)
 LATE = (400, 511)
 
@@ -856,13 +963,14 @@ def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
 
     Returns:
         dict: ``"induction_heads"``; ``"controls"`` (the sets); ``"clean"``, ``"ablated"``
-        ``(batch, ICL_LEN - 1)`` losses and ``"control_losses"``, one such tensor per draw.
+        ``(batch, ICL_LEN - 1)`` losses and ``"control_losses"``, one such tensor per draw;
+        ``"other_clean"``, the losses on :data:`ICL_OTHER_TEXTS` without ablation.
     """
     from mha_ref.tutorial.smollm2.texts import text_sha256
 
     arguments = _arguments(
         threshold=threshold, draws=draws, texts=[text_sha256(t) for t in ICL_TEXTS],
-        length=ICL_LEN,
+        other_texts=[text_sha256(t) for t in ICL_OTHER_TEXTS], length=ICL_LEN,
     )
     return cached("smollm2_icl", arguments, _in_model_threads(_icl, threshold, draws))
 
@@ -873,15 +981,17 @@ def _icl(threshold: float, draws: int) -> dict:
 
     model = load_model("cpu")
     _, reference = _inputs(model)
-    tokens = torch.stack(
-        [model.tokenizer.encode(real_text(name))[:ICL_LEN] for name in ICL_TEXTS]
-    )  # (texts, ICL_LEN)
+    tokens, other = (
+        torch.stack([model.tokenizer.encode(real_text(name))[:ICL_LEN] for name in names])
+        for names in (ICL_TEXTS, ICL_OTHER_TEXTS)
+    )  # (texts, ICL_LEN) each
     scores = heads_analysis()["scores"]
     chosen = [(int(l_), int(h)) for l_, h in (scores["induction"] > threshold).nonzero().tolist()]
     controls = _matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
     means = head_means(model, reference)  # (layers, heads, head_dim) over the short text
     with torch.no_grad():
         clean = model.token_losses(tokens)  # (texts, ICL_LEN - 1)
+        other_clean = model.token_losses(other)  # (other texts, ICL_LEN - 1)
         with ablate_heads(model, chosen, mode="mean", means=means):
             ablated = model.token_losses(tokens)
         control_losses = []
@@ -895,4 +1005,5 @@ def _icl(threshold: float, draws: int) -> dict:
         "clean": clean,
         "ablated": ablated,
         "control_losses": control_losses,
+        "other_clean": other_clean,
     }
