@@ -233,8 +233,9 @@ print(f"  removed from layer 2 values:  {composition['V']:.3f}")
 # composition's score is the largest of the three and above the random baseline.
 
 layer_1 = induction_model.layers[0]
-baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=200, seed=0)
-print(f"random baseline (embed_dim={layer_1.embed_dim}, head_dim={layer_1.head_dim}): {baseline:.3f}")
+baseline_draws = 200
+baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=baseline_draws, seed=0)
+print(f"random baseline (embed_dim={layer_1.embed_dim}, head_dim={layer_1.head_dim}, mean of {baseline_draws} pairs): {baseline:.3f}")
 evidence_rows, agreed, seed_runs = [], 0, {}
 for seed in (0, 1, 2):
     run = train_induction(seed=seed)

@@ -218,8 +218,9 @@ print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
 # 两个头而言，这种组合的分数都是三者中最大的，并且高于随机基线，就算分数与消融一致。
 
 layer_1 = induction_model.layers[0]
-baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=200, seed=0)
-print(f"随机基线（embed_dim={layer_1.embed_dim}，head_dim={layer_1.head_dim}）：{baseline:.3f}")
+baseline_draws = 200
+baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=baseline_draws, seed=0)
+print(f"随机基线（embed_dim={layer_1.embed_dim}，head_dim={layer_1.head_dim}，{baseline_draws} 对的平均）：{baseline:.3f}")
 evidence_rows, agreed, seed_runs = [], 0, {}
 for seed in (0, 1, 2):
     run = train_induction(seed=seed)
