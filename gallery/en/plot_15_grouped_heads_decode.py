@@ -271,8 +271,8 @@ print(text_table(
 better = {kv: sum(scratch[seed][kv] > uptrained[kv][i] for i, seed in enumerate((0, 1, 2))) for kv in (2, 1)}
 better_short = {kv: sum(scratch_short[seed][kv] > uptrained[kv][i] for i, seed in enumerate((0, 1, 2))) for kv in (2, 1)}
 for kv in (2, 1):
-    print(f"num_kv_heads={kv}: from scratch ahead of convert + uptrain on {better[kv]} of 3 seeds "
-          f"with {pre_steps + up_steps} steps, on {better_short[kv]} of 3 with {up_steps} steps")
+    print(f"num_kv_heads={kv}: with {pre_steps + up_steps} steps, from scratch ahead of convert + uptrain on "
+          f"{better[kv]} of 3 seeds; with {up_steps} steps, on {better_short[kv]} of 3")
 
 # %%
 # Read the two tables together (the numbers are the ones printed). After the conversion, 100

@@ -112,7 +112,7 @@ mla_flops = heads * 2 * ((latent_dim + rope_dim) + latent_dim)  # 分数 + 加�
 intensity_rows.append(("MLA 吸收形式", mla_read, mla_flops, f"{mla_flops / mla_read:.0f}"))
 print(text_table(["注意力", "每个缓存词元读的字节", "每个缓存词元的 FLOPs", "FLOP/字节"], intensity_rows))
 print(f"H100 SXM 的屋脊点：{gpu_flops / gpu_bandwidth:.0f} FLOP/字节；"
-      f"MLA 吸收形式达到它的 {mla_flops / mla_read / (gpu_flops / gpu_bandwidth):.2f}")
+      f"MLA 吸收形式达到它的 {mla_flops / mla_read / (gpu_flops / gpu_bandwidth):.2f} 倍")
 
 # %%
 # MHA 和 GQA 远在屋脊点之下：它们的一步解码受读取缓存的限制。128 个头的吸收形式 MLA 则接近屋脊点

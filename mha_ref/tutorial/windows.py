@@ -126,7 +126,9 @@ def _losses(text_name: str, max_tokens: int, window: int, num_sinks: int) -> dic
     with torch.no_grad():
         for name, mask in masks.items():
             # the full run also returns its weights, for the attention on token 0
-            logits, run_weights = _masked_logits(model, tokens[None], mask, name == "full")  # (1, L, vocab_size)
+            logits, run_weights = _masked_logits(
+                model, tokens[None], mask, need_weights=name == "full"
+            )  # (1, L, vocab_size), layers x (1, H, L, L) or []
             losses[name] = next_token_losses(logits, tokens[None])[0]  # (L - 1,)
             if name == "full":
                 weights = run_weights  # layers x (1, H, L, L)
