@@ -4,7 +4,7 @@ Example 23: Sliding windows and attention sinks
 
 In a sliding-window layer each token attends only to the last ``window`` tokens (Beltagy et al.
 2020). Mistral 7B (v0.1) uses such a window in every layer (Jiang et al. 2023); Gemma 2 and 3 and
-gpt-oss alternate sliding-window layers with full-attention ones. The mask is a band below the diagonal; the KV cache of
+gpt-oss interleave sliding-window layers with full-attention ones. The mask is a band below the diagonal; the KV cache of
 such a layer never needs more than ``window`` tokens, so it can be a ring buffer of fixed size,
 and information still travels further than one window by hopping from layer to layer.
 

@@ -3,7 +3,7 @@
 =============================
 
 滑动窗口层里，每个词元只关注最近的 ``window`` 个词元（Beltagy 等 2020）。Mistral 7B（v0.1）每一层都
-用这样的窗口（Jiang 等 2023）；Gemma 2、Gemma 3 和 gpt-oss 则让滑动窗口层与完整注意力层交替出现。掩码是对角线下方的一条带；这种层的 KV 缓存永远不需要超过 ``window`` 个词元，所以可以是一个
+用这样的窗口（Jiang 等 2023）；Gemma 2、Gemma 3 和 gpt-oss 则让滑动窗口层与完整注意力层穿插排列。掩码是对角线下方的一条带；这种层的 KV 缓存永远不需要超过 ``window`` 个词元，所以可以是一个
 固定大小的环形缓冲区，而信息仍能逐层接力，传得比一个窗口更远。
 
 本例构建带状掩码（:func:`mha_ref.sliding_window_mask`），核对用 :class:`mha_ref.RollingKVCache`
