@@ -301,3 +301,25 @@ def test_unknown_head_index(model):
         model.check_head(0, 9)
     with pytest.raises(TypeError, match="head must be an int"):
         model.check_head(0, 1.0)
+
+
+def test_first_token_not_extra_slots_rescues_a_window(model):
+    """Example 23's finding, on a shorter stretch of the same text: a window of 64 loses much of
+    the perplexity; keeping token 0 alone wins most of it back, while four more recent slots (the
+    same cache size as 64 + 4 first tokens) win back little. The masked full run must also equal
+    the model's own causal forward pass (the explicit path against the fused one, float32)."""
+    from mha_ref.tutorial.windows import streaming_losses
+
+    window, num_sinks = 64, 4
+    result = streaming_losses("assignment_statements", 256, window, num_sinks)
+    tokens, losses = result["tokens"], result["losses"]
+    with torch.no_grad():
+        reference = model.token_losses(tokens[None])[0]  # (L - 1,)
+    assert (losses["full"] - reference).abs().max().item() < 1e-3
+    ppl = {key: losses[key][window:].mean().exp().item() for key in losses}
+    excess = ppl["window"] - ppl["full"]
+    assert excess > 0.5 * ppl["full"]  # the window alone costs a lot
+    runs = ("wide_window", "first_token", "sinks")
+    share = {key: (ppl["window"] - ppl[key]) / excess for key in runs}
+    assert share["first_token"] > 0.5 and share["sinks"] > 0.5
+    assert share["wide_window"] < 0.3

@@ -354,9 +354,9 @@ plt.show()
 # page's rate every head count learns on every seed within the budget. At ``3e-2`` the single
 # head learns on none of the three seeds: it ends near the accuracy that knowing only one of the
 # two tokens allows, no better. Its weight has collapsed almost entirely onto one offset (the
-# entropy near 0), where the softmax's gradient with respect to its scores vanishes
-# (:ref:`Example 3 <sphx_glr_auto_examples_plot_03_scaling.py>` measures that), so the run cannot
-# move the weight back. At the page's rate the single head solves the task only with a *soft,
+# entropy near 0), and the run does not move the weight back within the budget. A likely reason,
+# not tested here, is that the softmax's gradient with respect to its scores vanishes there
+# (:ref:`Example 3 <sphx_glr_auto_examples_plot_03_scaling.py>` measures that). At the page's rate the single head solves the task only with a *soft,
 # uneven split* of its weight over the two keys (entropy well above 0). Several heads do not need
 # that compromise: at ``3e-2`` each head of the 4-head model is sharp (entropy near 0), and
 # together they cover both offsets.

@@ -221,7 +221,11 @@ print(f"  removed from layer 2 values:  {composition['V']:.3f}")
 # Q-composition, :math:`OV_1 QK_2^\top` for K-composition and :math:`OV_1 OV_2` for
 # V-composition (:func:`~mha_ref.tutorial.circuits.composition_scores`). A score means something
 # only against what unrelated heads of the same shapes give: the mean over random Gaussian
-# heads (:func:`~mha_ref.tutorial.circuits.random_composition_baseline`). The weights only
+# heads (:func:`~mha_ref.tutorial.circuits.random_composition_baseline`). Each of its two
+# matrices is a product ``A @ B`` of matrices of standard normal entries, of shapes
+# ``(embed_dim, head_dim)`` and ``(head_dim, embed_dim)``: the same size and the same rank,
+# ``head_dim``, as a real head's QK or OV matrix. The score divides by both norms, so the scale
+# of the entries does not matter; the baseline is the mean over 200 such pairs. The weights only
 # suggest; the ablation above measures. So the question is whether the two agree, and on more
 # than one model: below, the same recipe trained with seeds 0, 1 and 2 (seed 0 is the model
 # above). For each seed, the composition the ablation finds is the input of layer 2 whose
@@ -229,8 +233,9 @@ print(f"  removed from layer 2 values:  {composition['V']:.3f}")
 # composition's score is the largest of the three and above the random baseline.
 
 layer_1 = induction_model.layers[0]
-baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=200, seed=0)
-print(f"random baseline (embed_dim={layer_1.embed_dim}, head_dim={layer_1.head_dim}): {baseline:.3f}")
+baseline_draws = 200
+baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=baseline_draws, seed=0)
+print(f"random baseline (embed_dim={layer_1.embed_dim}, head_dim={layer_1.head_dim}, mean of {baseline_draws} pairs): {baseline:.3f}")
 evidence_rows, agreed, seed_runs = [], 0, {}
 for seed in (0, 1, 2):
     run = train_induction(seed=seed)
@@ -328,7 +333,7 @@ print(
 # %%
 # Read it with the circuit in mind (the numbers are the table's). Patching the clean output of
 # the previous-token head brings the answer back on every seed; patching the other layer-1 head
-# brings back far less (on one seed a part of it). And
+# brings back far less (a small part on every seed, most on seed 1). And
 # of the three positions, the one that restores it is ``c + 1``, not ``c``, the token that was
 # changed, nor the query ``q``: after layer 1 the information "the token before me was
 # ``tokens[c]``" sits at ``c + 1``, where the previous-token head wrote it, and that is the key

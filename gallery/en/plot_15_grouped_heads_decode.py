@@ -12,7 +12,8 @@ This example times one decode step against a cache of 4096 tokens for 8, 4, 2 an
 heads, shows what the explicit grouped path keeps in memory (and what it does not copy), then
 converts a trained multi-head model to grouped-query attention by mean-pooling its key/value
 heads, before and after an "uptraining", as Ainslie et al. do, and sets it beside the grouped
-model trained from scratch for the same total number of steps. Times are printed on
+model trained from scratch for the same total number of steps, and for as many steps as the
+uptraining alone. Times are printed on
 ``[timing]`` lines only.
 """
 
@@ -247,7 +248,8 @@ plt.show()
 # pre-training steps; the line below gives this page's fraction. The other line of the comparison
 # is the grouped model **trained from scratch**, with nothing converted, for the same total number
 # of steps as pre-training plus uptraining (:func:`mha_ref.tutorial.uptraining.gqa_from_scratch`:
-# the same model, optimiser, learning rate, task and evaluation set, three seeds).
+# the same model, optimiser, learning rate, task and evaluation set, three seeds), and the same
+# model trained from scratch for as many steps as the uptraining alone.
 
 pre_steps, up_steps = 200, 100
 print(
@@ -255,17 +257,22 @@ print(
     f"{up_steps / pre_steps:.0%} of pre-training (Ainslie et al. 2023: 5%)"
 )
 scratch = {seed: gqa_from_scratch((2, 1), steps=pre_steps + up_steps, seed=seed) for seed in (0, 1, 2)}
+scratch_short = {seed: gqa_from_scratch((2, 1), steps=up_steps, seed=seed) for seed in (0, 1, 2)}  # as many steps as the uptraining
 uptrained = {
     kv: [next(r for r in results[seed].rows if r.num_kv_heads == kv).uptrained_accuracy["mean"] for seed in (0, 1, 2)]
     for kv in (2, 1)
 }
 print(text_table(
-    ["num_kv_heads", f"convert + uptrain ({pre_steps} + {up_steps} steps), seeds 0 / 1 / 2", f"from scratch ({pre_steps + up_steps} steps)"],
-    [(kv, " / ".join(f"{a:.3f}" for a in uptrained[kv]), " / ".join(f"{scratch[seed][kv]:.3f}" for seed in (0, 1, 2))) for kv in (2, 1)],
+    ["num_kv_heads", f"convert + uptrain ({pre_steps} + {up_steps} steps), seeds 0 / 1 / 2", f"from scratch ({pre_steps + up_steps} steps)",
+     f"from scratch ({up_steps} steps)"],
+    [(kv, " / ".join(f"{a:.3f}" for a in uptrained[kv]), " / ".join(f"{scratch[seed][kv]:.3f}" for seed in (0, 1, 2)),
+      " / ".join(f"{scratch_short[seed][kv]:.3f}" for seed in (0, 1, 2))) for kv in (2, 1)],
 ))
 better = {kv: sum(scratch[seed][kv] > uptrained[kv][i] for i, seed in enumerate((0, 1, 2))) for kv in (2, 1)}
+better_short = {kv: sum(scratch_short[seed][kv] > uptrained[kv][i] for i, seed in enumerate((0, 1, 2))) for kv in (2, 1)}
 for kv in (2, 1):
-    print(f"num_kv_heads={kv}: from scratch ahead of convert + uptrain on {better[kv]} of 3 seeds")
+    print(f"num_kv_heads={kv}: with {pre_steps + up_steps} steps, from scratch ahead of convert + uptrain on "
+          f"{better[kv]} of 3 seeds; with {up_steps} steps, on {better_short[kv]} of 3")
 
 # %%
 # Read the two tables together (the numbers are the ones printed). After the conversion, 100
@@ -273,9 +280,14 @@ for kv in (2, 1):
 # multi-query model (1 key/value head) stays well below the multi-head model on every seed. And
 # the from-scratch line shows that this is not a limit of multi-query attention on this task:
 # trained from the start for the same 300 steps, it reaches nearly the multi-head accuracy on
-# every seed, ahead of convert-then-uptrain. So on a toy whose whole pre-training costs
-# seconds, uptraining does not pay, and its budget here (the fraction printed above) is ten times
-# the paper's. Uptraining pays where pre-training is what is expensive, as for the large
+# every seed, ahead of convert-then-uptrain. Whether uptraining "pays" depends on which of the
+# two columns it is set against. The 300-step column counts the pre-training as part of its cost
+# (200 + 100 steps against 300). If the multi-head model exists anyway, its pre-training is a sunk
+# cost, and the fair comparison is the 100 uptraining steps against 100 steps from scratch, the
+# last column: there convert-then-uptrain is ahead on every seed, for 2 key/value heads and for
+# 1 (the counts printed). So, counting the pre-training in, on a toy whose whole pre-training
+# costs seconds, uptraining does not pay, and its budget here (the fraction printed above) is ten
+# times the paper's; with the pre-training sunk, it does. Uptraining pays where pre-training is what is expensive, as for the large
 # checkpoints of Ainslie et al.: there a few percent of that compute is far less than training a
 # grouped model again. This toy cannot reproduce that regime; it only shows the control that
 # decides it.
@@ -400,5 +412,7 @@ print(text_table(["num_kv_heads", "copy with paired heads: max abs diff", "origi
 #   heads. Here 100 uptraining steps, 50% of pre-training against the paper's 5%, bring back the
 #   model with 2 key/value heads but not the multi-query one.
 # * The budget-matched control decides the question on this toy: trained from scratch for the
-#   same 300 steps, the multi-query model learns the task. Uptraining pays when pre-training is
-#   the expensive part, the regime of Ainslie et al., which a toy of a few seconds is not.
+#   same 300 steps, the multi-query model learns the task. Against 100 steps from scratch, as
+#   many as the uptraining alone (pre-training sunk), convert-then-uptrain is ahead on every seed.
+#   Uptraining pays when pre-training is the expensive part, the regime of Ainslie et al., which a
+#   toy of a few seconds is not.

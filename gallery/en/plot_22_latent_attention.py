@@ -97,6 +97,37 @@ print(f"MLA caches as much as GQA with {gqa_groups:.2f} key/value heads; "
       f"MHA caches {kv_cache_bytes_per_token(layers, heads, head_dim, torch.bfloat16) / mla_per_token:.1f} times more")
 
 # %%
+# Bytes read against arithmetic, per cached token
+# -----------------------------------------------
+# Fewer bytes per token do not make every decode step bound by memory. At the same shape
+# (``bfloat16``, batch 1, one layer), the absorbed MLA step reads each cached token's latent and
+# RoPE key once, ``2 * (kv_latent_dim + rope_dim)`` bytes, and every one of the 128 heads
+# multiplies them: ``2 * (kv_latent_dim + rope_dim)`` FLOPs for its score and
+# ``2 * kv_latent_dim`` for its weighted sum (a multiply-add counts 2). GQA and MHA read a key and
+# a value per key/value head and spend ``2 * 2 * head_dim`` FLOPs per query head. The ratio is the
+# step's arithmetic intensity against the cache; the ridge point is the NVIDIA H100 SXM's, from
+# the datasheet figures of :ref:`sphx_glr_auto_examples_plot_15_grouped_heads_decode.py`
+# (3.35 TB/s, 989 TFLOP/s dense BF16). The projection weights, read once per step, are left out.
+
+gpu_bandwidth, gpu_flops = 3.35e12, 989e12  # bytes/s, FLOP/s (NVIDIA H100 SXM, dense BF16)
+intensity_rows = []
+for name, kv_heads in (("MHA", heads), ("GQA, 8 kv heads", 8)):
+    read_bytes = 2 * kv_heads * head_dim * 2  # key + value, 2 bytes each
+    flops = heads * 2 * 2 * head_dim  # score + weighted sum, per query head
+    intensity_rows.append((name, read_bytes, flops, f"{flops / read_bytes:.0f}"))
+mla_read = (latent_dim + rope_dim) * 2  # one latent + one RoPE key, 2 bytes each
+mla_flops = heads * 2 * ((latent_dim + rope_dim) + latent_dim)  # score + weighted sum, per head
+intensity_rows.append(("MLA absorbed", mla_read, mla_flops, f"{mla_flops / mla_read:.0f}"))
+print(text_table(["attention", "bytes read per cached token", "FLOPs per cached token", "FLOP/byte"], intensity_rows))
+print(f"H100 SXM ridge point: {gpu_flops / gpu_bandwidth:.0f} FLOP/byte; "
+      f"MLA absorbed reaches {mla_flops / mla_read / (gpu_flops / gpu_bandwidth):.2f} of it")
+
+# %%
+# MHA and GQA stay far below the ridge point: their decode step is bound by reading the cache.
+# The absorbed MLA step at 128 heads comes close to it (the ratio printed), so on such a GPU it is
+# near the compute bound as well.
+
+# %%
 # One decode step against the context, beside GQA
 # -----------------------------------------------
 # A smaller layer that this build can time: ``embed_dim = 512``, 8 heads of 64, batch 1, one new
@@ -109,8 +140,8 @@ print(f"MLA caches as much as GQA with {gqa_groups:.2f} key/value heads; "
 # the score and ``kv_latent_dim`` for the weighted sum, against ``2 * head_dim`` for GQA (the
 # first line printed). The times are taken in rounds
 # (2 warm-up, 7 timed; :func:`mha_ref.tutorial.bench.time_interleaved_spread`) and given as ratios
-# to GQA's step at the same context. They describe this machine: on a GPU a decode step is
-# bound by reading the cache, which this CPU build does not measure.
+# to GQA's step at the same context. They describe this machine, not a GPU, where what bounds
+# the step depends on its arithmetic intensity (the table above).
 
 embed_dim, num_heads, step_head_dim = 512, 8, 64
 contexts = [256, 512, 1024, 2048]

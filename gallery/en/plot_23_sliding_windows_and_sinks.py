@@ -2,8 +2,9 @@
 Example 23: Sliding windows and attention sinks
 ===============================================
 
-Mistral 7B, Gemma and gpt-oss let some of their layers attend only to the last ``window`` tokens
-(Beltagy et al. 2020; Jiang et al. 2023). The mask is a band below the diagonal; the KV cache of
+In a sliding-window layer each token attends only to the last ``window`` tokens (Beltagy et al.
+2020). Mistral 7B (v0.1) uses such a window in every layer (Jiang et al. 2023); Gemma 2 and 3 and
+gpt-oss interleave sliding-window layers with full-attention ones. The mask is a band below the diagonal; the KV cache of
 such a layer never needs more than ``window`` tokens, so it can be a ring buffer of fixed size,
 and information still travels further than one window by hopping from layer to layer.
 
@@ -11,7 +12,8 @@ This example builds the banded mask (:func:`mha_ref.sliding_window_mask`), check
 step by step with a :class:`mha_ref.RollingKVCache` equals full attention with that mask,
 computes the receptive field with depth and the memory per token, and then tries a window on a
 model that was **not** trained with one: SmolLM2-135M on a real text, with a window-only cache
-against a window plus the first four tokens kept (StreamingLLM, Xiao et al. 2023).
+against a window plus the first four tokens kept (StreamingLLM, Xiao et al. 2023), with two
+controls that change one factor each.
 """
 
 # %%
@@ -112,23 +114,30 @@ print(text_table(["tokens", "full cache (MiB)", "formula (MiB)", "rolling cache,
 # A window on a model trained without one
 # ---------------------------------------
 # SmolLM2-135M was trained with full causal attention. The first 512 tokens of a shipped text
-# (a chapter of the Python reference on assignment statements) go through it three times: full
+# (a chapter of the Python reference on assignment statements) go through it five times: full
 # attention, a window of 64 tokens in every layer, and the same window with the first 4 tokens
-# kept. The masks stand for the caches (the ring-buffer equality above, checked by the tests for
-# random shapes); the positions are the tokens' own. The perplexity is ``exp`` of the mean loss
-# over the tokens beyond the first window, where the three runs differ. The computation is
-# cached (:mod:`mha_ref.tutorial.cache`), so the second language reuses it.
+# kept; then two controls. A plain window of 68 has the same cache size as 64 + 4 but keeps recent
+# tokens instead of the first ones; a window of 64 plus token 0 alone keeps only the first token.
+# The masks stand for the caches (the ring-buffer equality above, checked by the tests for random
+# shapes); the positions are the tokens' own, so RoPE sees true distances. StreamingLLM instead
+# numbers the positions within the cache (Xiao et al. 2023, Sec. 3.2); that is not done here. The
+# perplexity is ``exp`` of the mean loss over the tokens beyond the first window, the same tokens
+# for every run. The last column is the share of the window-only run's excess perplexity (over
+# full attention) that a run removes. The computation is cached (:mod:`mha_ref.tutorial.cache`),
+# so the second language reuses it.
 
 text_window, text_sinks = 64, 4
 result = streaming_losses("assignment_statements", 512, text_window, text_sinks)
 losses = result["losses"]
-rows = [(name, f"{losses[key][text_window:].mean().exp().item():.2f}") for name, key in
-        (("full causal", "full"), (f"window {text_window}", "window"), (f"window {text_window} + first {text_sinks}", "sinks"))]
-print(f"text: {result['tokens'].numel()} tokens; perplexity over tokens {text_window + 1}..{result['tokens'].numel() - 1}")
-print(text_table(["attention", "perplexity"], rows))
 ppl = {key: losses[key][text_window:].mean().exp().item() for key in losses}
-print(f"share of the window-only run's excess perplexity that the {text_sinks} kept tokens remove: "
-      f"{(ppl['window'] - ppl['sinks']) / (ppl['window'] - ppl['full']):.2f}")
+runs = (("full causal", "full", None), (f"window {text_window}", "window", text_window),
+        (f"window {text_window + text_sinks} (no kept tokens)", "wide_window", text_window + text_sinks),
+        (f"window {text_window} + first 1", "first_token", text_window + 1),
+        (f"window {text_window} + first {text_sinks}", "sinks", text_window + text_sinks))
+rows = [(name, "all" if key == "full" else slots, f"{ppl[key]:.2f}",
+         f"{(ppl['window'] - ppl[key]) / (ppl['window'] - ppl['full']):.2f}") for name, key, slots in runs]
+print(f"text: {result['tokens'].numel()} tokens; perplexity over tokens {text_window + 1}..{result['tokens'].numel() - 1}")
+print(text_table(["attention", "tokens in the cache", "perplexity", "share of the excess removed"], rows))
 sink_weight = result["sink_weight"]  # (num_layers,)
 print(f"full attention: mean weight on token 0 beyond the window, per layer: min {sink_weight.min():.3f}, "
       f"median {sink_weight.median():.3f}, max {sink_weight.max():.3f}; "
@@ -143,8 +152,12 @@ plt.show()
 # %%
 # The window-only run loses the first tokens, on which the full model puts much of its attention
 # (the weights printed above); keeping four of them removes most of the excess perplexity of the
-# window-only run (the share printed above), though not all of it. This is one text, one window and one model; the intervention shows that these four
-# tokens matter to the window, not why the model relies on them.
+# window-only run (the share printed above), though not all of it. The controls separate the two
+# things the four kept tokens add. Four more recent slots (the window of 68, the same cache size)
+# remove only a small share of the excess, while token 0 alone removes nearly as much as the first
+# four: on this text, what helps is the first token, not the extra slots. This is one text, one
+# window and one model; the interventions show that the first token matters to the window, not
+# why the model relies on it.
 
 # %%
 # Summary
@@ -154,7 +167,9 @@ plt.show()
 # * Through ``depth`` layers a token reaches ``depth * (window - 1)`` positions back, as the
 #   mask products print.
 # * On SmolLM2, trained without a window, the printed perplexities compare a window alone with a
-#   window plus the first four tokens, and with full attention.
+#   window plus the first four tokens, and with full attention; a window with the same number of
+#   slots but no first tokens, and a window plus token 0 alone, show that the first token is what
+#   helps.
 #
 # Sources: Beltagy et al. 2020, "Longformer: The Long-Document Transformer", arXiv:2004.05150,
 # Sec. 3.1; Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (sliding window, rolling

@@ -98,7 +98,8 @@ for variant, count in stopped.items():
 # (:func:`mha_ref.tutorial.training.train`'s loop) at a learning rate of ``3e-2``, 400 steps, three
 # seeds, with the attention computed explicitly from the same parameters; the only change
 # between the two arms is a :class:`mha_ref.QKNorm` (LayerNorm, as in Dehghani et al. 2023) on the
-# queries and keys.
+# queries and keys, plus that LayerNorm's learnable gains and biases, which the second arm trains
+# too.
 
 qk_rows, solved = [], {}
 for qk_norm in (False, True):

@@ -209,14 +209,18 @@ print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
 # :math:`M_1 M_2 = OV_1 QK_2`，K 组合取 :math:`OV_1 QK_2^\top`，V 组合取 :math:`OV_1 OV_2`
 # （:func:`~mha_ref.tutorial.circuits.composition_scores`）。这个分数只有和形状相同、彼此无关的头的
 # 分数相比才有意义：即随机高斯头的平均值
-# （:func:`~mha_ref.tutorial.circuits.random_composition_baseline`）。权重只能提示，上面的消融才是测量。
+# （:func:`~mha_ref.tutorial.circuits.random_composition_baseline`）。基线里的两个矩阵各是一个乘积
+# ``A @ B``，``A`` 和 ``B`` 的元素取自标准正态分布，形状为 ``(embed_dim, head_dim)`` 和
+# ``(head_dim, embed_dim)``：与真实头的 QK 或 OV 矩阵大小相同，秩也同为 ``head_dim``。分数要除以两个
+# 范数，所以元素的尺度无关紧要；基线是 200 对这样的矩阵的平均值。权重只能提示，上面的消融才是测量。
 # 所以问题在于两者是否一致，而且不只在一个模型上：下面用同样的配方、以种子 0、1、2 训练（种子 0 就是
 # 上面的模型）。对每个种子，消融找到的组合是：去掉后准确率损失最大的那一路第 2 层输入；如果对第 2 层的
 # 两个头而言，这种组合的分数都是三者中最大的，并且高于随机基线，就算分数与消融一致。
 
 layer_1 = induction_model.layers[0]
-baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=200, seed=0)
-print(f"随机基线（embed_dim={layer_1.embed_dim}，head_dim={layer_1.head_dim}）：{baseline:.3f}")
+baseline_draws = 200
+baseline = random_composition_baseline(layer_1.embed_dim, layer_1.head_dim, draws=baseline_draws, seed=0)
+print(f"随机基线（embed_dim={layer_1.embed_dim}，head_dim={layer_1.head_dim}，{baseline_draws} 对的平均）：{baseline:.3f}")
 evidence_rows, agreed, seed_runs = [], 0, {}
 for seed in (0, 1, 2):
     run = train_induction(seed=seed)
@@ -307,7 +311,7 @@ print(
 
 # %%
 # 结合回路来读（数字以表格为准）。修补前一词元头的干净输出在每个种子上都能把答案找回来；修补第 1 层的
-# 另一个头找回的要少得多（在一个种子上找回了一部分）。三个位置中，能找回答案的是 ``c + 1``，既不是被改动的词元所在的 ``c``，也不是查询位置 ``q``：
+# 另一个头找回的要少得多（每个种子上都只找回一小部分，种子 1 上最多）。三个位置中，能找回答案的是 ``c + 1``，既不是被改动的词元所在的 ``c``，也不是查询位置 ``q``：
 # 第 1 层之后，“我前面的词元是 ``tokens[c]``”这条信息位于 ``c + 1``，是前一词元头写在那里的，而第 2 层
 # 的归纳头匹配的正是这个键。在第 1 层之后修补 ``c`` 已经太晚：位置 ``c + 1`` 早已在那里读到了被破坏的
 # 词元。这就是按位置定位出来的 K 组合。

@@ -90,6 +90,35 @@ print(f"MLA 的缓存与 {gqa_groups:.2f} 个键/值头的 GQA 一样多；"
       f"MHA 的缓存是它的 {kv_cache_bytes_per_token(layers, heads, head_dim, torch.bfloat16) / mla_per_token:.1f} 倍")
 
 # %%
+# 每个缓存词元：读的字节与做的运算
+# --------------------------------
+# 每个词元缓存的字节更少，并不意味着每一步解码都受内存限制。仍取上面的形状（``bfloat16``，批大小 1，
+# 一层）：吸收形式的 MLA 一步对每个缓存词元只读一次它的潜在向量和 RoPE 键，共
+# ``2 * (kv_latent_dim + rope_dim)`` 字节，而 128 个头每个都要用它们做运算：算分数
+# ``2 * (kv_latent_dim + rope_dim)`` 次 FLOP，加权求和 ``2 * kv_latent_dim`` 次（一次乘加算 2 次）。
+# GQA 和 MHA 对每个键/值头读一个键和一个值，每个查询头做 ``2 * 2 * head_dim`` 次 FLOP。两者之比就是
+# 这一步相对缓存的运算强度；屋脊点取 NVIDIA H100 SXM 的，数据手册的数字与
+# :ref:`sphx_glr_auto_examples_plot_15_grouped_heads_decode.py` 相同（3.35 TB/s，稠密 BF16 989 TFLOP/s）。
+# 每步读一次的投影权重没有算在内。
+
+gpu_bandwidth, gpu_flops = 3.35e12, 989e12  # 字节/秒，FLOP/秒（NVIDIA H100 SXM，稠密 BF16）
+intensity_rows = []
+for name, kv_heads in (("MHA", heads), ("GQA，8 个 KV 头", 8)):
+    read_bytes = 2 * kv_heads * head_dim * 2  # 键 + 值，每个数 2 字节
+    flops = heads * 2 * 2 * head_dim  # 分数 + 加权求和，每个查询头
+    intensity_rows.append((name, read_bytes, flops, f"{flops / read_bytes:.0f}"))
+mla_read = (latent_dim + rope_dim) * 2  # 一个潜在向量 + 一个 RoPE 键，每个数 2 字节
+mla_flops = heads * 2 * ((latent_dim + rope_dim) + latent_dim)  # 分数 + 加权求和，每个头
+intensity_rows.append(("MLA 吸收形式", mla_read, mla_flops, f"{mla_flops / mla_read:.0f}"))
+print(text_table(["注意力", "每个缓存词元读的字节", "每个缓存词元的 FLOPs", "FLOP/字节"], intensity_rows))
+print(f"H100 SXM 的屋脊点：{gpu_flops / gpu_bandwidth:.0f} FLOP/字节；"
+      f"MLA 吸收形式达到它的 {mla_flops / mla_read / (gpu_flops / gpu_bandwidth):.2f} 倍")
+
+# %%
+# MHA 和 GQA 远在屋脊点之下：它们的一步解码受读取缓存的限制。128 个头的吸收形式 MLA 则接近屋脊点
+# （见打印的比值），所以在这样的 GPU 上，它也接近受算力限制。
+
+# %%
 # 一步解码随上下文的耗时，与 GQA 并排
 # -----------------------------------
 # 换一个本构建计时得起的小层：``embed_dim = 512``，8 个 64 维的头，批大小 1，每步一个新词元，
@@ -100,7 +129,7 @@ print(f"MLA 的缓存与 {gqa_groups:.2f} 个键/值头的 GQA 一样多；"
 # 算分数要乘 ``kv_latent_dim + rope_dim`` 个数，加权求和再乘 ``kv_latent_dim`` 个数，而 GQA 是
 # ``2 * head_dim`` 个（打印的第一行）。计时按轮进行（预热 2 轮，计时 7 轮；
 # :func:`mha_ref.tutorial.bench.time_interleaved_spread`），结果写成同一上下文下相对 GQA 一步的倍数。
-# 这些数只描述这台机器：在 GPU 上，一步解码受读取缓存的速度限制，本 CPU 构建并不测量这一点。
+# 这些数只描述这台机器，不描述 GPU；在 GPU 上一步解码受什么限制，取决于它的运算强度（见上表）。
 
 embed_dim, num_heads, step_head_dim = 512, 8, 64
 contexts = [256, 512, 1024, 2048]

@@ -2,14 +2,14 @@
 示例 23：滑动窗口与注意力汇点
 =============================
 
-Mistral 7B、Gemma 和 gpt-oss 的部分层只关注最近的 ``window`` 个词元（Beltagy 等 2020；Jiang 等
-2023）。掩码是对角线下方的一条带；这种层的 KV 缓存永远不需要超过 ``window`` 个词元，所以可以是一个
+滑动窗口层里，每个词元只关注最近的 ``window`` 个词元（Beltagy 等 2020）。Mistral 7B（v0.1）每一层都
+用这样的窗口（Jiang 等 2023）；Gemma 2、Gemma 3 和 gpt-oss 则让滑动窗口层与完整注意力层穿插排列。掩码是对角线下方的一条带；这种层的 KV 缓存永远不需要超过 ``window`` 个词元，所以可以是一个
 固定大小的环形缓冲区，而信息仍能逐层接力，传得比一个窗口更远。
 
 本例构建带状掩码（:func:`mha_ref.sliding_window_mask`），核对用 :class:`mha_ref.RollingKVCache`
 逐步解码等于带这个掩码的完整注意力，计算感受野随深度的增长和每个词元的内存，再在一个 **没有** 用窗口
 训练过的模型上试用窗口：SmolLM2-135M 读一段真实文本，比较只用窗口的缓存与窗口加上保留最初四个词元
-（StreamingLLM，Xiao 等 2023）。
+（StreamingLLM，Xiao 等 2023），另加两个各只改一个因素的对照。
 """
 
 # %%
@@ -105,21 +105,26 @@ print(text_table(["词元数", "完整缓存（MiB）", "公式（MiB）", "滚�
 # 在没有用窗口训练过的模型上加窗口
 # --------------------------------
 # SmolLM2-135M 是用完整因果注意力训练的。取一段随包提供的文本（Python 参考手册讲赋值语句的一章）的
-# 前 512 个词元，让模型跑三遍：完整注意力；每层都用 64 个词元的窗口；同样的窗口再保留最初 4 个词元。
-# 掩码代表缓存（即上面环形缓冲区的等式，测试在随机形状上核对过）；位置用词元自己的位置。困惑度是
-# 第一个窗口之后各词元平均损失的 ``exp``，三次运行只在那里不同。计算结果有缓存
-# （:mod:`mha_ref.tutorial.cache`），第二种语言直接复用。
+# 前 512 个词元，让模型跑五遍：完整注意力；每层都用 64 个词元的窗口；同样的窗口再保留最初 4 个词元；
+# 然后是两个对照。68 个词元的普通窗口与 64 + 4 的缓存一样大，但多出的槽位放的是最近的词元，而不是最初的
+# 词元；64 个词元的窗口只加词元 0，则只保留第一个词元。掩码代表缓存（即上面环形缓冲区的等式，测试在
+# 随机形状上核对过）；位置用词元自己的位置，所以 RoPE 看到的是真实距离。StreamingLLM 则按词元在缓存
+# 中的位置重新编号（Xiao 等 2023，第 3.2 节），这里没有这样做。困惑度是第一个窗口之后各词元平均损失的
+# ``exp``，每次运行统计的都是这些词元。最后一列是：只用窗口时比完整注意力多出的困惑度中，这次运行消除的
+# 比例。计算结果有缓存（:mod:`mha_ref.tutorial.cache`），第二种语言直接复用。
 
 text_window, text_sinks = 64, 4
 result = streaming_losses("assignment_statements", 512, text_window, text_sinks)
 losses = result["losses"]
-rows = [(name, f"{losses[key][text_window:].mean().exp().item():.2f}") for name, key in
-        (("完整因果", "full"), (f"窗口 {text_window}", "window"), (f"窗口 {text_window} + 最初 {text_sinks}", "sinks"))]
-print(f"文本：{result['tokens'].numel()} 个词元；困惑度统计词元 {text_window + 1}..{result['tokens'].numel() - 1}")
-print(text_table(["注意力", "困惑度"], rows))
 ppl = {key: losses[key][text_window:].mean().exp().item() for key in losses}
-print(f"只用窗口时多出的困惑度中，保留的 {text_sinks} 个词元消除的比例："
-      f"{(ppl['window'] - ppl['sinks']) / (ppl['window'] - ppl['full']):.2f}")
+runs = (("完整因果", "full", None), (f"窗口 {text_window}", "window", text_window),
+        (f"窗口 {text_window + text_sinks}（不保留词元）", "wide_window", text_window + text_sinks),
+        (f"窗口 {text_window} + 最初 1", "first_token", text_window + 1),
+        (f"窗口 {text_window} + 最初 {text_sinks}", "sinks", text_window + text_sinks))
+rows = [(name, "全部" if key == "full" else slots, f"{ppl[key]:.2f}",
+         f"{(ppl['window'] - ppl[key]) / (ppl['window'] - ppl['full']):.2f}") for name, key, slots in runs]
+print(f"文本：{result['tokens'].numel()} 个词元；困惑度统计词元 {text_window + 1}..{result['tokens'].numel() - 1}")
+print(text_table(["注意力", "缓存中的词元", "困惑度", "消除的多出部分的比例"], rows))
 sink_weight = result["sink_weight"]  # (num_layers,)
 print(f"完整注意力：窗口之后的查询给词元 0 的平均权重，逐层统计：最小 {sink_weight.min():.3f}，"
       f"中位数 {sink_weight.median():.3f}，最大 {sink_weight.max():.3f}；"
@@ -133,8 +138,11 @@ plt.show()
 
 # %%
 # 只用窗口的那次运行丢掉了最初的词元，而完整模型把很大一部分注意力放在它们上面（见上面打印的权重）；
-# 保留其中四个，就消除了只用窗口时多出的大部分困惑度（比例见上），但没有全部消除。这只是一段文本、
-# 一个窗口、一个模型；这次干预说明这四个词元对窗口很重要，并不说明模型为什么依赖它们。
+# 保留其中四个，就消除了只用窗口时多出的大部分困惑度（比例见上），但没有全部消除。两个对照把这四个
+# 词元带来的两样东西分开了。多给四个最近的槽位（68 个词元的窗口，缓存一样大）只消除了多出部分的一小
+# 部分，而单单保留词元 0 消除的几乎和保留最初四个一样多：在这段文本上，起作用的是第一个词元，而不是
+# 多出的槽位。这只是一段文本、一个窗口、一个模型；这些干预说明第一个词元对窗口很重要，并不说明模型
+# 为什么依赖它。
 
 # %%
 # 小结
@@ -142,7 +150,8 @@ plt.show()
 # * 滑动窗口就是带状的因果掩码；``window`` 个槽位的环形缓冲区能精确地解码它（表中打印了差值），而
 #   缓存不再增长。
 # * 经过 ``depth`` 层，一个词元能读到 ``depth * (window - 1)`` 个位置之前，掩码乘积打印了这一点。
-# * 在没有用窗口训练过的 SmolLM2 上，打印的困惑度比较了只用窗口、窗口加最初四个词元，以及完整注意力。
+# * 在没有用窗口训练过的 SmolLM2 上，打印的困惑度比较了只用窗口、窗口加最初四个词元，以及完整注意力；
+#   槽位数相同但不保留最初词元的窗口，以及只加词元 0 的窗口，说明起作用的是第一个词元。
 #
 # 出处：Beltagy 等 2020，“Longformer: The Long-Document Transformer”，arXiv:2004.05150，第 3.1 节；
 # Jiang 等 2023，“Mistral 7B”，arXiv:2310.06825，第 2 节（滑动窗口、滚动缓冲缓存、模型形状）；

@@ -88,7 +88,8 @@ for variant, count in stopped.items():
 # ------------------------
 # 示例 6 的单头模型（``embed_dim = 16``），用示例 6 的训练代码
 # （:func:`mha_ref.tutorial.training.train` 的循环）以学习率 ``3e-2`` 训练 400 步，三个种子，注意力由同样的参数显式计算；两组之间唯一的改动是
-# 在查询和键上加一个 :class:`mha_ref.QKNorm` （LayerNorm，与 Dehghani 等 2023 相同）。
+# 在查询和键上加一个 :class:`mha_ref.QKNorm` （LayerNorm，与 Dehghani 等 2023 相同），外加这个
+# LayerNorm 可学习的增益和偏置，第二组也训练它们。
 
 qk_rows, solved = [], {}
 for qk_norm in (False, True):

@@ -1,8 +1,10 @@
 """Lab code of example 23: sliding windows on the real model, and the receptive field.
 
-``streaming_losses`` runs SmolLM2 on a shipped text three times, with full causal attention,
-with a sliding window only, and with the window plus the first few tokens kept (StreamingLLM),
-and returns each token's loss. The masks stand for the caches: attending with
+``streaming_losses`` runs SmolLM2 on a shipped text five times, with full causal attention,
+with a sliding window only, with the window plus the first few tokens kept (StreamingLLM), and
+two one-factor controls: a plain window as wide as the window plus the kept tokens (the same
+cache size, recent tokens instead of the first ones) and the window plus token 0 alone. It
+returns each token's loss. The masks stand for the caches: attending with
 ``sliding_window_mask`` is what a :class:`mha_ref.RollingKVCache` decode computes, token by
 token (``tests/test_modern_attention.py`` checks the equality), at a fraction of the cost of
 decoding 30 layers one token at a time on a CPU. Positions are the tokens' own (RoPE sees
@@ -48,19 +50,22 @@ def receptive_field(seq_len: int, window: int, depth: int) -> torch.Tensor:
 def streaming_losses(
     text_name: str, max_tokens: int, window: int, num_sinks: int
 ) -> dict:
-    """Per-token losses of SmolLM2 with full, window-only and window + sinks attention (cached).
+    """Per-token losses of SmolLM2 with full, windowed and window + sinks attention (cached).
 
     Args:
         text_name: a shipped text (``mha_ref.tutorial.smollm2.texts``).
         max_tokens: tokens of the text used (its first ones).
         window: recent tokens each query sees, itself included.
-        num_sinks: first tokens kept for good in the third run.
+        num_sinks: first tokens kept for good in the ``"sinks"`` run.
 
     Returns:
-        dict: ``tokens`` ``(L,)``; ``losses``, ``{"full", "window", "sinks"}`` -> ``(L - 1,)``
-        float32 losses in nats (entry ``t`` predicts token ``t + 1``); ``sink_weight``, the
-        mean attention weight that full attention gives token 0, per layer ``(num_layers,)``,
-        over the queries beyond the window.
+        dict: ``tokens`` ``(L,)``; ``losses``, ``{"full", "window", "sinks", "wide_window",
+        "first_token"}`` -> ``(L - 1,)`` float32 losses in nats (entry ``t`` predicts token
+        ``t + 1``): full causal attention, a window of ``window``, the window plus the first
+        ``num_sinks`` tokens, a plain window of ``window + num_sinks`` (the same cache size as
+        the sinks run), and the window plus token 0 only; ``sink_weight``, the mean attention
+        weight that full attention gives token 0, per layer ``(num_layers,)``, over the
+        queries beyond the window.
     """
     from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
     from mha_ref.tutorial.smollm2.texts import text_sha256
@@ -81,14 +86,25 @@ def streaming_losses(
     return cached("streaming_losses", arguments, compute)
 
 
-def _masked_logits(model, tokens: torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
-    """SmolLM2's forward pass with ``attn_mask`` in every block instead of ``is_causal``."""
+def _masked_logits(
+    model, tokens: torch.Tensor, attn_mask: torch.Tensor, need_weights: bool = False
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """SmolLM2's forward pass with ``attn_mask`` in every block instead of ``is_causal``.
+
+    Returns the logits ``(1, L, vocab_size)`` and, with ``need_weights``, each block's
+    attention weights ``(1, num_heads, L, L)`` (an empty list otherwise).
+    """
     residual = model.embed(tokens)  # (1, L, embed_dim)
+    all_weights = []
     for block in model.layers:
-        attended, _ = block.attention(block.attention_norm(residual), attn_mask=attn_mask)
+        attended, weights = block.attention(
+            block.attention_norm(residual), attn_mask=attn_mask, need_weights=need_weights
+        )  # (1, L, embed_dim), (1, num_heads, L, L) or None
+        if need_weights:
+            all_weights.append(weights)  # (1, num_heads, L, L)
         residual = residual + attended  # (1, L, embed_dim)
         residual = residual + block.mlp(block.mlp_norm(residual))  # (1, L, embed_dim)
-    return model.unembed(residual)  # (1, L, vocab_size)
+    return model.unembed(residual), all_weights  # (1, L, vocab_size), layers x (1, H, L, L)
 
 
 def _losses(text_name: str, max_tokens: int, window: int, num_sinks: int) -> dict:
@@ -103,12 +119,18 @@ def _losses(text_name: str, max_tokens: int, window: int, num_sinks: int) -> dic
         "full": causal_mask(seq_len),
         "window": window_mask(seq_len, window),
         "sinks": window_mask(seq_len, window, num_sinks),
+        "wide_window": window_mask(seq_len, window + num_sinks),  # same cache size, no sinks
+        "first_token": window_mask(seq_len, window, 1),  # the window plus token 0 only
     }
     losses = {}
     with torch.no_grad():
         for name, mask in masks.items():
-            logits = _masked_logits(model, tokens[None], mask)  # (1, L, vocab_size)
+            # the full run also returns its weights, for the attention on token 0
+            logits, run_weights = _masked_logits(
+                model, tokens[None], mask, need_weights=name == "full"
+            )  # (1, L, vocab_size), layers x (1, H, L, L) or []
             losses[name] = next_token_losses(logits, tokens[None])[0]  # (L - 1,)
-        _, weights = model(tokens[None], need_weights=True)  # layers x (1, H, L, L)
+            if name == "full":
+                weights = run_weights  # layers x (1, H, L, L)
     sink_weight = torch.stack([w[0, :, window:, 0].mean() for w in weights])  # (num_layers,)
     return {"tokens": tokens, "losses": losses, "sink_weight": sink_weight}
