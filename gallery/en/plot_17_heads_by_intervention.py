@@ -97,7 +97,7 @@ print(text_table(["ablated head", "second-copy loss", *(f"induction {h}" for h i
 # The same on other random sequences
 # ----------------------------------
 # Everything above used one draw of random tokens (seed 0). The key zero ablations again, on
-# sequences of the same size drawn with three other seeds: the super-additivity ratio of the
+# sequences of the same size drawn with two other seeds: the super-additivity ratio of the
 # three induction heads, and the second-copy loss with the previous-token head removed.
 
 rows = []
@@ -244,7 +244,7 @@ for mode in ("zero", "mean"):
 # -------
 # - Ablating the top three induction heads of SmolLM2-135M-Instruct (4-bit file) together
 #   multiplies the loss on the repeated random tokens by the factor printed above, more than
-#   the sum of their single effects (on four seeds of random tokens), and leaves the real-text
+#   the sum of their single effects (on three seeds of random tokens), and leaves the real-text
 #   loss nearly unchanged.
 # - Ablating the previous-token head before them removes their induction pattern and their
 #   copying; three control heads of its block do not.

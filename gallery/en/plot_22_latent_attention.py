@@ -192,23 +192,6 @@ fig = plot_lines(contexts, ratios, xlabel="cached tokens", ylabel="time of one d
 plt.show()
 
 # %%
-# Summary
-# -------
-# * MLA caches one latent of ``kv_latent_dim`` numbers and one shared RoPE key of ``rope_dim``
-#   numbers per token and layer, whatever the number of heads; every head still has its own
-#   keys and values, rebuilt by its own up-projection.
-# * The absorbed form (up-projections folded into the query and output projections) equals the
-#   naive form to rounding, as the first two tables print; it is multi-query attention in the
-#   latent space with one key of ``kv_latent_dim + rope_dim`` features.
-# * The cache table prints how MLA's bytes per token compare with MHA, GQA and MQA of the same
-#   width; the timing table prints, for this machine, what one decode step costs relative to
-#   GQA, and how much slower the naive step is once it must rebuild the cache at every step.
-#
-# Sources: DeepSeek-AI 2024, "DeepSeek-V2: A Strong, Economical, and Efficient Mixture-of-Experts
-# Language Model", arXiv:2405.04434, Sec. 2.1 (Eqs. 9-19, Table 1) and Sec. 3.1.2 (the model's
-# shape); Ainslie et al. 2023, arXiv:2305.13245 (GQA); Shazeer 2019, arXiv:1911.02150 (MQA).
-
-# %%
 # Exercises
 # ---------
 # **Exercise 1.** DeepSeek-V2's Table 1 says that MLA with ``kv_latent_dim = 4 * head_dim`` and
@@ -250,3 +233,21 @@ keys = apply_rotary(latents @ w_uk.T, torch.arange(6))  # (seq_len, head_dim), r
 real = keys @ q_one  # (seq_len,)
 folded_scores = latents @ (w_uk.T @ q_one)  # (seq_len,)
 print("|real - folded| per key position:", [f"{d:.1e}" for d in (real - folded_scores).abs().tolist()])
+
+
+# %%
+# Summary
+# -------
+# * MLA caches one latent of ``kv_latent_dim`` numbers and one shared RoPE key of ``rope_dim``
+#   numbers per token and layer, whatever the number of heads; every head still has its own
+#   keys and values, rebuilt by its own up-projection.
+# * The absorbed form (up-projections folded into the query and output projections) equals the
+#   naive form to rounding, as the first two tables print; it is multi-query attention in the
+#   latent space with one key of ``kv_latent_dim + rope_dim`` features.
+# * The cache table prints how MLA's bytes per token compare with MHA, GQA and MQA of the same
+#   width; the timing table prints, for this machine, what one decode step costs relative to
+#   GQA, and how much slower the naive step is once it must rebuild the cache at every step.
+#
+# Sources: DeepSeek-AI 2024, "DeepSeek-V2: A Strong, Economical, and Efficient Mixture-of-Experts
+# Language Model", arXiv:2405.04434, Sec. 2.1 (Eqs. 9-19, Table 1) and Sec. 3.1.2 (the model's
+# shape); Ainslie et al. 2023, arXiv:2305.13245 (GQA); Shazeer 2019, arXiv:1911.02150 (MQA).

@@ -160,23 +160,6 @@ plt.show()
 # why the model relies on it.
 
 # %%
-# Summary
-# -------
-# * A sliding window is a banded causal mask; a ring buffer of ``window`` slots decodes it
-#   exactly (the table prints the differences), with a cache that stops growing.
-# * Through ``depth`` layers a token reaches ``depth * (window - 1)`` positions back, as the
-#   mask products print.
-# * On SmolLM2, trained without a window, the printed perplexities compare a window alone with a
-#   window plus the first four tokens, and with full attention; a window with the same number of
-#   slots but no first tokens, and a window plus token 0 alone, show that the first token is what
-#   helps.
-#
-# Sources: Beltagy et al. 2020, "Longformer: The Long-Document Transformer", arXiv:2004.05150,
-# Sec. 3.1; Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (sliding window, rolling
-# buffer cache, the model's shape); Xiao et al. 2023, "Efficient Streaming Language Models with
-# Attention Sinks", arXiv:2309.17453, Sec. 3; Allal et al. 2025, arXiv:2502.02737 (SmolLM2).
-
-# %%
 # Exercises
 # ---------
 # **Exercise 1.** Mistral 7B has 32 layers and a window of 4096 tokens. How far back can its last
@@ -210,3 +193,21 @@ exercise = RollingKVCache(1, 1, 4, 16, num_sinks=1)
 for _ in range(10):
     exercise.append(torch.zeros(1, 1, 1, 16), torch.zeros(1, 1, 1, 16))
 print("positions by slot:", exercise.positions.tolist(), "; bytes:", exercise.nbytes())
+
+
+# %%
+# Summary
+# -------
+# * A sliding window is a banded causal mask; a ring buffer of ``window`` slots decodes it
+#   exactly (the table prints the differences), with a cache that stops growing.
+# * Through ``depth`` layers a token reaches ``depth * (window - 1)`` positions back, as the
+#   mask products print.
+# * On SmolLM2, trained without a window, the printed perplexities compare a window alone with a
+#   window plus the first four tokens, and with full attention; a window with the same number of
+#   slots but no first tokens, and a window plus token 0 alone, show that the first token is what
+#   helps.
+#
+# Sources: Beltagy et al. 2020, "Longformer: The Long-Document Transformer", arXiv:2004.05150,
+# Sec. 3.1; Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (sliding window, rolling
+# buffer cache, the model's shape); Xiao et al. 2023, "Efficient Streaming Language Models with
+# Attention Sinks", arXiv:2309.17453, Sec. 3; Allal et al. 2025, arXiv:2502.02737 (SmolLM2).

@@ -189,28 +189,6 @@ print("lse", tuple(lse.shape), "= (batch, num_heads, seq_len): one number per qu
 print(f"tiled output vs explicit: {(out - explicit_out).abs().max().item():.1e}; rebuilt weights vs explicit: {(rebuilt_w - explicit_w).abs().max().item():.1e}")
 
 # %%
-# Summary
-# -------
-# * A sink logit of ``-inf`` is ordinary attention, ``0`` is softmax plus one, and
-#   ``add_zero_attn`` is the same as a zero sink before the output projection (the first lines
-#   print the differences).
-# * In the controlled task, the counts printed say whether any softmax made the unneeded head
-#   stop reading; in this build's runs none did, so this page does not show the effect.
-# * QK-norm on example 6's one-head model at learning rate ``3e-2``: the last QK-norm line counts
-#   the seeds that reach 0.9 accuracy with and without it, at the same budget.
-# * FlexAttention's masks and score modifications equal the explicit ones on this CPU, eagerly;
-#   its backward and compilation were skipped for the printed reasons.
-# * A fused kernel's log-sum-exp is enough to rebuild its weights exactly.
-#
-# Sources: OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", arXiv:2508.10925 (sink
-# logits); Miller 2023, "Attention Is Off By One" (softmax plus one); Xiao et al. 2023,
-# arXiv:2309.17453; Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion
-# Parameters", arXiv:2302.05442, Sec. 2; Wortsman et al. 2023, "Small-scale proxies for
-# large-scale Transformer training instabilities", arXiv:2309.14322; PyTorch
-# ``torch.nn.attention.flex_attention``; Rabe & Staats 2021, "Self-attention Does Not Need
-# O(n^2) Memory", arXiv:2112.05682; Dao et al. 2022, arXiv:2205.14135.
-
-# %%
 # Exercises
 # ---------
 # **Exercise 1.** A head's ``L`` keys all score ``0`` against a query. Which sink logit makes the
@@ -241,3 +219,26 @@ band = sliding_window_mask(9, window=3)  # (9, 9)
 _, band_lse = tiled_attention(lq, lk, lv, band, block_size=4, return_lse=True)  # (2, 3, 9)
 band_w = attention_weights_from_lse(lq, lk, band_lse, band)  # (2, 3, 9, 9)
 print(f"row sums: min {band_w.sum(-1).min().item():.6f}, max {band_w.sum(-1).max().item():.6f}; weight outside the band: {band_w[..., ~band].abs().max().item():.1e}")
+
+
+# %%
+# Summary
+# -------
+# * A sink logit of ``-inf`` is ordinary attention, ``0`` is softmax plus one, and
+#   ``add_zero_attn`` is the same as a zero sink before the output projection (the first lines
+#   print the differences).
+# * In the controlled task, the counts printed say whether any softmax made the unneeded head
+#   stop reading; in this build's runs none did, so this page does not show the effect.
+# * QK-norm on example 6's one-head model at learning rate ``3e-2``: the last QK-norm line counts
+#   the seeds that reach 0.9 accuracy with and without it, at the same budget.
+# * FlexAttention's masks and score modifications equal the explicit ones on this CPU, eagerly;
+#   its backward and compilation were skipped for the printed reasons.
+# * A fused kernel's log-sum-exp is enough to rebuild its weights exactly.
+#
+# Sources: OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", arXiv:2508.10925 (sink
+# logits); Miller 2023, "Attention Is Off By One" (softmax plus one); Xiao et al. 2023,
+# arXiv:2309.17453; Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion
+# Parameters", arXiv:2302.05442, Sec. 2; Wortsman et al. 2023, "Small-scale proxies for
+# large-scale Transformer training instabilities", arXiv:2309.14322; PyTorch
+# ``torch.nn.attention.flex_attention``; Rabe & Staats 2021, "Self-attention Does Not Need
+# O(n^2) Memory", arXiv:2112.05682; Dao et al. 2022, arXiv:2205.14135.

@@ -180,20 +180,6 @@ fig = plot_lines(contexts, ratios, xlabel="缓存的词元数", ylabel="一步�
 plt.show()
 
 # %%
-# 小结
-# ----
-# * MLA 每个词元、每层缓存一个 ``kv_latent_dim`` 个数的潜在向量和一个 ``rope_dim`` 个数的共用 RoPE
-#   键，与头数无关；每个头仍有自己的键和值，由它自己的上投影重建。
-# * 吸收形式（上投影并入查询投影和输出投影）与朴素形式只差舍入误差，前两张表打印了这一点；它就是
-#   潜在空间里的多查询注意力，键有 ``kv_latent_dim + rope_dim`` 个特征。
-# * 缓存表打印了同宽度下 MLA 每词元的字节数与 MHA、GQA、MQA 的对比；计时表打印了在这台机器上一步
-#   解码相对 GQA 的代价，以及朴素形式每一步都要重建缓存时慢了多少。
-#
-# 出处：DeepSeek-AI 2024，“DeepSeek-V2: A Strong, Economical, and Efficient Mixture-of-Experts
-# Language Model”，arXiv:2405.04434，第 2.1 节（式 9-19，表 1）和第 3.1.2 节（模型形状）；Ainslie 等
-# 2023，arXiv:2305.13245（GQA）；Shazeer 2019，arXiv:1911.02150（MQA）。
-
-# %%
 # 练习
 # ----
 # **练习 1.** DeepSeek-V2 的表 1 说，``kv_latent_dim = 4 * head_dim``、
@@ -232,3 +218,18 @@ keys = apply_rotary(latents @ w_uk.T, torch.arange(6))  # (seq_len, head_dim)，
 real = keys @ q_one  # (seq_len,)
 folded_scores = latents @ (w_uk.T @ q_one)  # (seq_len,)
 print("各键位置的 |真实 - 合并|：", [f"{d:.1e}" for d in (real - folded_scores).abs().tolist()])
+
+
+# %%
+# 小结
+# ----
+# * MLA 每个词元、每层缓存一个 ``kv_latent_dim`` 个数的潜在向量和一个 ``rope_dim`` 个数的共用 RoPE
+#   键，与头数无关；每个头仍有自己的键和值，由它自己的上投影重建。
+# * 吸收形式（上投影并入查询投影和输出投影）与朴素形式只差舍入误差，前两张表打印了这一点；它就是
+#   潜在空间里的多查询注意力，键有 ``kv_latent_dim + rope_dim`` 个特征。
+# * 缓存表打印了同宽度下 MLA 每词元的字节数与 MHA、GQA、MQA 的对比；计时表打印了在这台机器上一步
+#   解码相对 GQA 的代价，以及朴素形式每一步都要重建缓存时慢了多少。
+#
+# 出处：DeepSeek-AI 2024，“DeepSeek-V2: A Strong, Economical, and Efficient Mixture-of-Experts
+# Language Model”，arXiv:2405.04434，第 2.1 节（式 9-19，表 1）和第 3.1.2 节（模型形状）；Ainslie 等
+# 2023，arXiv:2305.13245（GQA）；Shazeer 2019，arXiv:1911.02150（MQA）。

@@ -145,20 +145,6 @@ plt.show()
 # 为什么依赖它。
 
 # %%
-# 小结
-# ----
-# * 滑动窗口就是带状的因果掩码；``window`` 个槽位的环形缓冲区能精确地解码它（表中打印了差值），而
-#   缓存不再增长。
-# * 经过 ``depth`` 层，一个词元能读到 ``depth * (window - 1)`` 个位置之前，掩码乘积打印了这一点。
-# * 在没有用窗口训练过的 SmolLM2 上，打印的困惑度比较了只用窗口、窗口加最初四个词元，以及完整注意力；
-#   槽位数相同但不保留最初词元的窗口，以及只加词元 0 的窗口，说明起作用的是第一个词元。
-#
-# 出处：Beltagy 等 2020，“Longformer: The Long-Document Transformer”，arXiv:2004.05150，第 3.1 节；
-# Jiang 等 2023，“Mistral 7B”，arXiv:2310.06825，第 2 节（滑动窗口、滚动缓冲缓存、模型形状）；
-# Xiao 等 2023，“Efficient Streaming Language Models with Attention Sinks”，arXiv:2309.17453，
-# 第 3 节；Allal 等 2025，arXiv:2502.02737（SmolLM2）。
-
-# %%
 # 练习
 # ----
 # **练习 1.** Mistral 7B 有 32 层，窗口 4096 个词元。理论上，它最后一层在词元 ``i`` 处的输出最远能
@@ -189,3 +175,18 @@ exercise = RollingKVCache(1, 1, 4, 16, num_sinks=1)
 for _ in range(10):
     exercise.append(torch.zeros(1, 1, 1, 16), torch.zeros(1, 1, 1, 16))
 print("各槽位的位置：", exercise.positions.tolist(), "；字节数：", exercise.nbytes())
+
+
+# %%
+# 小结
+# ----
+# * 滑动窗口就是带状的因果掩码；``window`` 个槽位的环形缓冲区能精确地解码它（表中打印了差值），而
+#   缓存不再增长。
+# * 经过 ``depth`` 层，一个词元能读到 ``depth * (window - 1)`` 个位置之前，掩码乘积打印了这一点。
+# * 在没有用窗口训练过的 SmolLM2 上，打印的困惑度比较了只用窗口、窗口加最初四个词元，以及完整注意力；
+#   槽位数相同但不保留最初词元的窗口，以及只加词元 0 的窗口，说明起作用的是第一个词元。
+#
+# 出处：Beltagy 等 2020，“Longformer: The Long-Document Transformer”，arXiv:2004.05150，第 3.1 节；
+# Jiang 等 2023，“Mistral 7B”，arXiv:2310.06825，第 2 节（滑动窗口、滚动缓冲缓存、模型形状）；
+# Xiao 等 2023，“Efficient Streaming Language Models with Attention Sinks”，arXiv:2309.17453，
+# 第 3 节；Allal 等 2025，arXiv:2502.02737（SmolLM2）。

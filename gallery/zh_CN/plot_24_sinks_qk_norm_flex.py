@@ -175,26 +175,6 @@ print("lse", tuple(lse.shape), "= (batch, num_heads, seq_len)：每个查询行�
 print(f"分块输出与显式输出之差：{(out - explicit_out).abs().max().item():.1e}；重建权重与显式权重之差：{(rebuilt_w - explicit_w).abs().max().item():.1e}")
 
 # %%
-# 小结
-# ----
-# * 汇点 logit 为 ``-inf`` 就是普通注意力，为 ``0`` 就是 softmax 加一，``add_zero_attn`` 在输出投影
-#   之前等同于零汇点（开头几行打印了差值）。
-# * 在受控任务中，打印的计数说明是否有哪种 softmax 让不被需要的头停止读取；本构建的运行中一种也没有，
-#   所以本页没有显示出这个效果。
-# * 在示例 6 的单头模型上以学习率 ``3e-2`` 使用 QK-norm：QK-norm 一节的最后一行数出了有无 QK-norm
-#   时、在相同预算下准确率达到 0.9 的种子数。
-# * FlexAttention 的掩码和分数修改在这台 CPU 上即时执行时与显式计算相等；它的反向传播和编译因打印的
-#   原因而跳过。
-# * 融合内核的 log-sum-exp 足以精确重建它的权重。
-#
-# 出处：OpenAI 2025，“gpt-oss-120b & gpt-oss-20b Model Card”，arXiv:2508.10925（汇点 logit）；
-# Miller 2023，“Attention Is Off By One”（softmax 加一）；Xiao 等 2023，arXiv:2309.17453；Dehghani 等
-# 2023，“Scaling Vision Transformers to 22 Billion Parameters”，arXiv:2302.05442，第 2 节；Wortsman 等
-# 2023，“Small-scale proxies for large-scale Transformer training instabilities”，arXiv:2309.14322；
-# PyTorch ``torch.nn.attention.flex_attention``；Rabe 与 Staats 2021，“Self-attention Does Not Need
-# O(n^2) Memory”，arXiv:2112.05682；Dao 等 2022，arXiv:2205.14135。
-
-# %%
 # 练习
 # ----
 # **练习 1.** 一个头的 ``L`` 个键对某个查询的分数都是 ``0``。汇点 logit 取多少时，这个头恰好把一半
@@ -224,3 +204,24 @@ band = sliding_window_mask(9, window=3)  # (9, 9)
 _, band_lse = tiled_attention(lq, lk, lv, band, block_size=4, return_lse=True)  # (2, 3, 9)
 band_w = attention_weights_from_lse(lq, lk, band_lse, band)  # (2, 3, 9, 9)
 print(f"行和：最小 {band_w.sum(-1).min().item():.6f}，最大 {band_w.sum(-1).max().item():.6f}；带外的权重：{band_w[..., ~band].abs().max().item():.1e}")
+
+
+# %%
+# 小结
+# ----
+# * 汇点 logit 为 ``-inf`` 就是普通注意力，为 ``0`` 就是 softmax 加一，``add_zero_attn`` 在输出投影
+#   之前等同于零汇点（开头几行打印了差值）。
+# * 在受控任务中，打印的计数说明是否有哪种 softmax 让不被需要的头停止读取；本构建的运行中一种也没有，
+#   所以本页没有显示出这个效果。
+# * 在示例 6 的单头模型上以学习率 ``3e-2`` 使用 QK-norm：QK-norm 一节的最后一行数出了有无 QK-norm
+#   时、在相同预算下准确率达到 0.9 的种子数。
+# * FlexAttention 的掩码和分数修改在这台 CPU 上即时执行时与显式计算相等；它的反向传播和编译因打印的
+#   原因而跳过。
+# * 融合内核的 log-sum-exp 足以精确重建它的权重。
+#
+# 出处：OpenAI 2025，“gpt-oss-120b & gpt-oss-20b Model Card”，arXiv:2508.10925（汇点 logit）；
+# Miller 2023，“Attention Is Off By One”（softmax 加一）；Xiao 等 2023，arXiv:2309.17453；Dehghani 等
+# 2023，“Scaling Vision Transformers to 22 Billion Parameters”，arXiv:2302.05442，第 2 节；Wortsman 等
+# 2023，“Small-scale proxies for large-scale Transformer training instabilities”，arXiv:2309.14322；
+# PyTorch ``torch.nn.attention.flex_attention``；Rabe 与 Staats 2021，“Self-attention Does Not Need
+# O(n^2) Memory”，arXiv:2112.05682；Dao 等 2022，arXiv:2205.14135。
