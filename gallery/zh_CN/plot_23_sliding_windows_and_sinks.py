@@ -41,7 +41,7 @@ fig = plot_masks(
     [sliding_window_mask(seq_len, window=window), window_mask(seq_len, window, num_sinks)],
     labels, labels,
     titles=[f"sliding_window_mask(window={window})", f"窗口 {window} + 最初 {num_sinks} 个词元"],
-    xlabel="键", ylabel="查询",
+    xlabel="键", ylabel="查询", legend=("可以关注", "被屏蔽"),
 )
 plt.show()
 
