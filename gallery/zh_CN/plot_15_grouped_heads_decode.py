@@ -246,7 +246,7 @@ better = {kv: sum(scratch[seed][kv] > uptrained[kv][i] for i, seed in enumerate(
 better_short = {kv: sum(scratch_short[seed][kv] > uptrained[kv][i] for i, seed in enumerate((0, 1, 2))) for kv in (2, 1)}
 for kv in (2, 1):
     print(f"num_kv_heads={kv}：训练 {pre_steps + up_steps} 步时，从头训练在 {better[kv]} 个种子上（共 3 个）超过转换 + 追加训练；"
-          f"训练 {up_steps} 步时，在 {better_short[kv]} 个种子上")
+          f"训练 {up_steps} 步时，在 {better_short[kv]} 个种子上（共 3 个）")
 
 # %%
 # 把两张表放在一起读（数字以打印的为准）。转换之后，100 步追加训练让 2 个键/值头的分组模型在每个种子上
