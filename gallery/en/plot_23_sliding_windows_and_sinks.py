@@ -46,7 +46,7 @@ fig = plot_masks(
     [sliding_window_mask(seq_len, window=window), window_mask(seq_len, window, num_sinks)],
     labels, labels,
     titles=[f"sliding_window_mask(window={window})", f"window {window} + first {num_sinks} tokens"],
-    xlabel="key", ylabel="query",
+    xlabel="key", ylabel="query", legend=("may attend", "blocked"),
 )
 plt.show()
 
