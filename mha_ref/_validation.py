@@ -128,6 +128,16 @@ def require_non_negative_int(name: str, value: object, meaning: str = "") -> Non
         )
 
 
+def require_crop_length(length: object, cached_len: int) -> None:
+    """Raise unless ``length`` is an int in ``0 .. cached_len``: what a cache's ``crop`` keeps."""
+    require_non_negative_int("length", length, "number of tokens to keep")
+    if length > cached_len:
+        raise ValueError(
+            f"length must be at most cached_len={cached_len}, got length={length}. "
+            f"crop only shortens the cache; append tokens to lengthen it."
+        )
+
+
 def require_divisible_heads(
     embed_dim: int,
     num_heads: int,

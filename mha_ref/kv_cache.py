@@ -145,12 +145,7 @@ class KVCache:
         Raises:
             ValueError: If ``length`` is negative or more than ``cached_len``.
         """
-        check.require_non_negative_int("length", length, "number of tokens to keep")
-        if length > self.cached_len:
-            raise ValueError(
-                f"length must be at most cached_len={self.cached_len}, got length={length}. "
-                f"crop only shortens the cache; append tokens to lengthen it."
-            )
+        check.require_crop_length(length, self.cached_len)
         self.cached_len = length
 
     def _check_new(self, name: str, tensor: torch.Tensor) -> None:

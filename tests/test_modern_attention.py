@@ -457,3 +457,15 @@ def test_receptive_field_grows_by_window_minus_one_per_layer(window, depth):
     band = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
     assert torch.equal(receptive_field(seq_len, window, 1), band)
     assert torch.equal(window_mask(seq_len, window, 0), band)
+
+
+def test_the_latent_cache_crops_like_the_kv_cache():
+    """Both caches share one check: ``crop`` keeps 0 .. cached_len tokens, names the fix else."""
+    cache = LatentKVCache(1, 4, 3, 2)
+    cache.append(torch.zeros(1, 2, 3), torch.zeros(1, 2, 2))
+    cache.crop(1)
+    assert cache.cached_len == 1
+    with pytest.raises(ValueError, match="crop only shortens"):
+        cache.crop(2)
+    with pytest.raises(ValueError, match="non-negative"):
+        cache.crop(-1)

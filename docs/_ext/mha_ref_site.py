@@ -195,41 +195,6 @@ def build_commit() -> str:
     return _git("describe", "--always", "--dirty", "--abbrev=12") or "unknown"
 
 
-# The first cell of every downloaded notebook. The package is not on PyPI (installing the name
-# ``mha-ref`` from an index could fetch someone else's package): the site ships its wheel, built
-# from the same commit (docs/_ext/mha_ref_course.py), and the cell says where to get it and how to
-# install it. ``{wheel}`` is replaced by the wheel's file name.
-_FIRST_NOTEBOOK_CELL = {
-    "en": (
-        "# This notebook needs the mha_ref package with its tutorial extra (torch, numpy,\n"
-        "# matplotlib and a CJK font). Download the package's wheel, {wheel}, from the\n"
-        "# example page this notebook came from (its download area), then install it:\n"
-        "#     python -m pip install \"{wheel}[tutorial]\"\n"
-        "# (in a notebook: %pip install \"{wheel}[tutorial]\", then restart the kernel)\n"
-        "import importlib.util\n\n"
-        "if importlib.util.find_spec('mha_ref') is None:\n"
-        "    raise ModuleNotFoundError(\n"
-        "        'mha_ref is not installed: download {wheel} from the example page this '\n"
-        "        'notebook came from, run `python -m pip install \"{wheel}[tutorial]\"` in the '\n"
-        "        'folder where you saved it, then restart the kernel'\n"
-        "    )"
-    ),
-    "zh_CN": (
-        "# 本笔记本需要 mha_ref 包及其 tutorial 附加依赖（torch、numpy、matplotlib 和中文字体）。\n"
-        "# 先在本笔记本所在的示例页面（下载区）下载这个包的 wheel 文件 {wheel}，再安装：\n"
-        "#     python -m pip install \"{wheel}[tutorial]\"\n"
-        "# （在笔记本里：%pip install \"{wheel}[tutorial]\"，然后重启内核）\n"
-        "import importlib.util\n\n"
-        "if importlib.util.find_spec('mha_ref') is None:\n"
-        "    raise ModuleNotFoundError(\n"
-        "        '没有安装 mha_ref：请从本笔记本所在的示例页面下载 {wheel}，'\n"
-        "        '在保存它的目录里运行 `python -m pip install \"{wheel}[tutorial]\"`，'\n"
-        "        '然后重启内核'\n"
-        "    )"
-    ),
-}
-
-
 # -- config-inited: choose the language's gallery --------------------------------------------------
 def _configure_language(app: Sphinx, config: Config) -> None:
     lang = config.language or "en"
@@ -242,10 +207,13 @@ def _configure_language(app: Sphinx, config: Config) -> None:
             f"build it with -D language={src_name}"
         )
     config.sphinx_gallery_conf["examples_dirs"] = [f"../../gallery/{lang}"]
-    from mha_ref_course import wheel_name
+    # every notebook opens with the install and a check for the package: the same cell that
+    # docs/_ext/mha_ref_course.py writes into the shipped notebooks (one text, kept there). The
+    # package is not on PyPI (the name ``mha-ref`` on an index could be someone else's), so the
+    # cell says where the site's own wheel is and how to install it.
+    from mha_ref_course import first_notebook_cell
 
-    first_cell = _FIRST_NOTEBOOK_CELL[lang].replace("{wheel}", wheel_name())
-    config.sphinx_gallery_conf["first_notebook_cell"] = first_cell
+    config.sphinx_gallery_conf["first_notebook_cell"] = first_notebook_cell(lang)
     config.html_search_language = "zh" if lang.startswith("zh") else "en"
     # a theme option, not a message: the theme's catalogs cannot translate it
     search_bar_text = "搜索文档……" if lang.startswith("zh") else "Search the docs ..."
