@@ -38,6 +38,11 @@ def view_data(page, index: int = 0) -> dict:
     return json.loads(text)
 
 
+def first_view_where(page, wanted) -> int:
+    """The index of the first view on the page whose embedded data satisfies ``wanted``."""
+    return next(k for k in range(page.locator(".mha-attn").count()) if wanted(view_data(page, k)))
+
+
 def readout_number(text: str) -> str:
     """The weight at the end of a readout line ("…: 0.317"), as shown."""
     match = re.search(r"[:：]\s*(<?-?[\d.]+)$", text)
@@ -171,11 +176,7 @@ def test_pinning_a_query_and_the_table(watched, site_url, lang):
 def test_blocked_cells_are_shown_blocked_not_zero(watched, site_url, lang):
     watch = open_page(watched, site_url, lang, MASKS)
     page = watch.page
-    index = next(
-        k
-        for k in range(page.locator(".mha-attn").count())
-        if view_data(page, k)["blocked"] is not None
-    )
+    index = first_view_where(page, lambda data: data["blocked"] is not None)
     data = view_data(page, index)
     view = page.locator(".mha-attn").nth(index)
     h, i, j = next(
@@ -367,9 +368,7 @@ def test_the_hint_says_the_tab_order(watched, site_url, lang):
     # with several layers (example 10): the layer menu comes first, and the hint says so
     watch = open_page(watched, site_url, lang, INDUCTION)
     page = watch.page
-    index = next(
-        k for k in range(page.locator(".mha-attn").count()) if view_data(page, k)["layers"]
-    )
+    index = first_view_where(page, lambda data: data["layers"])
     view = page.locator(".mha-attn").nth(index)
     stops = _tab_stops(page, view, 6)
     assert stops[:2] == ["layer", "heads"] and stops[-1] == "grid", stops
@@ -439,9 +438,7 @@ def test_escape_unpins_in_the_grid(watched, site_url, lang):
 def test_the_overview_shows_every_head_of_every_layer(watched, site_url, lang):
     watch = open_page(watched, site_url, lang, INDUCTION)
     page = watch.page
-    index = next(
-        k for k in range(page.locator(".mha-attn").count()) if view_data(page, k)["layers"]
-    )
+    index = first_view_where(page, lambda data: data["layers"])
     data = view_data(page, index)
     view = page.locator(".mha-attn").nth(index)
     button = view.locator(".mha-attn-overview-toggle")
