@@ -157,9 +157,11 @@ def browser(session: nox.Session) -> None:
     """Drive Debian's Chromium (no browser download) over the built site with Playwright.
 
     Includes the axe-core accessibility audit of every page (WCAG 2.0/2.1 A and AA, light and
-    dark) and the interactive attention views; screenshots go to build/screenshots.
+    dark) and the interactive attention views; screenshots go to build/screenshots. The live
+    model's test compares the page with the build's own forward pass, so the tutorial extra
+    (torch, numpy) is installed too.
     """
-    install(session, "test", "browser")
+    install(session, "test", "browser", "tutorial")
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
     session.run("pytest", "-m", "browser", "tests/browser", *session.posargs)
