@@ -527,7 +527,8 @@ def test_the_live_model_computes_the_builds_numbers(watched, site_url, lang, ind
         best = int(probabilities.argmax())
         message = view.locator(".mha-attn-live-message").text_content()
         assert f"“{TOKEN_NAMES[best]}”" in message and shown(float(probabilities[best])) in message
-        predicted = view.locator(".mha-attn-live-predictions tbody tr").nth(2).locator("td")
+        # one row per position; its third cell is the predicted next token
+        predicted = view.locator(".mha-attn-live-predictions tbody tr td:nth-child(3)")
         expected = logits[0].argmax(dim=-1).tolist()
         assert [c.split(" ")[0] for c in predicted.all_text_contents()] == [
             TOKEN_NAMES[i] for i in expected

@@ -986,15 +986,20 @@
       next: names[last.next], p: rounded(last.p) });
     var table = el("table", { class: "mha-attn-numbers mha-attn-live-predictions" });
     table.appendChild(el("caption", {}, w.liveTable));
-    var body = el("tbody");
-    [[w.livePosition, function (r, t) { return String(t); }, null],
+    // one row per position (4 columns): a phone shows the whole table, without a sideways scroll
+    var columns = [[w.livePosition, function (r, t) { return String(t); }, null],
       [w.liveToken, function (r, t) { return names[ids[t]]; }, null],
       [w.liveNext, function (r) { return names[r.next]; }, null],
-      [w.liveProb, function (r) { return rounded(r.p); }, function (r) { return w.exact + w.colon + r.p; }]
-    ].forEach(function (spec) {
+      [w.liveProb, function (r) { return rounded(r.p); }, function (r) { return w.exact + w.colon + r.p; }]];
+    var head = el("tr");
+    columns.forEach(function (spec) { head.appendChild(el("th", { scope: "col" }, spec[0])); });
+    var thead = el("thead");
+    thead.appendChild(head);
+    table.appendChild(thead);
+    var body = el("tbody");
+    rows.forEach(function (r, t) {
       var tr = el("tr");
-      tr.appendChild(el("th", { scope: "row" }, spec[0]));
-      rows.forEach(function (r, t) {
+      columns.forEach(function (spec) {
         var td = el("td", spec[2] ? { title: spec[2](r) } : {}, spec[1](r, t));
         // the prediction the next token bears out
         if (spec[0] === w.liveNext && t + 1 < ids.length && r.next === ids[t + 1]) {
