@@ -256,9 +256,20 @@ def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
         metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
     assert "mha_ref/__init__.py" in names and "mha_ref/tutorial/__init__.py" in names
     assert "mha_ref/py.typed" in names
-    # the interactive view's files, which plot_heads reads in a notebook
-    static = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "mha_ref").rglob("static/*"))
-    assert static and set(static) <= set(names), static
+    # every file pyproject.toml declares as package data (the interactive view's static files,
+    # the real model's texts) is in the wheel: the downloaded examples read them from there
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = []
+    for package, patterns in config["tool"]["setuptools"]["package-data"].items():
+        folder = ROOT / package.replace(".", "/")
+        for pattern in patterns:
+            declared += [p.relative_to(ROOT).as_posix() for p in folder.glob(pattern)]
+    assert "mha_ref/tutorial/smollm2/texts/statements.txt" in declared, declared
+    assert any(name.startswith("mha_ref/tutorial/static/") for name in declared), declared
+    missing = sorted(set(declared) - set(names))
+    assert not missing, f"package data missing from the wheel: {missing}"
     assert b"Provides-Extra: tutorial" in metadata
 
 

@@ -64,8 +64,10 @@ def _wheel_inputs() -> list[Path]:
 
 
 def _packaged(path: Path) -> bool:
-    # what pyproject.toml packages: the modules, py.typed, and the interactive view's static files
-    return "__pycache__" not in path.parts and path.suffix in {".py", ".typed", ".js", ".css"}
+    # every file of the package's folder goes into the copy, and pyproject.toml's package data
+    # alone decides what the wheel holds (a list kept here too once left the real model's texts
+    # out of the shipped wheel); only Python's caches stay behind
+    return "__pycache__" not in path.parts and path.suffix not in {".pyc", ".pyo"}
 
 
 def _inputs_hash(files: list[Path]) -> str:
