@@ -345,3 +345,28 @@ def test_the_model_threads_give_the_same_numbers_as_one_thread_and_are_restored(
                     pass
     finally:
         torch.set_num_threads(before)
+
+
+def test_max_threads_caps_the_model_threads_and_bad_values_are_named(monkeypatch):
+    """The build sets ``MHA_REF_MAX_THREADS`` when examples run side by side: the real model's
+    block then takes no more threads than that; a value that is not a positive integer is an
+    error naming the variable."""
+    from mha_ref.tutorial.smollm2.load import MAX_THREADS_ENV_VAR, model_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        monkeypatch.setenv(MAX_THREADS_ENV_VAR, "1")
+        with model_threads(4):
+            assert torch.get_num_threads() == 1
+        monkeypatch.setenv(MAX_THREADS_ENV_VAR, "64")
+        with model_threads(2):
+            assert torch.get_num_threads() == min(2, 64)
+        for bad in ("0", "-2", "two", "1.5"):
+            monkeypatch.setenv(MAX_THREADS_ENV_VAR, bad)
+            with pytest.raises(ValueError, match=f"{MAX_THREADS_ENV_VAR} must be a positive"):
+                with model_threads():
+                    pass
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -29,12 +29,18 @@ import os
 import re
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("en", "zh_CN")
@@ -225,6 +231,11 @@ def _configure_language(app: Sphinx, config: Config) -> None:
     # the second language reuses what the first computed (mha_ref.tutorial.cache reads this)
     os.environ.setdefault("MHA_REF_CACHE_DIR", str(ROOT / "build" / ".cache" / "experiments"))
 
+    # examples side by side (``parallel`` in conf.py) share the cores: the real model's
+    # measurements (mha_ref.tutorial.smollm2.load.model_threads) take no more than their part
+    workers = config.sphinx_gallery_conf.get("parallel") or 1
+    os.environ["MHA_REF_MAX_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+
     import torch
 
     config.html_context = {
@@ -261,16 +272,30 @@ def _rewrite_executed_examples(app: Sphinx, env, added, changed, removed) -> lis
     ``_images`` only when the page is written). Without this, an edit to ``mha_ref`` that
     changes a figure but no printed number would leave the old figure on the site.
     """
-    executed = _executed.get(str(Path(app.srcdir).resolve()), set())
+    executed = executed_examples(Path(app.srcdir) / GALLERY_DIR, _build_started)
     if executed:
         executed = executed | {f"{GALLERY_DIR}/index"}  # the thumbnails
     return sorted((executed & env.found_docs) - set(added) - set(changed))
 
 
+def executed_examples(generated: Path, since: float) -> set[str]:
+    """The example pages (``auto_examples/<name>``) that ran in this build.
+
+    An example ran when its dependency record (written just before it runs, by
+    :func:`_record_dependencies`) is newer than the build's start. A file, not a variable of this
+    process: sphinx-gallery runs the examples in worker processes (``parallel`` in conf.py).
+    """
+    return {
+        f"{GALLERY_DIR}/{record.name.removesuffix(DEPS_SUFFIX)}"
+        for record in generated.glob(f"*{DEPS_SUFFIX}")
+        if record.stat().st_mtime >= since
+    }
+
+
 # -- before every example ----------------------------------------------------------------------
 _started: dict[str, float] = {}
-#: the example pages (``auto_examples/<name>``) executed in this process, per source directory
-_executed: dict[str, set[str]] = {}
+#: when this process started (the build's start: a language's Sphinx build is one process)
+_build_started = time.time()
 
 
 #: matplotlib's warning for a character its fonts lack: "Glyph 22836 (...) missing from font(s)"
@@ -301,8 +326,6 @@ def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
         _freeze_survivors()
         _record_dependencies(gallery_conf, fname)
         _started[key] = time.perf_counter()
-        src_dir = str(Path(gallery_conf["src_dir"]).resolve())
-        _executed.setdefault(src_dir, set()).add(f"{GALLERY_DIR}/{stem}")
 
     random.seed(0)
     np.random.seed(0)
@@ -348,11 +371,15 @@ def _freeze_survivors() -> None:
 
 
 def _record_time(key: str, seconds: float) -> None:
+    """Add one example's wall time to the report; examples running side by side take turns."""
     path = ROOT / "build" / "timings" / "examples.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    times = json.loads(path.read_text()) if path.is_file() else {}
-    times[key] = round(seconds, 2)
-    path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+    with open(path.with_suffix(".lock"), "w") as lock:
+        if fcntl is not None:  # POSIX; elsewhere the build runs the examples one by one
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        times = json.loads(path.read_text()) if path.is_file() else {}
+        times[key] = round(seconds, 2)
+        path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
 
 
 # -- every build: NaN in the printed output -------------------------------------------------------

@@ -95,14 +95,32 @@ def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> d
 #: one and two threads; a fixed count keeps every machine with two or more cores on the same
 #: arithmetic, so cached results and a reader's rerun print the same digits.
 MODEL_THREADS = 2
+#: the environment variable that caps :func:`model_threads` (the site's build sets it)
+MAX_THREADS_ENV_VAR = "MHA_REF_MAX_THREADS"
+
+
+def _cores() -> int:
+    """The cores this process may use: ``MHA_REF_MAX_THREADS`` when set, else every core."""
+    value = os.environ.get(MAX_THREADS_ENV_VAR, "")
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(
+                f"{MAX_THREADS_ENV_VAR} must be a positive integer, got {value!r}; "
+                f"unset it to use every core"
+            )
+        return int(value)
+    return os.cpu_count() or 1
 
 
 @contextlib.contextmanager
 def model_threads(threads: int = MODEL_THREADS):
-    """Run the block with ``min(threads, os.cpu_count())`` torch threads, then restore the count.
+    """Run the block with ``min(threads, cores)`` torch threads, then restore the count.
 
     The build runs the toy trainings on one thread (``OMP_NUM_THREADS=1``: their tensors are too
-    small to share), and the real model's measurements inside this block.
+    small to share), and the real model's measurements inside this block. ``cores`` is
+    ``os.cpu_count()``, or the environment variable ``MHA_REF_MAX_THREADS`` where it is set: the
+    site's build sets it when examples run side by side, so that two of them never ask for more
+    threads than the machine has (oversubscribed, the real-model examples ran 2-5 times slower).
 
     Args:
         threads: the wanted number of intra-op threads, at least 1.
@@ -113,7 +131,7 @@ def model_threads(threads: int = MODEL_THREADS):
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"model_threads: threads must be a positive int, got {threads!r}")
     before = torch.get_num_threads()
-    torch.set_num_threads(min(threads, os.cpu_count() or 1))
+    torch.set_num_threads(min(threads, _cores()))
     try:
         yield
     finally:
