@@ -14,6 +14,7 @@ import importlib.metadata
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).parent.resolve()
@@ -66,6 +67,11 @@ napoleon_custom_sections = ["Shape", "Source", "Math"]
 
 # -- Math, served with the site (no CDN) ---------------------------------------------------------
 mathjax_path = "mathjax/tex-chtml.js"  # docs/_static/mathjax: a MathJax 3.2.2 subset
+
+# joblib restarts a worker whose memory grew by 300 MB while it ran an example: a real-model
+# example keeps the model (0.5 GB) loaded for the next one in that worker, on purpose. The
+# restart costs a second; the warning it prints ("...can be caused by a memory leak") is noise.
+warnings.filterwarnings("ignore", message="A worker stopped while some jobs were given")
 
 # -- sphinx-gallery -------------------------------------------------------------------------------
 sphinx_gallery_conf = {

@@ -256,6 +256,20 @@ def _plots(config: Config) -> bool:
     return str(value).strip() not in ("0", "False", "false", "")
 
 
+def _stop_example_workers(app: Sphinx, exception: Exception | None) -> None:
+    """Stop the worker processes that ran the examples (``parallel`` in conf.py).
+
+    joblib keeps them for reuse; left running to the end of the process, they leave its
+    resource tracker warning about semaphores it had to clean up.
+    """
+    import sys
+
+    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(reusable, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True)
+
+
 def _drop_source_maps(app: Sphinx, exception: Exception | None) -> None:
     """Delete the theme's ``.map`` files: debugging aids for its developers, a third of the
     site's weight, and never requested by a reader's browser."""
@@ -877,6 +891,7 @@ def setup(app: Sphinx) -> dict:
     app.add_post_transform(JoinChineseText)
     app.connect("html-page-context", _full_width_field_colons)
     app.connect("build-finished", _drop_source_maps)
+    app.connect("build-finished", _stop_example_workers)
     return {
         "parallel_read_safe": True,
         "parallel_write_safe": True,
