@@ -109,6 +109,32 @@ def _prose(rst: str) -> list[str]:
     return paragraphs
 
 
+#: examples that time code but run beside another example (conf.py's ``parallel``), and why
+TIMED_BESIDE_ANOTHER = {
+    # a page whose cost is its trainings (the longest of the build); its one timing table
+    # compares head counts measured in one loop, one thread each, and its prose draws nothing
+    # from the absolute times
+    "plot_06_how_many_heads.py",
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_examples_that_time_code_run_alone(lang):
+    """The build runs examples side by side, one per core; an example that times code opts
+    out (``# sphinx_gallery_parallel = False``), so that sphinx-gallery runs it while nothing
+    else runs: its pages tell the reader to time on an otherwise idle machine."""
+    texts = {n: (GALLERY / lang / n).read_text(encoding="utf-8") for n in example_names(lang)}
+    timed = {
+        name
+        for name, text in texts.items()
+        if "[timing]" in text or "time_fn(" in text or "time_interleaved" in text
+    }
+    alone = {name for name, text in texts.items() if "# sphinx_gallery_parallel = False" in text}
+    assert "plot_09_implementations_compared.py" in timed, timed  # the detector sees timings
+    assert timed - TIMED_BESIDE_ANOTHER <= alone, sorted(timed - TIMED_BESIDE_ANOTHER - alone)
+    assert alone <= timed, f"opted out without timing anything: {sorted(alone - timed)}"
+
+
 @pytest.mark.parametrize("name", example_names("zh_CN"))
 def test_zh_examples_prose_is_chinese(name):
     path = GALLERY / "zh_CN" / name

@@ -24,6 +24,7 @@ as "on this build, on this device", not as general truths.
 # every call runs under ``torch.no_grad()`` (inference: no autograd graph is recorded). The
 # environment a timing depends on is printed first.
 
+# sphinx_gallery_parallel = False
 import math
 
 import matplotlib.pyplot as plt

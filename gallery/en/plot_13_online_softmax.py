@@ -27,6 +27,7 @@ then timed. Times are printed on ``[timing]`` lines only: they depend on the mac
 # ``torch.softmax`` does internally.
 
 # sphinx_gallery_mha_ref_expected_nan
+# sphinx_gallery_parallel = False
 import math
 import warnings
 

@@ -28,6 +28,7 @@ uptraining alone. Times are printed on
 # (``use_fused=False``) and PyTorch's fused ``F.scaled_dot_product_attention(...,
 # enable_gqa=True)`` (the default). They are checked equal first.
 
+# sphinx_gallery_parallel = False
 import matplotlib.pyplot as plt
 import torch
 

@@ -27,6 +27,7 @@ with MHA, GQA and MQA of the same width, and times one decode step against the c
 # latent-space context straight to the output. Attention then runs as multi-query attention
 # with one shared key of ``kv_latent_dim + rope_dim`` features per token.
 
+# sphinx_gallery_parallel = False
 import matplotlib.pyplot as plt
 import torch
 

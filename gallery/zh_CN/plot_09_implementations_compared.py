@@ -20,6 +20,7 @@ PyTorch 融合实现的 ``F.scaled_dot_product_attention``，或者直接用 ``t
 # 所有实现共用同一个 :class:`mha_ref.MultiHeadAttention` 的参数，每次调用都在
 # ``torch.no_grad()`` 下进行（推理：不记录自动求导图）。先打印计时所依赖的运行环境。
 
+# sphinx_gallery_parallel = False
 import math
 
 import matplotlib.pyplot as plt

@@ -23,6 +23,7 @@ FlashAttention 以此为基础），沿着键一块一块地往前走，结果�
 # ``torch.softmax`` 内部就是这么做的。
 
 # sphinx_gallery_mha_ref_expected_nan
+# sphinx_gallery_parallel = False
 import math
 import warnings
 

@@ -22,6 +22,7 @@
 # 恢复到 4096 个词元。有两条路径计算这一步：``mha_ref`` 的显式路径（``use_fused=False``）和 PyTorch
 # 的融合路径 ``F.scaled_dot_product_attention(..., enable_gqa=True)`` （默认）。先核对两者相等。
 
+# sphinx_gallery_parallel = False
 import matplotlib.pyplot as plt
 import torch
 

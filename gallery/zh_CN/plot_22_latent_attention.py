@@ -22,6 +22,7 @@ MHA、GQA、MQA 比较；再给一步解码随上下文长度计时。
 # 映射到潜在空间一次；又因为输出对值是线性的，``W^O_i W_i^UV`` 可以把潜在空间里的上下文直接映射到
 # 输出。于是注意力就成了多查询注意力：每个词元只有一个共用的键，含 ``kv_latent_dim + rope_dim`` 个特征。
 
+# sphinx_gallery_parallel = False
 import matplotlib.pyplot as plt
 import torch
 
