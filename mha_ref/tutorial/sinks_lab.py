@@ -102,7 +102,7 @@ def no_op_runs(
     variant: str, seed: int, *, steps: int = 400, vocab_size: int = 16, seq_len: int = 8,
     embed_dim: int = 16, lr: float = 1e-2,
 ) -> dict:
-    """Train :class:`NoOpModel` once and measure what its head does (cached).
+    """Train the no-op model (``NoOpModel``) once and measure what its head does (cached).
 
     Returns:
         dict: ``accuracy`` at trigger and non-trigger positions; ``mass_trigger`` and
