@@ -443,6 +443,13 @@ def copy_losses(model, repeated: torch.Tensor) -> tuple[float, float]:
 
     Returns:
         tuple[float, float]: ``(first, second)``.
+
+    Raises:
+        ValueError: if ``repeated`` is not a ``(batch, 2n)`` tensor of two equal copies.
+
+    Source:
+        Olsson et al. 2022, arXiv:2209.11895, Sec. 2 (a repeated random sequence: only
+        copying from the first copy predicts the second).
     """
     half_len = _check_repeated(repeated)
     with torch.no_grad():
@@ -501,7 +508,16 @@ def exact_effects(
         mode, means: Keyword-only; as :func:`ablate_heads`.
 
     Returns:
-        torch.Tensor: ``(len(layers), num_heads)``, ablated minus clean loss, nats per token.
+        torch.Tensor: ``(len(layers), num_heads)`` float32, ablated minus clean loss, nats per
+        token.
+
+    Raises:
+        ValueError: if ``repeated`` is not a ``(batch, 2n)`` tensor of two equal copies, or as
+            :func:`ablate_heads` (a block that does not exist, a bad ``mode`` or ``means``).
+
+    Source:
+        Michel et al. 2019, arXiv:1905.10650, Sec. 2 (head masking); mean ablation: Wang et
+        al. 2022, arXiv:2211.00593, Sec. 3.
     """
     _check_repeated(repeated)
     with torch.no_grad():
