@@ -105,6 +105,12 @@ def test_bad_mode_and_missing_means(model):
         model, [(0, 0)], mode="mean"
     ):
         pass
+    # the attribution estimate checks the same before its backward pass
+    repeated = lab.random_repeated_tokens(4, 1, seed=0, vocab_size=model.config.vocab_size)
+    with pytest.raises(ValueError, match="needs means of shape"):
+        lab.attribution_effects(model, repeated, mode="mean")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        lab.attribution_effects(model, repeated, mode="random")
 
 
 def test_text_longer_than_the_context_is_refused(model):

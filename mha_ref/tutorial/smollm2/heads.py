@@ -250,6 +250,19 @@ def _group_by_layer(model, heads: Iterable[tuple[int, int]]) -> dict[int, list[i
     return by_layer
 
 
+def _check_means(model, mode: str, means) -> None:
+    """A clear error when ``mode="mean"`` comes without ``means`` of this model's shape."""
+    c = model.config
+    if mode == "mean":
+        expected = (c.num_layers, c.num_heads, c.head_dim)
+        if not isinstance(means, torch.Tensor) or tuple(means.shape) != expected:
+            got = tuple(means.shape) if isinstance(means, torch.Tensor) else means
+            raise ValueError(
+                f"mode='mean' needs means of shape {expected} (head_means(model, tokens)), "
+                f"got {got}."
+            )
+
+
 @contextmanager
 def ablate_heads(model, heads: Iterable[tuple[int, int]], *, mode: str = "zero", means=None):
     """Inside the ``with`` block, replace these heads' outputs by zeros or by their means.
@@ -282,14 +295,7 @@ def ablate_heads(model, heads: Iterable[tuple[int, int]], *, mode: str = "zero",
     if mode not in ABLATION_MODES:
         raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}.")
     c = model.config
-    if mode == "mean":
-        expected = (c.num_layers, c.num_heads, c.head_dim)
-        if not isinstance(means, torch.Tensor) or tuple(means.shape) != expected:
-            got = tuple(means.shape) if isinstance(means, torch.Tensor) else means
-            raise ValueError(
-                f"mode='mean' needs means of shape {expected} (head_means(model, tokens)), "
-                f"got {got}."
-            )
+    _check_means(model, mode, means)
     by_layer = _group_by_layer(model, heads)
     handles = []
     try:
@@ -437,6 +443,13 @@ def copy_losses(model, repeated: torch.Tensor) -> tuple[float, float]:
 
     Returns:
         tuple[float, float]: ``(first, second)``.
+
+    Raises:
+        ValueError: if ``repeated`` is not a ``(batch, 2n)`` tensor of two equal copies.
+
+    Source:
+        Olsson et al. 2022, arXiv:2209.11895, Sec. 2 (a repeated random sequence: only
+        copying from the first copy predicts the second).
     """
     half_len = _check_repeated(repeated)
     with torch.no_grad():
@@ -495,7 +508,16 @@ def exact_effects(
         mode, means: Keyword-only; as :func:`ablate_heads`.
 
     Returns:
-        torch.Tensor: ``(len(layers), num_heads)``, ablated minus clean loss, nats per token.
+        torch.Tensor: ``(len(layers), num_heads)`` float32, ablated minus clean loss, nats per
+        token.
+
+    Raises:
+        ValueError: if ``repeated`` is not a ``(batch, 2n)`` tensor of two equal copies, or as
+            :func:`ablate_heads` (a block that does not exist, a bad ``mode`` or ``means``).
+
+    Source:
+        Michel et al. 2019, arXiv:1905.10650, Sec. 2 (head masking); mean ablation: Wang et
+        al. 2022, arXiv:2211.00593, Sec. 3.
     """
     _check_repeated(repeated)
     with torch.no_grad():
@@ -517,7 +539,7 @@ def exact_effects(
 def attribution_effects(
     model, repeated: torch.Tensor, *, mode: str = "zero", means=None
 ) -> torch.Tensor:
-    r"""First-order estimate of every head's ablation effect on the second-copy loss.
+    r"""First-order estimate of each head's ablation effect on the second-copy loss, alone.
 
     Math: :math:`\Delta L_h \approx \sum_{b,t,f} g_{b,t,f}\,(z'_{b,t,f} - z_{b,t,f})`, with
     :math:`z` head ``h``'s output, :math:`g = \partial L / \partial z` from **one** backward
@@ -525,13 +547,29 @@ def attribution_effects(
     :math:`z`; a head whose removal changes the later heads' patterns a lot is where the
     estimate is least reliable.
 
+    Each entry is the effect of ablating that head **alone**, all the others left intact. The
+    network is non-linear (softmax, RMSNorm, SwiGLU), so the effects of heads ablated one at a
+    time do not add up to the effect of ablating them together: the sum of some entries is not
+    the joint effect of those heads, which can be larger (heads that back each other up) or
+    smaller (heads that need each other). What this function claims is therefore a ranking of
+    single heads by their estimated effect, to choose which heads to measure exactly; the effect
+    of a set of heads has to be measured by ablating them together (:func:`ablate_heads` with
+    all of them), and a single head's estimate checked against :func:`exact_effects`.
+
     Args:
-        model: a loaded ``SmolLM2``.
-        repeated: ``(batch, 2n)`` from :func:`random_repeated_tokens`.
+        model: a loaded :class:`~mha_ref.tutorial.smollm2.model.SmolLM2`.
+        repeated: ``(batch, 2n)`` torch.long token ids, two equal copies of ``n`` tokens, from
+            :func:`random_repeated_tokens`.
         mode, means: Keyword-only; as :func:`ablate_heads`.
 
     Returns:
-        torch.Tensor: ``(num_layers, num_heads)``, estimated ablated minus clean loss.
+        torch.Tensor: ``(num_layers, num_heads)`` float32, the estimated ablated minus clean
+        second-copy loss of each head alone, nats per token (positive: the head helps).
+
+    Raises:
+        ValueError: if ``repeated`` is not a ``(batch, 2n)`` tensor of two equal copies,
+            ``mode`` is not in :data:`ABLATION_MODES`, or ``mode="mean"`` without ``means`` of
+            shape ``(num_layers, num_heads, head_dim)``.
 
     Source:
         Nanda 2023, "Attribution Patching: Activation Patching At Industrial Scale"
@@ -541,6 +579,7 @@ def attribution_effects(
     _check_repeated(repeated)
     if mode not in ABLATION_MODES:
         raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}.")
+    _check_means(model, mode, means)
     c = model.config
     with torch.enable_grad(), _capture_head_outputs(model, keep_grad=True) as captured:
         residual = model.embed(repeated).requires_grad_(True)  # (batch, 2n, embed_dim)
@@ -640,9 +679,9 @@ def interventions_analysis(num_controls: int = 3) -> dict:
         ``"clean_induction"``; ``"exact"`` ``(len(SWEEP_LAYERS), heads)``, ``"attribution"``
         ``(layers, heads)``; ``"short_clean"``, the short sequence's copy losses;
         ``"scaling"`` ``{alpha: second-copy loss change}`` on the short sequence with the
-        previous-token head's output times ``alpha`` (:data:`SCALES`); ``"seeds"``
+        previous-token head's output times ``alpha`` (``SCALES``); ``"seeds"``
         ``{seed: {"clean", "single", "together", "previous"}}``, second-copy losses under zero
-        ablation on the random sequences of the other seeds (:data:`OTHER_SEEDS`).
+        ablation on the random sequences of the other seeds (``OTHER_SEEDS``).
     """
     arguments = _arguments(**REPEATED, short=SHORT_REPEATED, sweep=list(SWEEP_LAYERS),
                            controls=num_controls, scales=list(SCALES), seeds=list(OTHER_SEEDS))
@@ -964,7 +1003,7 @@ def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
     Returns:
         dict: ``"induction_heads"``; ``"controls"`` (the sets); ``"clean"``, ``"ablated"``
         ``(batch, ICL_LEN - 1)`` losses and ``"control_losses"``, one such tensor per draw;
-        ``"other_clean"``, the losses on :data:`ICL_OTHER_TEXTS` without ablation.
+        ``"other_clean"``, the losses on ``ICL_OTHER_TEXTS`` without ablation.
     """
     from mha_ref.tutorial.smollm2.texts import text_sha256
 

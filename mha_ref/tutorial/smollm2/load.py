@@ -1,9 +1,10 @@
 """Loading SmolLM2 from its GGUF file: once per process, and from a disk cache when one is set.
 
-:func:`load_model` reads the file (:func:`~mha_ref.tutorial.smollm2.read_gguf`), builds the
-tokenizer from its metadata, creates :class:`~mha_ref.tutorial.smollm2.SmolLM2` without
-weights (on PyTorch's ``"meta"`` device, so nothing is randomly initialised only to be
-overwritten) and assigns the dequantised tensors to it.
+:func:`load_model` reads the file (:func:`~mha_ref.tutorial.smollm2.gguf_file.read_gguf`),
+builds the tokenizer from its metadata, creates
+:class:`~mha_ref.tutorial.smollm2.model.SmolLM2` without weights (on PyTorch's ``"meta"``
+device, so nothing is randomly initialised only to be overwritten) and assigns the dequantised
+tensors to it.
 
 Reading and dequantising cost about 6 s of CPU. Two things make that rare:
 
@@ -56,10 +57,12 @@ _loaded: dict[str, SmolLM2] = {}
 
 
 def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> dict:
-    """Rename the GGUF file's tensors to :class:`SmolLM2`'s parameter names.
+    """Rename the GGUF file's tensors to the parameter names of
+    :class:`~mha_ref.tutorial.smollm2.model.SmolLM2`.
 
     Args:
-        tensors: :attr:`GGUFContents.tensors` (``"blk.3.attn_q.weight"`` -> tensor).
+        tensors: :attr:`~mha_ref.tutorial.smollm2.gguf_file.GGUFContents.tensors`
+            (``"blk.3.attn_q.weight"`` -> tensor).
         num_layers: blocks in the model.
 
     Returns:
@@ -90,10 +93,10 @@ def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> d
     return {name: tensors[gguf_name] for name, gguf_name in renamed.items()}
 
 
-#: threads for the real model's measurements (a 512-token forward pass: 2.2 s on one thread,
-#: 1.2 s on two, on a quiet 2-core machine). The outputs were checked bit for bit equal between
-#: one and two threads; a fixed count keeps every machine with two or more cores on the same
-#: arithmetic, so cached results and a reader's rerun print the same digits.
+#: How many threads the real model's measurements use. A 512-token forward pass takes 2.2 s on
+#: one thread and 1.2 s on two, on a quiet 2-core machine. The outputs were checked bit for bit
+#: equal between one and two threads; a fixed count keeps every machine with two or more cores
+#: on the same arithmetic, so cached results and a reader's rerun print the same digits.
 MODEL_THREADS = 2
 #: the environment variable that caps :func:`model_threads` (the site's build sets it)
 MAX_THREADS_ENV_VAR = "MHA_REF_MAX_THREADS"

@@ -70,7 +70,7 @@ class SmolLM2Config:
         """Read the sizes from GGUF metadata (``llama.*`` keys).
 
         Args:
-            metadata: :attr:`GGUFContents.metadata`.
+            metadata: :attr:`~mha_ref.tutorial.smollm2.gguf_file.GGUFContents.metadata`.
 
         Returns:
             SmolLM2Config: the sizes.
@@ -235,7 +235,7 @@ class SmolLM2Block(nn.Module):
 class SmolLM2(nn.Module):
     """SmolLM2: token embedding, 30 :class:`SmolLM2Block`, final RMS norm, tied unembedding.
 
-    Build it with :func:`mha_ref.tutorial.smollm2.load_model` (weights from the GGUF file);
+    Build it with :func:`mha_ref.tutorial.smollm2.load.load_model` (weights from the GGUF file);
     the constructor makes the modules on ``device`` without real weights.
 
     Args:

@@ -11,8 +11,9 @@ tokens. The file says ``add_bos_token = false``: no beginning-of-sequence token 
 the first token of a text is whatever the text begins with.
 
 **Control tokens in a text.** The string ``"<|im_end|>"`` typed by a user is not the control
-token ``<|im_end|>``, which only the program around a model should insert. :meth:`encode`
-therefore refuses a text that contains the spelling of a control token by default
+token ``<|im_end|>``, which only the program around a model should insert.
+:meth:`SmolLM2Tokenizer.encode` therefore refuses a text that contains the spelling of a control
+token by default
 (``control_tokens="error"``); ``"text"`` encodes such a spelling as ordinary characters, and
 ``"special"`` turns it into the control token (what a chat program does with its own
 template).
@@ -37,8 +38,8 @@ _CONTROL = 3
 class SmolLM2Tokenizer:
     """Text to token ids and back, as SmolLM2 was trained: byte-level BPE, digits split.
 
-    Build it with :meth:`from_metadata` (from :func:`mha_ref.tutorial.smollm2.read_gguf`'s
-    metadata) or :meth:`from_json` (a saved copy); :func:`mha_ref.tutorial.smollm2.load_model`
+    Build it with :meth:`from_metadata` (from :func:`mha_ref.tutorial.smollm2.gguf_file.read_gguf`'s
+    metadata) or :meth:`from_json` (a saved copy); :func:`mha_ref.tutorial.smollm2.load.load_model`
     gives one with the model (``model.tokenizer``).
 
     Args:
@@ -73,7 +74,8 @@ class SmolLM2Tokenizer:
         """Build the tokenizer from a GGUF file's ``tokenizer.ggml.*`` metadata.
 
         Args:
-            metadata: :attr:`GGUFContents.metadata` of the SmolLM2 file.
+            metadata: :attr:`~mha_ref.tutorial.smollm2.gguf_file.GGUFContents.metadata` of the
+                SmolLM2 file.
 
         Returns:
             SmolLM2Tokenizer: the tokenizer.
