@@ -369,6 +369,62 @@ plt.show()
 # here, and it does not rank ``h = 2``, ``4`` and ``8`` against each other.
 
 # %%
+# Which heads matter, during training
+# -----------------------------------
+# Michel et al. 2019, "Are Sixteen Heads Really Better than One?" (arXiv:1905.10650), put a gate
+# :math:`\xi_h = 1` on each head's output and call :math:`I_h = \mathbb{E}_x |\partial\mathcal{L}/
+# \partial\xi_h|` the head's importance (section 3.3), divided by its l2 norm over the heads of
+# the layer. In section 6 they follow it during training and find that the important heads are
+# set early: the heads that matter are determined in the first epochs. Here the same measurement
+# runs on the 4-head model of the learning curves (the page's rate ``1e-2``, 3 seeds, 200 steps):
+# :func:`~mha_ref.tutorial.importance_curves.importance_curves` repeats that training and, every
+# 25 steps, measures each head's importance on the evaluation set, with the accuracy.
+# With 4 heads and norm 1, equal importance would be 0.5 for every head.
+
+from mha_ref.tutorial.importance_curves import importance_curves, plot_importance_curves
+
+gates = importance_curves(num_heads=4, embed_dim=embed_dim, seeds=(0, 1, 2), steps=200,
+                          eval_every=25, lr=page_lr)
+for run in gates:
+    for step, acc, row in zip(run.steps, run.accuracy, run.importance, strict=True):
+        if step in (25, 50, 100, 150, 200):
+            print(f"seed {run.seed}, step {step}: accuracy {acc:.3f}, importance per head "
+                  + " ".join(f"{v:.2f}" for v in row))
+smallest = min(min(row) for run in gates for row in run.importance)
+largest = max(max(row) for run in gates for row in run.importance)
+print(f"smallest / largest normalised importance, any head, step and seed: "
+      f"{smallest:.2f} / {largest:.2f}")
+def top_two(row):
+    return set(sorted(range(len(row)), key=row.__getitem__)[-2:])
+same = sum(top_two(run.importance[1]) == top_two(run.importance[-1]) for run in gates)
+print(f"seeds whose two most important heads at step 50 are those at step 200: {same} of "
+      f"{len(gates)}")
+
+fig = plot_importance_curves(
+    gates,
+    title=f"Head importance |dL/d gate| during training (h = 4, embed_dim={embed_dim})",
+    xlabel="training step",
+    importance_label="importance (l2-normalised over heads)",
+    accuracy_label="accuracy (dashed)",
+    seed_label="seed {}",
+    head_label="head {}",
+)
+plt.show()
+
+# %%
+# What the runs show: on this toy no head becomes unimportant. On every seed and at every
+# measured step all four heads keep an importance between the smallest and largest values
+# printed above, none near 0; this task needs two relations and the four heads share them. The
+# importance is the first-order estimate of what removing a head would cost, not a measured
+# removal (examples 17 to 19 remove heads). Whether the ranking is set early is
+# what the last line counts: the two most important heads after 50 steps (at the accuracy
+# printed for step 50) against those at the end. The raw gradient sizes rise while the model learns and fall
+# once the accuracy reaches 1, so the normalised values at the end describe a model whose loss is
+# almost zero. One small task, one width and three seeds: this does not test the paper's
+# finding on translation models, it only shows that the toy does not reproduce a few dominant
+# heads.
+
+# %%
 # What the paper measured
 # -----------------------
 # Vaswani et al. 2017, "Attention Is All You Need" (arXiv:1706.03762), Table 3, rows (A), varies
