@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 
 from mha_ref.tutorial.ablation import gradient_importance
 from mha_ref.tutorial.cache import cached
-from mha_ref.tutorial.tasks import IGNORE_INDEX, make_batch, make_table
+from mha_ref.tutorial.tasks import make_table
 from mha_ref.tutorial.training import (
     _build_model,
     _reproducible,
     accuracy_of,
     evaluation_set,
     train,
+    train_step,
 )
 
 if TYPE_CHECKING:
@@ -133,7 +133,6 @@ def _one_run(
         if p.default is not inspect.Parameter.empty
     }
     config = {**defaults, "num_heads": num_heads, "embed_dim": embed_dim, "seed": seed, "lr": lr}
-    offsets = tuple(config["offsets"])
     table = make_table(config["vocab_size"], config["table_seed"])  # (V, V)
     measured_steps, accuracy, importance, norms = [], [], [], []
     with _reproducible():
@@ -143,16 +142,7 @@ def _one_run(
         data = torch.Generator().manual_seed(seed)
         eval_tokens, eval_targets = evaluation_set(config, table)  # (N, L), (N, L)
         for step in range(1, steps + 1):
-            tokens, targets = make_batch(
-                config["batch_size"], config["seq_len"], table, data, offsets
-            )  # (B, L), (B, L)
-            logits, _ = model(tokens)  # (B, L, V)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            train_step(model, optimizer, config, table, data)  # train()'s own step
             if step % eval_every == 0 or step == steps:
                 raw = gradient_importance(model, eval_tokens, eval_targets)  # (H,) float64
                 norm = float(raw.norm())

@@ -215,17 +215,8 @@ def _train(**config: Any) -> TrainResult:
         eval_tokens, eval_targets = evaluation_set(config, table)  # (N_eval, L), (N_eval, L)
         loss_curve, eval_curve = [], []
         for step in range(1, config["steps"] + 1):
-            tokens, targets = make_batch(
-                config["batch_size"], config["seq_len"], table, data, offsets
-            )  # (B, L), (B, L)
-            logits, _ = model(tokens)  # (B, L, V)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            loss_curve.append(round(loss.item(), 6))
+            loss = train_step(model, optimizer, config, table, data)
+            loss_curve.append(round(loss, 6))
             every = config["eval_every"]
             if every and (step % every == 0 or step == config["steps"]):
                 eval_curve.append((step, accuracy_of(model, eval_tokens, eval_targets)))
@@ -259,6 +250,37 @@ def _train(**config: Any) -> TrainResult:
         eval_curve=eval_curve,
         model_state={k: v.detach().clone() for k, v in model.state_dict().items()},
     )
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    config: dict[str, Any],
+    table: torch.Tensor,
+    data: torch.Generator,
+) -> float:
+    """One step of :func:`train`'s loop: a fresh batch, the loss, its gradient, an update.
+
+    Args:
+        model: the model being trained (:func:`train`'s ``TinyAttentionModel``).
+        optimizer: its optimiser.
+        config: the run's configuration (:func:`train`'s arguments): ``batch_size``,
+            ``seq_len`` and ``offsets`` are read.
+        table: the task's ``(vocab_size, vocab_size)`` table (:func:`make_table`).
+        data: the generator the training batches are drawn from (advanced by one batch).
+
+    Returns:
+        float: the batch's cross-entropy loss before the update (nats per predicted token).
+    """
+    tokens, targets = make_batch(
+        config["batch_size"], config["seq_len"], table, data, config["offsets"]
+    )  # (B, L), (B, L)
+    logits, _ = model(tokens)  # (B, L, V)
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
 
 
 def _converged(
