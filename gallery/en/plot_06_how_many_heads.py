@@ -373,9 +373,9 @@ plt.show()
 # -----------------------------------
 # Michel et al. 2019, "Are Sixteen Heads Really Better than One?" (arXiv:1905.10650), put a gate
 # :math:`\xi_h = 1` on each head's output and call :math:`I_h = \mathbb{E}_x |\partial\mathcal{L}/
-# \partial\xi_h|` the head's importance (section 3.3), divided by its l2 norm over the heads of
+# \partial\xi_h|` the head's importance (section 4.1), divided by its l2 norm over the heads of
 # the layer. In section 6 they follow it during training and find that the important heads are
-# set early: the heads that matter are determined in the first epochs. Here the same measurement
+# set early: the heads that matter are determined early in training, though not immediately. Here the same measurement
 # runs on the 4-head model of the learning curves (the page's rate ``1e-2``, 3 seeds, 200 steps):
 # :func:`~mha_ref.tutorial.importance_curves.importance_curves` repeats that training and, every
 # 25 steps, measures each head's importance on the evaluation set, with the accuracy.

@@ -8,7 +8,7 @@ and the accuracy on the same set. Measuring needs only a gradient with respect t
 the parameters and the optimiser are untouched by it.
 
 Source: Michel, Levy, Neubig 2019, "Are Sixteen Heads Really Better than One?" (arXiv:1905.10650),
-section 3.3 (importance, normalised per layer by its l2 norm over the heads) and section 6 (how
+section 4.1 (importance, normalised per layer by its l2 norm over the heads) and section 6 (how
 the important heads emerge during training).
 """
 
@@ -47,7 +47,7 @@ class ImportanceCurve:
         steps: the evaluated steps ``(T,)``.
         accuracy: ``(T,)`` evaluation accuracy after each of them.
         importance: ``(T, H)`` nested lists, float: each head's importance at each step, divided
-            by the l2 norm over the heads (Michel et al. sec. 3.3), so every row has norm 1.
+            by the l2 norm over the heads (Michel et al. sec. 4.1), so every row has norm 1.
         raw_norm: ``(T,)`` the l2 norm each row was divided by (how large the gradients were).
     """
 
@@ -91,7 +91,7 @@ def importance_curves(
         ValueError: if ``num_heads`` does not divide ``embed_dim``, ``seeds`` is empty, or
             ``steps`` / ``eval_every`` are out of range.
 
-    Source: Michel et al. 2019 (arXiv:1905.10650), sec. 3.3 (importance) and sec. 6 (its
+    Source: Michel et al. 2019 (arXiv:1905.10650), sec. 4.1 (importance) and sec. 6 (its
     evolution during training).
     """
     if num_heads < 1 or embed_dim % num_heads:
