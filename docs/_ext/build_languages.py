@@ -25,7 +25,10 @@ results the first one cached on disk (``mha_ref.tutorial.cache``). Where ``os.fo
 (Windows), each language runs in a fresh ``python -m sphinx`` process instead.
 
 Within a language, Sphinx reads and writes the pages in parallel on every core (``-j auto``;
-``-j 1`` among the options turns that off). The examples run one after the other, before that.
+``-j 1`` among the options turns that off). Before that, sphinx-gallery runs the examples: those
+that time code first, one after the other with nothing beside them, then the others side by side in
+worker processes, one per core up to 4 (``parallel`` in conf.py; each example seeds itself, so what
+it prints does not depend on the worker or the order).
 
 The first language that fails stops the build with its exit status. Each language's wall time
 is written to ``OUTDIR/../timings/languages.json``; the first language's includes the imports.
