@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from mha_ref._validation import require_non_negative_int
 from mha_ref.masks import causal_mask, sliding_window_mask
 from mha_ref.tutorial.cache import cached
 
@@ -34,12 +35,13 @@ def window_mask(seq_len: int, window: int, num_sinks: int = 0) -> torch.Tensor:
 
     Raises:
         TypeError, ValueError: as :func:`mha_ref.sliding_window_mask` (``window <= 0``, a
-            negative length).
+            negative length), and for a ``num_sinks`` that is not a non-negative int.
 
     Source:
         Xiao et al. 2023, "Efficient Streaming Language Models with Attention Sinks",
         arXiv:2309.17453, Sec. 3.2 (keeping the first tokens).
     """
+    require_non_negative_int("num_sinks", num_sinks, "first tokens kept")
     allowed = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
     allowed[:, :num_sinks] |= causal_mask(seq_len)[:, :num_sinks]  # the kept first tokens
     return allowed  # (seq_len, seq_len)
@@ -60,12 +62,14 @@ def receptive_field(seq_len: int, window: int, depth: int) -> torch.Tensor:
         torch.Tensor: ``(seq_len, seq_len)`` bool, ``[i, j]`` = token ``i`` can read token ``j``.
 
     Raises:
-        TypeError, ValueError: as :func:`mha_ref.sliding_window_mask`.
+        TypeError, ValueError: as :func:`mha_ref.sliding_window_mask`, and for a ``depth``
+            that is not a non-negative int.
 
     Source:
         Beltagy et al. 2020, "Longformer", arXiv:2004.05150, Sec. 3.1 (a stack of ``l``
         windows of ``w`` sees ``l * w`` tokens back).
     """
+    require_non_negative_int("depth", depth, "stacked layers")
     mask = sliding_window_mask(seq_len, window=window).to(torch.float64)  # (seq_len, seq_len)
     reach = torch.eye(seq_len, dtype=torch.float64)  # (seq_len, seq_len): depth 0
     for _ in range(depth):

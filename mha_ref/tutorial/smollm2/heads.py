@@ -89,11 +89,17 @@ def random_repeated_tokens(
         torch.Tensor: ``(batch, 2 * half_len)``, ``torch.long``; ``x[:, n + i] == x[:, i]``.
 
     Raises:
-        ValueError: if ``half_len < 2`` or ``batch < 1``.
+        ValueError: if ``half_len < 2``, ``batch < 1`` or ``vocab_size <= 17`` (no ordinary
+            token to draw).
     """
     if half_len < 2 or batch < 1:
         raise ValueError(
             f"need half_len >= 2 and batch >= 1, got half_len={half_len}, batch={batch}."
+        )
+    if vocab_size <= _FIRST_ORDINARY_ID:
+        raise ValueError(
+            f"vocab_size must be above {_FIRST_ORDINARY_ID} (ids 0 .. {_FIRST_ORDINARY_ID - 1} "
+            f"are control tokens), got vocab_size={vocab_size}; the model's is 49152."
         )
     generator = torch.Generator().manual_seed(seed)
     half = torch.randint(_FIRST_ORDINARY_ID, vocab_size, (batch, half_len), generator=generator)
@@ -103,6 +109,17 @@ def random_repeated_tokens(
 # ------------------------------------------------------------------------------------------------
 # scores from attention weights
 # ------------------------------------------------------------------------------------------------
+
+
+def _require_repeated_weights(weights: torch.Tensor, half_len: int) -> None:
+    """Raise unless ``weights`` is ``(batch, heads, 2 * half_len, 2 * half_len)``."""
+    expected = 2 * half_len
+    if weights.dim() != 4 or weights.shape[-2:] != (expected, expected):
+        raise ValueError(
+            f"weights must be (batch, num_heads, 2 * half_len, 2 * half_len) = (..., {expected}, "
+            f"{expected}) for half_len={half_len}, got shape {tuple(weights.shape)}; pass the "
+            f"weights of a sequence of two copies of half_len tokens (random_repeated_tokens)."
+        )
 
 
 def _diagonal_mean(weights: torch.Tensor, offset: int, start: int) -> torch.Tensor:
@@ -136,9 +153,13 @@ def induction_scores(weights: torch.Tensor, half_len: int) -> torch.Tensor:
     Returns:
         torch.Tensor: ``(num_heads,)``; query ``i`` in ``n .. 2n - 1``, key ``i - n + 1``.
 
+    Raises:
+        ValueError: if ``weights`` is not ``(batch, num_heads, 2 * half_len, 2 * half_len)``.
+
     Source:
         Olsson et al. 2022, arXiv:2209.11895, Sec. 2 (prefix matching).
     """
+    _require_repeated_weights(weights, half_len)
     return _diagonal_mean(weights, offset=half_len - 1, start=half_len)
 
 
@@ -152,6 +173,7 @@ def duplicate_token_scores(weights: torch.Tensor, half_len: int) -> torch.Tensor
     Returns:
         torch.Tensor: ``(num_heads,)``; query ``i`` in ``n .. 2n - 1``, key ``i - n``.
     """
+    _require_repeated_weights(weights, half_len)
     return _diagonal_mean(weights, offset=half_len, start=half_len)
 
 
@@ -839,8 +861,25 @@ def group_similarities(similarity: torch.Tensor, num_kv_heads: int) -> tuple[flo
 
     Returns:
         tuple[float, float]: ``(within, across)``, each over the distinct pairs.
+
+    Raises:
+        ValueError: unless ``similarity`` is square and ``num_kv_heads`` divides its size
+            with at least two heads per group (otherwise a group has no pair to compare).
     """
     num_heads = similarity.shape[0]
+    if (
+        similarity.dim() != 2
+        or similarity.shape[1] != num_heads
+        or not isinstance(num_kv_heads, int)
+        or num_kv_heads < 1
+        or num_heads % num_kv_heads != 0
+        or num_heads // num_kv_heads < 2
+    ):
+        raise ValueError(
+            f"group_similarities: similarity must be (num_heads, num_heads) and num_kv_heads a "
+            f"divisor of num_heads leaving at least 2 heads per group, got shape "
+            f"{tuple(similarity.shape)} and num_kv_heads={num_kv_heads!r} (SmolLM2: 9 heads, 3)."
+        )
     group = torch.arange(num_heads) // (num_heads // num_kv_heads)  # (heads,)
     same = group[:, None] == group[None, :]  # (heads, heads)
     distinct = ~torch.eye(num_heads, dtype=torch.bool)  # (heads, heads)
