@@ -18,7 +18,10 @@ from pathlib import Path
 # MathJax and fonts, the package's source pages, the API page, the wheel in the downloads and in
 # the two zips of all examples). An example's own zip carries no wheel (it would add 0.19 MB per
 # example and language); a figure-heavy example still fits, a site that doubles its images does not.
-BASE_LIMIT_MB_PER_LANGUAGE = 7.0
+# 7.5 since the API page documents the real-model lab, the window, sink and importance modules
+# (measured: the API page +0.3 MB and the package's source pages +0.7 MB per language; at 7.0 the
+# site was 47.657 MB against 47.6).
+BASE_LIMIT_MB_PER_LANGUAGE = 7.5
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 
