@@ -92,9 +92,7 @@ def docs(session: nox.Session) -> None:
     start = time.perf_counter()
     # each language is a separate sphinx-build in a child process forked after one shared import
     # of torch, matplotlib and Sphinx, so the second language does not pay for them again
-    session.run(
-        "python", "docs/_ext/build_languages.py", str(HTML), *sphinx_args, env=BUILD_ENV
-    )
+    session.run("python", "docs/_ext/build_languages.py", str(HTML), *sphinx_args, env=BUILD_ENV)
     if not all((HTML / lang / "index.html").is_file() for lang in LANGUAGES):
         return  # nothing was built (nox --install-only)
     timings = json.loads((BUILD / "timings" / "languages.json").read_text())
@@ -159,12 +157,14 @@ def browser(session: nox.Session) -> None:
     Includes the axe-core accessibility audit of every page (WCAG 2.0/2.1 A and AA, light and
     dark) and the interactive attention views; screenshots go to build/screenshots. The live
     model's test compares the page with the build's own forward pass, so the tutorial extra
-    (torch, numpy) is installed too.
+    (torch, numpy) is installed too. Tests run one per core; ``-- -n 0`` runs them in turn.
     """
     install(session, "test", "browser", "tutorial")
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
-    session.run("pytest", "-m", "browser", "tests/browser", *session.posargs)
+    # one browser per core (pytest-xdist): the audits run inside the pages, one core each
+    parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
+    session.run("pytest", "-m", "browser", "tests/browser", *parallel, *session.posargs)
 
 
 @nox.session
@@ -186,18 +186,21 @@ def downloads(session: nox.Session) -> None:
     wheels = sorted(site.glob("*/_downloads/mha_ref-*.whl"))
     if len(wheels) != len(LANGUAGES):
         session.error(f"expected one wheel per language under {site}/*/_downloads/: {wheels}")
-    session.install(*CONSTRAINTS, "pytest", "nbclient", "nbformat", "ipykernel")
+    session.install(*CONSTRAINTS, "pytest", "pytest-xdist", "nbclient", "nbformat", "ipykernel")
     # the command the site prints, run on the site's own wheel (the constraints pin torch & co.);
     # the real-model pages print it with the real-model extra, then the model file's step
     session.install(*CONSTRAINTS, f"{wheels[0]}[tutorial,real-model]")
     install_model_file(session)
     # a reused environment may hold an older mha_ref of the same version: replace it
     session.install("--force-reinstall", "--no-deps", str(wheels[0]))
+    # one run per core (pytest-xdist): each script and notebook is a process of its own
+    parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
     session.run(
         "pytest",
         "-m",
         "downloads",
         "tests/downloads",
+        *parallel,
         *session.posargs,
         env={"MHA_REF_SITE": str(site), "MHA_REF_WHEEL": str(wheels[0])},
     )
