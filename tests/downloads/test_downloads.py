@@ -214,7 +214,7 @@ def test_script_runs(script, tmp_path):
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # catches a hang; a slow machine must not fail it
     )
     assert done.returncode == 0, f"{script.name} failed:\n{done.stderr[-4000:]}"
 
@@ -231,9 +231,12 @@ def test_notebook_runs(notebook, tmp_path):
     )
     client = nbclient.NotebookClient(
         document,
-        timeout=300,
+        timeout=600,  # catches a hang; a slow machine must not fail it
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
     )
     os.environ.pop("PYTHONPATH", None)
+    # the kernel inherits this process's environment: the same thread caps as the scripts get
+    for name in ("OMP_NUM_THREADS", "MHA_REF_MAX_THREADS", "MPLBACKEND"):
+        os.environ[name] = _env()[name]
     client.execute()
