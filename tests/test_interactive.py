@@ -385,3 +385,37 @@ def test_a_live_view_carries_the_model_and_its_tokens(induction_model):
         live_views.attach_live_model(fig, induction_model, names[:-1])
     with pytest.raises(ValueError, match="no view data"):
         live_views.attach_live_model(plt.figure(), induction_model, names)
+
+
+def test_a_notebook_shows_one_view_per_figure_the_live_one_once_attached(monkeypatch):
+    """In a kernel, plot_heads displays its view; attaching a live model then replaces that view
+    in place (one display id), so the cell ends with the live view alone, not the plain view
+    followed by the live one."""
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    code = (
+        "import torch\n"
+        "from mha_ref.masks import causal_mask\n"
+        "from mha_ref.tutorial.induction import AttentionOnlyTransformer\n"
+        "from mha_ref.tutorial.live_views import attach_live_model\n"
+        "from mha_ref.tutorial.plotting import plot_heads\n"
+        "torch.manual_seed(0)\n"
+        "names = [chr(65 + i) for i in range(6)]\n"
+        "model = AttentionOnlyTransformer(6, 8, 8, 2).eval()\n"
+        "with torch.no_grad():\n"
+        "    _, weights = model(torch.tensor([[0, 1, 2, 0, 1, 2]]))\n"
+        "fig = plot_heads([w[0, h] for w in weights for h in range(2)], list('ABCABC'),\n"
+        "                 layers=['layer 1'] * 2 + ['layer 2'] * 2, blocked=~causal_mask(6))\n"
+        "attach_live_model(fig, model, names)"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    views = [o for o in outputs if 'class="mha-attn"' in o.get("data", {}).get("text/html", "")]
+    assert len(views) == 1, [o.get("output_type") for o in outputs]
+    (view,) = views
+    assert '"live":' in view["data"]["text/html"]  # the live model's data, not the plain view's
+    assert view["output_type"] == "display_data"
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the picture as well

@@ -230,7 +230,8 @@ def attach_live_model(
     The view gains a text box holding that sequence; when the reader edits it, the page's
     script runs the model's forward pass (:func:`live_forward`, in JavaScript) and redraws the
     heads' weights and the model's next-token predictions. The weights travel in the page
-    (:func:`export_model`); nothing is requested. In a notebook, the live view is displayed.
+    (:func:`export_model`); nothing is requested. In a notebook, the live view replaces the
+    plain view that ``plot_heads`` displayed, in place.
 
     Args:
         fig: the figure, with its view data (``plot_heads`` attaches it).

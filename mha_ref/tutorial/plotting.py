@@ -298,7 +298,11 @@ def plot_heads(
 def _show_view_in_notebook(fig: Figure) -> None:
     """In a Jupyter kernel, display the interactive view of ``fig`` (it follows the picture,
     which the notebook's matplotlib backend shows at the end of the cell). Elsewhere (a script,
-    the docs build) do nothing: there the picture is shown, and the docs add the view."""
+    the docs build) do nothing: there the picture is shown, and the docs add the view.
+
+    A figure shows one view: when its view data change after it was displayed (a live model
+    attached to it), the displayed view is replaced in place (IPython's ``display_id``), not
+    followed by a second one."""
     import sys
 
     if not SHOW_VIEW_IN_NOTEBOOK or "ipykernel" not in sys.modules:
@@ -309,7 +313,12 @@ def _show_view_in_notebook(fig: Figure) -> None:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "kernel"):
         return
-    display(HTML(view_html(fig, standalone=True)))
+    view = HTML(view_html(fig, standalone=True))
+    handle = getattr(fig, "_mha_notebook_view", None)
+    if handle is None:
+        fig._mha_notebook_view = display(view, display_id=True)
+    else:
+        handle.update(view)
 
 
 #: set to False to keep ``plot_heads`` from displaying its interactive view in a notebook
