@@ -51,3 +51,62 @@ def test_group_similarities_value():
                                [0.1, 0.3, 1.0, 0.6], [0.2, 0.4, 0.6, 1.0]])  # (4, 4)
     within, across = heads.group_similarities(similarity, 2)
     assert within == pytest.approx((0.8 + 0.6) / 2) and across == pytest.approx(0.25)
+
+
+def test_top_heads_ranks_and_checks_k():
+    scores = torch.tensor([[0.1, 0.9, 0.3], [0.8, 0.2, 0.7]])  # (num_layers, num_heads)
+    assert heads.top_heads(scores, 3) == [(0, 1), (1, 0), (1, 2)]
+    with pytest.raises(ValueError, match=r"k must be an int from 1 to 6 .* got k=7"):
+        heads.top_heads(scores, 7)
+    with pytest.raises(ValueError, match=r"k must be an int from 1 to 6 .* got k=0"):
+        heads.top_heads(scores, 0)
+    with pytest.raises(ValueError, match=r"\(num_layers, num_heads\) tensor, got \(6,\)"):
+        heads.top_heads(scores.flatten(), 2)
+
+
+def test_pattern_similarity_value_and_shape_check():
+    a = torch.tensor([[1.0, 0.0], [0.5, 0.5]])  # (seq_len, seq_len), causal
+    b = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    similarity = heads.pattern_similarity(torch.stack([a, b]))  # (2, 2)
+    expected = float((a * b).sum() / (a.norm() * b.norm()))  # cosine of the flattened matrices
+    assert similarity[0, 1] == pytest.approx(expected) and similarity[1, 1] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"\(num_heads, seq_len, seq_len\).*got \(1, 2, 2, 2\)"):
+        heads.pattern_similarity(torch.stack([a, b])[None])
+
+
+def test_plot_score_maps_checks_its_maps_and_titles():
+    maps = [torch.rand(3, 2), torch.rand(3, 2)]  # (num_layers, num_heads) each
+    with pytest.raises(ValueError, match="2 titles for 1 maps"):
+        heads.plot_score_maps(maps[:1], ["a", "b"], xlabel="x", ylabel="y", colorbar_label="c")
+    with pytest.raises(ValueError, match=r"one shape, got shapes \[\(3, 2\), \(2, 3\)\]"):
+        heads.plot_score_maps(
+            [maps[0], maps[1].T], ["a", "b"], xlabel="x", ylabel="y", colorbar_label="c"
+        )
+    fig = heads.plot_score_maps(maps[:1], ["一"], xlabel="x", ylabel="y", colorbar_label="c")
+    assert len(fig.axes) == 2  # one map and its colour bar
+
+
+def test_plot_every_head_draws_each_head_in_its_place_and_attaches_all_of_them():
+    from mha_ref.tutorial.interactive import view_data
+
+    g = torch.Generator().manual_seed(0)
+    weights = [torch.softmax(torch.randn(2, 3, 3, generator=g), dim=-1) for _ in range(4)]
+    fig = heads.plot_every_head(
+        weights, ["a", "b", "c"], layer_name="block", head_name="head", xlabel="block",
+        ylabel="head", key_label="key", query_label="query", colorbar_label="weight",
+    )
+    mosaic = fig.axes[0].images[0].get_array()  # (num_heads * 4 - 1, num_layers * 4 - 1)
+    assert mosaic.shape == (2 * 4 - 1, 4 * 4 - 1)
+    # block 2's head 1 sits in the second row of tiles, third column, one white line apart
+    assert torch.allclose(torch.tensor(mosaic[4:7, 8:11].data), weights[2][1].double())
+    assert mosaic.mask[3].all() and mosaic.mask[:, 3].all()  # the white lines
+    data = view_data(fig)
+    assert len(data["weights"]) == 8 and data["names"][5] == "block 2 head 1"
+    assert data["layers"][5] == "block 2" and data["xlabel"] == "key"
+    in_view = torch.tensor(data["weights"][5]).double()  # (3, 3) rounded to 3 decimals
+    assert torch.allclose(in_view, weights[2][1].double(), atol=5e-4)
+    with pytest.raises(ValueError, match=r"seq_len = len\(labels\) = 2, got \(4, 2, 3, 3\)"):
+        heads.plot_every_head(
+            weights, ["a", "b"], layer_name="block", head_name="head", xlabel="block",
+            ylabel="head", key_label="key", query_label="query", colorbar_label="weight",
+        )

@@ -31,7 +31,12 @@ from mha_ref.masks import causal_mask
 from mha_ref.tutorial.plotting import plot_heads, text_table
 from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
 from mha_ref.tutorial.smollm2.files import extra_install_command
-from mha_ref.tutorial.smollm2.heads import heads_analysis, plot_score_maps, top_heads
+from mha_ref.tutorial.smollm2.heads import (
+    heads_analysis,
+    plot_every_head,
+    plot_score_maps,
+    top_heads,
+)
 
 print(f"install: {extra_install_command()}, then {INSTALL_COMMAND}")
 model = load_model()
@@ -146,6 +151,32 @@ print(text_table(["query", "token after its earlier occurrence", "weight on it",
 # on the token that came next last time; on the other repeated tokens much of it goes to the
 # first token instead. The pattern on real text is the one the random sequences measured, only
 # weaker.
+
+# %%
+# Every head of every block on the sentence
+# -----------------------------------------
+# The same sentence, now through all of the model's heads at once: one small heatmap per head,
+# blocks from left to right and heads from top to bottom (query rows, key columns, as above).
+# On the site the view under the picture holds every one of them: choose a block, or press
+# *All layers × heads* for one row of heads per block, and open any head to read its weights.
+# A picture like this says where each head looks on one sentence, nothing more: the score maps
+# above measured where heads look on the repeated random tokens and the real text, and example
+# 17 removes heads to measure what they do.
+
+fig = plot_every_head(
+    [w[0] for w in weights],  # (num_heads, L, L) per block
+    labels,
+    layer_name="block",
+    head_name="head",
+    xlabel="block",
+    ylabel="head",
+    key_label="key (token)",
+    query_label="query (token)",
+    colorbar_label="attention weight",
+)
+plt.show()
+print(f"{len(weights)} blocks x {weights[0].shape[1]} heads = "
+      f"{len(weights) * weights[0].shape[1]} heatmaps of {len(labels)} x {len(labels)} weights")
 
 # %%
 # Control tokens in a text

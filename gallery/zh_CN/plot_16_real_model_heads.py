@@ -27,7 +27,12 @@ from mha_ref.masks import causal_mask
 from mha_ref.tutorial.plotting import plot_heads, text_table
 from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
 from mha_ref.tutorial.smollm2.files import extra_install_command
-from mha_ref.tutorial.smollm2.heads import heads_analysis, plot_score_maps, top_heads
+from mha_ref.tutorial.smollm2.heads import (
+    heads_analysis,
+    plot_every_head,
+    plot_score_maps,
+    top_heads,
+)
 
 print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
 model = load_model()
@@ -135,6 +140,29 @@ print(text_table(["查询", "上次出现处之后的词元", "对它的权重",
 # %%
 # 在人名内部，也就是重复片段最长的地方，这个头几乎把全部权重放在上次紧随其后的词元上；在其他重复
 # 词元上，很大一部分权重转到了首词元。真实文本上的模式就是随机序列上测到的那一种，只是弱一些。
+
+# %%
+# 句子上每个块的每个头
+# --------------------
+# 还是这个句子，现在一次看模型的全部头：每个头一张小热力图，块从左到右，头从上到下（行是查询，列是键，
+# 与上图相同）。在网站上，图下方的视图包含了其中每一个头：选一个块，或者按 *全部层 × 头*，每个块一行头，
+# 再打开任意一个头读它的权重。这样一张图只说明每个头在一个句子上看向哪里，仅此而已：上面的分数图在重复的
+# 随机词元和真实文本上测量了头看向哪里，而示例 17 通过移除头来测量它们做了什么。
+
+fig = plot_every_head(
+    [w[0] for w in weights],  # 每个块 (num_heads, L, L)
+    labels,
+    layer_name="块",
+    head_name="头",
+    xlabel="块",
+    ylabel="头",
+    key_label="键（词元）",
+    query_label="查询（词元）",
+    colorbar_label="注意力权重",
+)
+plt.show()
+print(f"{len(weights)} 个块 × {weights[0].shape[1]} 个头 = "
+      f"{len(weights) * weights[0].shape[1]} 张热力图，每张 {len(labels)} × {len(labels)} 个权重")
 
 # %%
 # 文本中的控制词元

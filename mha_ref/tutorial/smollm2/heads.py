@@ -55,6 +55,7 @@ __all__ = [
     "induction_scores",
     "duplicate_token_scores",
     "pearson",
+    "plot_every_head",
     "plot_score_maps",
     "previous_token_scores",
     "random_repeated_tokens",
@@ -172,6 +173,14 @@ def duplicate_token_scores(weights: torch.Tensor, half_len: int) -> torch.Tensor
 
     Returns:
         torch.Tensor: ``(num_heads,)``; query ``i`` in ``n .. 2n - 1``, key ``i - n``.
+
+    Raises:
+        ValueError: if ``weights`` is not ``(batch, num_heads, 2 * half_len, 2 * half_len)``.
+
+    Source:
+        The duplicate-token heads of Wang et al. 2022, "Interpretability in the Wild",
+        arXiv:2211.00593 (a token attending to its earlier occurrence); the score is the same
+        diagonal mean as :func:`induction_scores`, one position earlier.
     """
     _require_repeated_weights(weights, half_len)
     return _diagonal_mean(weights, offset=half_len, start=half_len)
@@ -248,7 +257,25 @@ def top_heads(scores: torch.Tensor, k: int) -> list[tuple[int, int]]:
 
     Returns:
         list[tuple[int, int]]: ``(layer, head)`` pairs, 0-based.
+
+    Raises:
+        ValueError: if ``scores`` is not a 2-D tensor or ``k`` is not an int from 1 to
+            ``scores.numel()``.
+
+    Source:
+        No paper: a descending sort of the flattened scores (``torch.argsort``).
     """
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 2:
+        shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(
+            f"top_heads: scores must be a (num_layers, num_heads) tensor, got {shape}; pass one "
+            f"score of head_scores(...)."
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= scores.numel():
+        raise ValueError(
+            f"top_heads: k must be an int from 1 to {scores.numel()} (the number of heads), got "
+            f"k={k!r}."
+        )
     num_heads = scores.shape[1]
     order = scores.flatten().argsort(descending=True)[:k]  # (k,)
     return [divmod(int(i), num_heads) for i in order]
@@ -423,7 +450,15 @@ def head_outputs(model, tokens: torch.Tensor) -> torch.Tensor:
         tokens: ``(batch, seq_len)`` or ``(seq_len,)`` ids.
 
     Returns:
-        torch.Tensor: ``(num_layers, batch, seq_len, num_heads, head_dim)``.
+        torch.Tensor: ``(num_layers, batch, seq_len, num_heads, head_dim)``, float32.
+
+    Raises:
+        TypeError, ValueError: from the model's own check of ``tokens`` (not an integer
+            tensor, empty, or ids outside the vocabulary).
+
+    Source:
+        The per-head output that Michel et al. 2019, arXiv:1905.10650, Sec. 2 gate: head
+        ``h``'s slice of the concatenated heads, before the output projection.
     """
     c = model.config
     with torch.no_grad(), _capture_head_outputs(model) as captured:
@@ -441,8 +476,15 @@ def head_means(model, tokens: torch.Tensor) -> torch.Tensor:
         tokens: ``(batch, seq_len)`` or ``(seq_len,)`` ids, the reference text.
 
     Returns:
-        torch.Tensor: ``(num_layers, num_heads, head_dim)``, for ``ablate_heads(...,
+        torch.Tensor: ``(num_layers, num_heads, head_dim)``, float32, for ``ablate_heads(...,
         mode="mean", means=...)``.
+
+    Raises:
+        TypeError, ValueError: as :func:`head_outputs`.
+
+    Source:
+        Mean ablation, as in Wang et al. 2022, arXiv:2211.00593 (a head's output replaced by its
+        mean over a reference distribution rather than by zeros).
     """
     return head_outputs(model, tokens).mean(dim=(1, 2))  # (layers, heads, head_dim)
 
@@ -663,7 +705,16 @@ def heads_analysis() -> dict:
     Returns:
         dict: ``"scores"`` (see :func:`head_scores`), ``"copy_losses"`` ``(first, second)``,
         ``"text_loss"`` (mean loss on the shipped text ``"statements"``), ``"repeated"``
-        ``(2, 100)`` and ``"text"`` ``(L,)``, the inputs.
+        ``(2, 100)`` and ``"text"`` ``(L,)``, the inputs. Cached by the model file's and the
+        text's SHA-256 and the sequence's arguments (:mod:`mha_ref.tutorial.cache`).
+
+    Raises:
+        ModelFileError: the model file is missing or is not the pinned one (see
+            :mod:`mha_ref.tutorial.smollm2.files` for the install command).
+
+    Source:
+        The scores of :func:`head_scores` (Olsson et al. 2022, Sec. 2; Xiao et al. 2023,
+        Sec. 3.1); the losses are the model's own next-token cross-entropy, in nats.
     """
     compute = _in_model_threads(_heads_analysis)
     return cached("smollm2_heads_analysis", _arguments(**REPEATED), compute)
@@ -812,13 +863,36 @@ def plot_score_maps(
 
     Returns:
         matplotlib.figure.Figure: the figure.
+
+    Raises:
+        ValueError: unless ``maps`` holds one or more 2-D tensors of one shape and ``titles``
+            one title per map.
+
+    Source:
+        No paper: one matplotlib ``imshow`` per map, blocks down and heads across.
     """
     import matplotlib.pyplot as plt
 
     from mha_ref.tutorial.fonts import use_cjk_font_for
 
+    shapes = {tuple(m.shape) for m in maps if isinstance(m, torch.Tensor)}
+    if len(maps) < 1 or len(shapes) != 1 or len(next(iter(shapes))) != 2 or len(
+        [m for m in maps if isinstance(m, torch.Tensor)]
+    ) != len(maps):
+        raise ValueError(
+            f"plot_score_maps: maps must be one or more (num_layers, num_heads) tensors of one "
+            f"shape, got shapes {[tuple(getattr(m, 'shape', ())) for m in maps]}; pass the "
+            f"scores of head_scores(...)."
+        )
+    if len(titles) != len(maps):
+        raise ValueError(
+            f"plot_score_maps: {len(titles)} titles for {len(maps)} maps; give one title each."
+        )
     use_cjk_font_for(*titles, xlabel, ylabel, colorbar_label)
-    fig, axes = plt.subplots(1, len(maps), figsize=(7.0, 4.8), layout="constrained", sharey=True)
+    fig, axes = plt.subplots(
+        1, len(maps), figsize=(7.0, 4.8), layout="constrained", sharey=True, squeeze=False
+    )
+    axes = axes[0]  # (len(maps),) one row of axes
     for ax, values, title in zip(axes, maps, titles, strict=True):
         image = ax.imshow(values.double().numpy(), cmap="viridis", vmin=0.0, vmax=1.0,
                           aspect="auto")
@@ -827,6 +901,105 @@ def plot_score_maps(
         ax.set_xticks(range(values.shape[1]))
     axes[0].set_ylabel(ylabel)
     fig.colorbar(image, ax=list(axes), label=colorbar_label)
+    return fig
+
+
+def plot_every_head(
+    weights: Sequence[torch.Tensor],
+    labels: Sequence[str],
+    *,
+    layer_name: str,
+    head_name: str,
+    xlabel: str,
+    ylabel: str,
+    key_label: str,
+    query_label: str,
+    colorbar_label: str,
+    title: str | None = None,
+):
+    """Every head of every block on one text, in one picture, with the view's overview attached.
+
+    The picture is a mosaic: one small ``(seq_len, seq_len)`` heatmap per head, blocks across
+    (left to right) and heads down, on one colour scale from 0 to 1, white lines between them.
+    The figure's interactive view (:func:`~mha_ref.tutorial.live_views.attach_layer_head_view`)
+    holds every head's weights rounded to 3 decimals, with a layer menu and the "all layers x
+    heads" overview, one row per block.
+
+    Args:
+        weights: one ``(num_heads, seq_len, seq_len)`` tensor per block (``weights[layer][0]``
+            of ``model(tokens, need_weights=True)``), or one
+            ``(num_layers, num_heads, seq_len, seq_len)`` tensor.
+        labels: one token string per position.
+        layer_name, head_name: the words before a block's and a head's number in the view
+            (e.g. ``"block"``, ``"head"``).
+        xlabel, ylabel: the mosaic's axis labels (blocks, heads).
+        key_label, query_label: the view's axis labels for one head (keys, queries).
+        colorbar_label: the colour bar's label.
+        title: the figure's title.
+
+    Returns:
+        matplotlib.figure.Figure: the figure, with its view data attached.
+
+    Raises:
+        ValueError: unless every block's weights are ``(num_heads, seq_len, seq_len)`` with
+            one label per position.
+
+    Source:
+        No paper: one matplotlib ``imshow`` of the tiled weights; the view is
+        :func:`~mha_ref.tutorial.live_views.attach_layer_head_view`'s.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from mha_ref.tutorial.fonts import use_cjk_font_for
+    from mha_ref.tutorial.live_views import attach_layer_head_view
+
+    stacked = torch.stack(list(weights)) if not isinstance(weights, torch.Tensor) else weights
+    if stacked.dim() != 4 or stacked.shape[2:] != (len(labels), len(labels)):
+        raise ValueError(
+            f"plot_every_head: weights must be (num_heads, seq_len, seq_len) per block with "
+            f"seq_len = len(labels) = {len(labels)}, got {tuple(stacked.shape)} for all blocks; "
+            f"pass [w[0] for w in weights] of model(tokens, need_weights=True)."
+        )
+    values = stacked.double().numpy()  # (num_layers, num_heads, seq_len, seq_len)
+    num_layers, num_heads, seq_len, _ = values.shape
+    step = seq_len + 1  # one heatmap and one white line
+    mosaic = np.full((num_heads * step - 1, num_layers * step - 1), np.nan)  # (rows, columns)
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            rows = slice(head * step, head * step + seq_len)
+            columns = slice(layer * step, layer * step + seq_len)
+            mosaic[rows, columns] = values[layer, head]  # (seq_len, seq_len)
+
+    use_cjk_font_for(*labels, layer_name, head_name, xlabel, ylabel, colorbar_label, title or "")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    fig, ax = plt.subplots(figsize=(10.0, 3.9), layout="constrained")
+    image = ax.imshow(mosaic, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
+    centre = (seq_len - 1) / 2
+    block_ticks = range(0, num_layers, 5)
+    ax.set_xticks([b * step + centre for b in block_ticks], [str(b) for b in block_ticks])
+    ax.set_yticks([h * step + centre for h in range(num_heads)], [str(h) for h in range(num_heads)])
+    ax.tick_params(length=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label=colorbar_label, shrink=0.8)
+    attach_layer_head_view(
+        fig,
+        values,
+        labels,
+        labels,
+        layer_names=[f"{layer_name} {n}" for n in range(num_layers)],
+        head_names=[f"{head_name} {n}" for n in range(num_heads)],
+        decimals=3,
+        vmax=1.0,
+        cmap=plt.get_cmap("viridis"),
+        title=title,
+        colorbar_label=colorbar_label,
+        xlabel=key_label,
+        ylabel=query_label,
+    )
     return fig
 
 
@@ -843,9 +1016,23 @@ def pattern_similarity(weights: torch.Tensor) -> torch.Tensor:
             entries above the diagonal are 0 in every head and add nothing).
 
     Returns:
-        torch.Tensor: ``(num_heads, num_heads)``, in ``[0, 1]`` (weights are non-negative);
-        1 on the diagonal.
+        torch.Tensor: ``(num_heads, num_heads)``, float32, in ``[0, 1]`` (weights are
+        non-negative); 1 on the diagonal.
+
+    Raises:
+        ValueError: if ``weights`` is not ``(num_heads, seq_len, seq_len)``.
+
+    Source:
+        No paper: the cosine similarity of the flattened weight matrices.
     """
+    is_tensor = isinstance(weights, torch.Tensor)
+    if not is_tensor or weights.dim() != 3 or weights.shape[1] != weights.shape[2]:
+        shape = tuple(weights.shape) if is_tensor else type(weights).__name__
+        raise ValueError(
+            f"pattern_similarity: weights must be (num_heads, seq_len, seq_len), one block's "
+            f"weights on one text, got {shape}; take weights[layer][0] of model(tokens, "
+            f"need_weights=True)."
+        )
     flat = weights.flatten(1).double()  # (heads, seq_len * seq_len)
     flat = flat / flat.norm(dim=1, keepdim=True)
     return (flat @ flat.T).float()  # (heads, heads)
@@ -865,6 +1052,10 @@ def group_similarities(similarity: torch.Tensor, num_kv_heads: int) -> tuple[flo
     Raises:
         ValueError: unless ``similarity`` is square and ``num_kv_heads`` divides its size
             with at least two heads per group (otherwise a group has no pair to compare).
+
+    Source:
+        The groups of grouped-query attention, Ainslie et al. 2023, arXiv:2305.13245, Sec. 2.2
+        (consecutive query heads share one key/value head, as in ``mha_ref.grouped``).
     """
     num_heads = similarity.shape[0]
     if (
