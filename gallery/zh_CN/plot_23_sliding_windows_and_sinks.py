@@ -30,11 +30,10 @@ from mha_ref import (
     sliding_window_mask,
 )
 from mha_ref.tutorial.plotting import plot_lines, plot_masks, text_table
-from mha_ref.tutorial.smollm2 import INSTALL_COMMAND
-from mha_ref.tutorial.smollm2.files import extra_install_command
+from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.windows import receptive_field, streaming_losses, window_mask
 
-print(f"安装：{extra_install_command()}，然后 {INSTALL_COMMAND}")
+print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 seq_len, window, num_sinks = 8, 3, 2
 labels = [f"t{i}" for i in range(seq_len)]
 fig = plot_masks(

