@@ -280,6 +280,12 @@ def test_the_layer_head_overview_names_every_head_of_every_layer():
     # heatmap 3 is layer 1's head 1, rounded to the 3 decimals the view shows
     assert np.array(data["weights"][3]) == pytest.approx(np.round(w[1, 1], 3), abs=1e-7)
     assert np.abs(np.array(data["weights"][3]) - w[1, 1]).max() <= 5e-4 + 1e-7
+    # the page receives thousandths as integers, and dividing them back gives the same numbers
+    page = _round_trip(fig)
+    assert page["weights_scale"] == 1000 and all(
+        isinstance(v, int) for head in page["weights"] for row in head for v in row
+    )
+    assert np.array(page["weights"][3]) / 1000 == pytest.approx(np.round(w[1, 1], 3), abs=1e-7)
     with pytest.raises(ValueError, match="num_layers, num_heads"):
         live_views.attach_layer_head_view(
             fig, w[0], list("abcd"), list("abcd"), vmax=1.0, cmap=None

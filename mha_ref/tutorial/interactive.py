@@ -184,6 +184,20 @@ def _hex_to_rgb(colour: str) -> tuple[float, float, float]:
     return tuple(int(colour[k : k + 2], 16) / 255 for k in (1, 3, 5))
 
 
+def _as_integer_weights(data: dict) -> dict:
+    """``data`` with weights rounded to ``weights_decimals`` decimals written as integers, in
+    units of ``1 / weights_scale`` (``12`` for 0.012 at 3 decimals): the page divides them back.
+    A view of hundreds of heads is about 40% lighter so (``0.012,`` is six characters)."""
+    scale = 10 ** data["weights_decimals"]
+
+    def integers(values):
+        if isinstance(values, list):
+            return [integers(v) for v in values]
+        return None if values is None else round(values * scale)
+
+    return {**data, "weights": integers(data["weights"]), "weights_scale": scale}
+
+
 def view_data(fig: Figure) -> dict | None:
     """The data :func:`attach_view_data` attached to ``fig``, or ``None``."""
     return getattr(fig, _ATTRIBUTE, None)
@@ -209,6 +223,8 @@ def view_json(data: dict, lang: str | None = None) -> str:
     """
     if lang is not None:
         data = {**data, "lang": lang}
+    if data.get("weights_decimals") is not None:
+        data = _as_integer_weights(data)
     text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     # "</script>" or "<!--" inside a label must not end the element
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

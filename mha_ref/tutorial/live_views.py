@@ -55,7 +55,8 @@ def attach_layer_head_view(
         head_names: one name per head of a layer (default: ``"head 0"``, ...); each heatmap is
             named ``"<layer name> <head name>"``.
         decimals: round the weights to this many decimals first (the view shows 3), to keep a
-            page with hundreds of heads light; ``None`` keeps every digit.
+            page with hundreds of heads light: the page then receives them as integers, in
+            units of ``10 ** -decimals``, and divides them back; ``None`` keeps every digit.
         **options: passed on to :func:`~mha_ref.tutorial.interactive.attach_view_data`
             (``vmax`` and ``cmap`` are needed).
 
@@ -78,7 +79,7 @@ def attach_layer_head_view(
         )
     if decimals is not None:
         weights = np.round(weights, decimals)
-    return attach_view_data(
+    data = attach_view_data(
         fig,
         weights.reshape(num_layers * num_heads, *weights.shape[2:]),
         query_labels,
@@ -87,6 +88,9 @@ def attach_layer_head_view(
         layers=[layer for layer in layer_names for _ in head_names],
         **options,
     )
+    if decimals is not None:  # the page receives them as integers (interactive.view_json)
+        data["weights_decimals"] = int(decimals)
+    return data
 
 
 # ------------------------------------------------------------------------------------------------

@@ -462,6 +462,34 @@ def test_the_overview_shows_every_head_of_every_layer(watched, site_url, lang):
     assert not watch.errors, watch.errors
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_real_models_overview_holds_all_270_heads_and_reads_their_weights(
+    watched, site_url, lang
+):
+    """Example 16's every-head view: its weights travel as integers (thousandths); the page
+    shows each one as the number it stands for, and the overview has every head of every block."""
+    watch = open_page(watched, site_url, lang, "auto_examples/plot_16_real_model_heads.html")
+    page = watch.page
+    index = first_view_where(page, lambda data: len(data["weights"]) == 270)
+    data = view_data(page, index)
+    assert data["weights_scale"] == 1000 and isinstance(data["weights"][5][3][1], int)
+    view = page.locator(".mha-attn").nth(index)
+    # block 0, head 5: the view opens on block 0; choose head 5 and read query 3, key 1
+    view.locator(".mha-attn-heads button", has_text=data["names"][5].split(" ", 2)[-1]).click()
+    view.locator("[data-cell='5,3,1']").hover()
+    text = view.locator(".mha-attn-readout").text_content()
+    assert readout_number(text) == shown(data["weights"][5][3][1] / 1000), text
+    button = view.locator(".mha-attn-overview-toggle")
+    button.click()
+    overview = view.locator(".mha-attn-overview")
+    assert overview.locator(".mha-attn-overview-layer").count() == 30
+    assert overview.locator(".mha-attn-multiple").count() == 270
+    overview.locator(".mha-attn-multiple-title").nth(9 * 17 + 4).click()  # block 17, head 4
+    assert view.locator(".mha-attn-layer select").input_value() == data["layers"][9 * 17 + 4]
+    assert view.locator(f"[data-cell='{9 * 17 + 4},0,0']").count() == 1
+    assert not watch.errors, watch.errors
+
+
 # -- the live model -------------------------------------------------------------------------------
 
 TOKEN_NAMES = list("ABCDEFGHIJKLMNOPQRSTUVWX")

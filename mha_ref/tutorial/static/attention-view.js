@@ -175,7 +175,20 @@
     return Boolean(window.matchMedia && window.matchMedia("(pointer: coarse)").matches);
   }
 
+  // weights sent as integers (a view of many heads, rounded): back to numbers, once
+  function decodeWeights(data) {
+    if (!data.weights_scale) return;
+    var scale = data.weights_scale;
+    data.weights = data.weights.map(function (head) {
+      return head.map(function (row) {
+        return row.map(function (v) { return v === null ? null : v / scale; });
+      });
+    });
+    delete data.weights_scale;
+  }
+
   function View(root, data) {
+    decodeWeights(data);
     this.root = root;
     this.data = data;
     this.w = WORDS[data.lang] || WORDS.en;
