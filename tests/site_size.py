@@ -21,7 +21,10 @@ from pathlib import Path
 # 7.5 since the API page documents the real-model lab, the window, sink and importance modules
 # (measured: the API page +0.3 MB and the package's source pages +0.7 MB per language; at 7.0 the
 # site was 47.657 MB against 47.6).
-BASE_LIMIT_MB_PER_LANGUAGE = 7.5
+# 8.0 since example 16 shows every head of the real model: its view of 270 heatmaps of 23 x 23
+# weights (as integers, 0.36 MB of page) and the mosaic's figure (0.40 MB at 1x and 2x), per
+# language; at 7.5 the site was 49.44 MB against 48.6.
+BASE_LIMIT_MB_PER_LANGUAGE = 8.0
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 
