@@ -170,7 +170,7 @@ def test_example_pages_print_the_cpu_first_install(lang):
         assert [html.unescape(c) for c in sidebar[1:]] == expected, (path.name, sidebar)
         if real_model:  # the page's own printed output lists the same three steps, in order
             steps = [TORCH_CPU_COMMAND, *expected]
-            printed = re.findall(r'class="sphx-glr-script-out".*?</pre>', page, re.S)
+            printed = re.findall(r'class="sphx-glr-script-out[^"]*".*?</pre>', page, re.S)
             output = html.unescape(_text(" ".join(printed)))
             found = [output.find(step) for step in steps]
             assert -1 not in found and found == sorted(found), (path.name, found)
