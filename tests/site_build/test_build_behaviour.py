@@ -634,3 +634,25 @@ def test_example_pages_lose_the_machine_paths_and_the_line_breaking_characters()
         "a\\u2028b\\u2029c\\u0085d\\u0000e\\u000df\tg"
     )
     assert len(cleaned.splitlines()) == 4
+
+
+def test_a_site_address_turns_on_the_sitemap_and_absolute_opengraph_urls(site, monkeypatch):
+    """Without an address (the default: the project has no public one) there is no sitemap and
+    no og:url, since both need absolute addresses; ``MHA_REF_SITE_URL`` turns both on."""
+    plain = _build(site)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    html = site / "build" / "html" / "en"
+    assert not (html / "sitemap.xml").exists()
+    assert 'property="og:url"' not in (html / "index.html").read_text()
+
+    monkeypatch.setenv("MHA_REF_SITE_URL", "https://example.org/mha-ref/")
+    shutil.rmtree(site / "build" / "html")
+    addressed = _build(site, "-E")
+    assert addressed.returncode == 0, addressed.stderr[-3000:]
+    sitemap = (html / "sitemap.xml").read_text()
+    urls = re.findall(r"<loc>([^<]+)</loc>", sitemap)
+    assert "https://example.org/mha-ref/en/index.html" in urls
+    assert "https://example.org/mha-ref/en/auto_examples/plot_01_shapes.html" in urls
+    assert all(url.startswith("https://example.org/mha-ref/en/") for url in urls), urls
+    index = (html / "index.html").read_text()
+    assert '<meta property="og:url" content="https://example.org/mha-ref/en/index.html" />' in index
