@@ -323,3 +323,26 @@ def test_first_token_not_extra_slots_rescues_a_window(model):
     share = {key: (ppl["window"] - ppl[key]) / excess for key in runs}
     assert share["first_token"] > 0.5 and share["sinks"] > 0.5
     assert share["wide_window"] < 0.3
+
+
+@pytest.mark.parametrize("window, num_sinks", [(6, 0), (6, 2)])
+def test_ring_buffer_decode_of_the_real_model_equals_the_masked_forward(
+    model, statements, window, num_sinks
+):
+    """Token by token, every block reading a RollingKVCache that overwrites its oldest slot,
+    the model gives the logits of its masked forward pass (window, and window + first tokens);
+    with a window the run differs from full causal attention, so the check has teeth."""
+    from mha_ref.tutorial.windows import _masked_logits, rolling_decode_logits, window_mask
+
+    tokens = statements[:20]  # (20,): every buffer overwrites slots
+    with torch.no_grad():
+        decoded = rolling_decode_logits(model, tokens, window, num_sinks)  # (20, vocab_size)
+        masked, _ = _masked_logits(model, tokens[None], window_mask(20, window, num_sinks))
+        full = model(tokens)[0][0]  # (20, vocab_size), full causal attention
+    assert decoded.shape == (20, model.config.vocab_size)
+    assert (decoded - masked[0]).abs().max().item() < 1e-3
+    assert (decoded - full).abs().max().item() > 1.0  # the window changes the model's output
+    with pytest.raises(ValueError, match="window"):
+        rolling_decode_logits(model, tokens, 0)
+    with pytest.raises(ValueError, match=r"shape \(seq_len,\), got \(1, 20\)"):
+        rolling_decode_logits(model, tokens[None], window)

@@ -36,7 +36,12 @@ from mha_ref import (
 )
 from mha_ref.tutorial.plotting import plot_lines, plot_masks, text_table
 from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.windows import receptive_field, streaming_losses, window_mask
+from mha_ref.tutorial.windows import (
+    receptive_field,
+    rolling_decode_check,
+    streaming_losses,
+    window_mask,
+)
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 seq_len, window, num_sinks = 8, 3, 2
@@ -117,13 +122,22 @@ print(text_table(["tokens", "full cache (MiB)", "formula (MiB)", "rolling cache,
 # attention, a window of 64 tokens in every layer, and the same window with the first 4 tokens
 # kept; then two controls. A plain window of 68 has the same cache size as 64 + 4 but keeps recent
 # tokens instead of the first ones; a window of 64 plus token 0 alone keeps only the first token.
-# The masks stand for the caches (the ring-buffer equality above, checked by the tests for random
-# shapes); the positions are the tokens' own, so RoPE sees true distances. StreamingLLM instead
+# The masks stand for the caches: the ring-buffer equality above holds for this model too, as the
+# first line below shows, where the start of the text is decoded one token at a time with a ring
+# buffer of the 16 recent tokens and the first 4 in every block (``rolling_decode_logits``),
+# against the masked forward pass. The positions are the tokens' own, so RoPE sees true distances. StreamingLLM instead
 # numbers the positions within the cache (Xiao et al. 2023, Sec. 3.2); that is not done here. The
 # perplexity is ``exp`` of the mean loss over the tokens beyond the first window, the same tokens
 # for every run. The last column is the share of the window-only run's excess perplexity (over
 # full attention) that a run removes. The computation is cached (:mod:`mha_ref.tutorial.cache`),
 # so the second language reuses it.
+
+check = rolling_decode_check("assignment_statements", 48, 16, 4)  # cached, like the runs below
+print(f"ring buffers of {check['slots']} slots per block, {check['num_tokens']} tokens decoded one "
+      f"at a time, against the masked forward pass: largest logit difference "
+      f"{'below' if check['max_abs_diff'] < 1e-3 else 'ABOVE'} 1e-3 (logits up to "
+      f"{check['max_abs_logit']:.0f}); the same most likely next token at {check['same_choice']} "
+      f"of {check['num_tokens']} positions")
 
 text_window, text_sinks = 64, 4
 result = streaming_losses("assignment_statements", 512, text_window, text_sinks)

@@ -31,7 +31,12 @@ from mha_ref import (
 )
 from mha_ref.tutorial.plotting import plot_lines, plot_masks, text_table
 from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.windows import receptive_field, streaming_losses, window_mask
+from mha_ref.tutorial.windows import (
+    receptive_field,
+    rolling_decode_check,
+    streaming_losses,
+    window_mask,
+)
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 seq_len, window, num_sinks = 8, 3, 2
@@ -106,11 +111,20 @@ print(text_table(["词元数", "完整缓存（MiB）", "公式（MiB）", "滚�
 # SmolLM2-135M 是用完整因果注意力训练的。取一段随包提供的文本（Python 参考手册讲赋值语句的一章）的
 # 前 512 个词元，让模型跑五遍：完整注意力；每层都用 64 个词元的窗口；同样的窗口再保留最初 4 个词元；
 # 然后是两个对照。68 个词元的普通窗口与 64 + 4 的缓存一样大，但多出的槽位放的是最近的词元，而不是最初的
-# 词元；64 个词元的窗口只加词元 0，则只保留第一个词元。掩码代表缓存（即上面环形缓冲区的等式，测试在
-# 随机形状上核对过）；位置用词元自己的位置，所以 RoPE 看到的是真实距离。StreamingLLM 则按词元在缓存
+# 词元；64 个词元的窗口只加词元 0，则只保留第一个词元。掩码代表缓存：上面环形缓冲区的等式对这个模型
+# 同样成立，见下面输出的第一行。那里把文本开头逐个词元解码，每个块用一个环形缓冲区保存最近的 16 个词元
+# 和最初的 4 个（``rolling_decode_logits``），再与带掩码的前向计算比较。位置用词元自己的位置，所以 RoPE
+# 看到的是真实距离。StreamingLLM 则按词元在缓存
 # 中的位置重新编号（Xiao 等 2023，第 3.2 节），这里没有这样做。困惑度是第一个窗口之后各词元平均损失的
 # ``exp``，每次运行统计的都是这些词元。最后一列是：只用窗口时比完整注意力多出的困惑度中，这次运行消除的
 # 比例。计算结果有缓存（:mod:`mha_ref.tutorial.cache`），第二种语言直接复用。
+
+check = rolling_decode_check("assignment_statements", 48, 16, 4)  # 有缓存，与下面的几次运行一样
+print(f"每个块一个 {check['slots']} 个槽位的环形缓冲区，逐个解码 {check['num_tokens']} 个词元，"
+      f"与带掩码的前向计算相比：logit 的最大差"
+      f"{'小于' if check['max_abs_diff'] < 1e-3 else '大于'} 1e-3（logit 最大约 "
+      f"{check['max_abs_logit']:.0f}）；{check['num_tokens']} 个位置中有 {check['same_choice']} "
+      f"个位置选出的最可能的下一个词元相同")
 
 text_window, text_sinks = 64, 4
 result = streaming_losses("assignment_statements", 512, text_window, text_sinks)

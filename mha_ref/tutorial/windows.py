@@ -9,6 +9,10 @@ returns each token's loss. The masks stand for the caches: attending with
 token (``tests/test_modern_attention.py`` checks the equality), at a fraction of the cost of
 decoding 30 layers one token at a time on a CPU. Positions are the tokens' own (RoPE sees
 true distances), not StreamingLLM's positions counted inside the cache.
+
+``rolling_decode_logits`` does decode the real model one token at a time, each block reading
+its keys and values from its own ring buffer, and ``rolling_decode_check`` compares it with the
+masked run on the start of a text: the page prints the comparison.
 """
 
 from __future__ import annotations
@@ -19,7 +23,13 @@ from mha_ref._validation import require_non_negative_int
 from mha_ref.masks import causal_mask, sliding_window_mask
 from mha_ref.tutorial.cache import cached
 
-__all__ = ["receptive_field", "streaming_losses", "window_mask"]
+__all__ = [
+    "receptive_field",
+    "rolling_decode_check",
+    "rolling_decode_logits",
+    "streaming_losses",
+    "window_mask",
+]
 
 
 def window_mask(seq_len: int, window: int, num_sinks: int = 0) -> torch.Tensor:
@@ -173,3 +183,145 @@ def _losses(text_name: str, max_tokens: int, window: int, num_sinks: int) -> dic
                 weights = run_weights  # layers x (1, H, L, L)
     sink_weight = torch.stack([w[0, :, window:, 0].mean() for w in weights])  # (num_layers,)
     return {"tokens": tokens, "losses": losses, "sink_weight": sink_weight}
+
+
+# ------------------------------------------------------------------------------------------------
+# the real model decoded through ring buffers
+# ------------------------------------------------------------------------------------------------
+
+
+def _rolling_attention(attention, x: torch.Tensor, cache, position: torch.Tensor) -> torch.Tensor:
+    """One new token through a ``GroupedQueryAttention`` layer with RoPE, its keys and values
+    appended to ``cache`` (a :class:`mha_ref.RollingKVCache`); ``x`` is ``(1, 1, embed_dim)``."""
+    from mha_ref import merge_heads, repeat_kv_heads, scaled_dot_product_attention, split_heads
+
+    query = split_heads(attention.q_proj(x), attention.num_heads)  # (1, num_heads, 1, head_dim)
+    key = split_heads(attention.k_proj(x), attention.num_kv_heads)  # (1, num_kv_heads, 1, hd)
+    value = split_heads(attention.v_proj(x), attention.num_kv_heads)  # (1, num_kv_heads, 1, hd)
+    query = attention.rope(query, position)  # rotated at the token's own position
+    key = attention.rope(key, position)  # cached after rotation, as in GroupedQueryAttention
+    keys, values = cache.append(key, value)  # (1, num_kv_heads, visible, head_dim) each
+    keys, values = repeat_kv_heads(keys, values, attention.num_heads)  # (1, num_heads, visible, hd)
+    context = scaled_dot_product_attention(query, keys, values)  # (1, num_heads, 1, head_dim)
+    return attention.out_proj(merge_heads(context))  # (1, 1, embed_dim)
+
+
+def rolling_decode_logits(
+    model, tokens: torch.Tensor, window: int, num_sinks: int = 0
+) -> torch.Tensor:
+    """SmolLM2 decoded one token at a time, each block's keys and values in a ring buffer.
+
+    Every block gets a :class:`mha_ref.RollingKVCache` of ``num_sinks + window`` slots. Token
+    ``t`` goes through the model alone: each block rotates its query and key at position
+    ``t``, appends the key and value to its buffer (overwriting the token ``window`` steps
+    back, the first ``num_sinks`` tokens staying) and attends, with no mask, to what the buffer
+    holds. This is what a server with a fixed-size cache computes; it should equal the masked
+    forward pass with :func:`window_mask` (``_masked_logits``) to float32 rounding.
+
+    Args:
+        model: a loaded ``SmolLM2`` (:func:`mha_ref.tutorial.smollm2.load.load_model`).
+        tokens: ``(seq_len,)`` token ids, one text.
+        window: recent tokens each query sees, itself included; a positive int.
+        num_sinks: first tokens kept for good (StreamingLLM). Default: ``0``.
+
+    Returns:
+        torch.Tensor: ``(seq_len, vocab_size)`` float32 logits, row ``t`` predicting token
+        ``t + 1``.
+
+    Raises:
+        TypeError, ValueError: as :class:`mha_ref.RollingKVCache` (``window <= 0``, a negative
+            ``num_sinks``), and as the model's check of ``tokens``.
+
+    Source:
+        Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (rolling buffer cache); Xiao
+        et al. 2023, arXiv:2309.17453, Sec. 3.2 (keeping the first tokens).
+    """
+    from mha_ref import RollingKVCache
+
+    config = model.config
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        raise ValueError(
+            f"rolling_decode_logits: tokens must be one text's ids, shape (seq_len,), got "
+            f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}"
+            f"; pass model.tokenizer.encode(text)."
+        )
+    caches = [
+        RollingKVCache(1, config.num_kv_heads, window, config.head_dim, num_sinks=num_sinks)
+        for _ in model.layers
+    ]
+    logits = []
+    for t in range(tokens.numel()):
+        position = torch.tensor([t])  # (1,) the token's own position
+        residual = model.embed(tokens[None, t : t + 1])  # (1, 1, embed_dim)
+        for block, cache in zip(model.layers, caches, strict=True):
+            residual = residual + _rolling_attention(
+                block.attention, block.attention_norm(residual), cache, position
+            )  # (1, 1, embed_dim)
+            residual = residual + block.mlp(block.mlp_norm(residual))  # (1, 1, embed_dim)
+        logits.append(model.unembed(residual)[0, 0])  # (vocab_size,)
+    return torch.stack(logits)  # (seq_len, vocab_size)
+
+
+def rolling_decode_check(text_name: str, num_tokens: int, window: int, num_sinks: int) -> dict:
+    """The ring-buffer decode of the start of a text against the masked forward pass (cached).
+
+    Args:
+        text_name: a shipped text (``mha_ref.tutorial.smollm2.texts``).
+        num_tokens: its first tokens decoded; more than ``num_sinks + window`` for the buffers
+            to overwrite.
+        window: recent tokens each query sees, itself included.
+        num_sinks: first tokens kept for good.
+
+    Returns:
+        dict: ``num_tokens``; ``slots`` (``num_sinks + window``, per block);
+        ``max_abs_diff``, the largest absolute difference of the two runs' logits;
+        ``max_abs_logit``; ``same_choice``, at how many positions the two runs' most likely
+        next token agree.
+
+    Raises:
+        ValueError: if ``num_tokens`` does not exceed ``num_sinks + window``, or
+            ``text_name`` is not a shipped text.
+        ModelFileError, ModuleNotFoundError: as :func:`mha_ref.tutorial.smollm2.load.load_model`.
+
+    Source:
+        The equality :class:`mha_ref.RollingKVCache` states, on the real model.
+    """
+    from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
+    from mha_ref.tutorial.smollm2.texts import text_sha256
+
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or (
+        num_tokens <= num_sinks + window
+    ):
+        raise ValueError(
+            f"rolling_decode_check: num_tokens must be an int above num_sinks + window = "
+            f"{num_sinks + window}, got {num_tokens!r}; below it no slot is ever overwritten."
+        )
+    arguments = {
+        "text": text_sha256(text_name),
+        "num_tokens": num_tokens,
+        "window": window,
+        "num_sinks": num_sinks,
+        "model": MODEL_FILE_SHA256,
+    }
+
+    def compute() -> dict:
+        from mha_ref.tutorial.smollm2 import load_model
+        from mha_ref.tutorial.smollm2.load import model_threads
+        from mha_ref.tutorial.smollm2.texts import real_text
+
+        with model_threads(), torch.no_grad():
+            model = load_model("cpu")
+            tokens = model.tokenizer.encode(real_text(text_name))[:num_tokens]  # (num_tokens,)
+            decoded = rolling_decode_logits(model, tokens, window, num_sinks)  # (L, vocab)
+            masked, _ = _masked_logits(
+                model, tokens[None], window_mask(num_tokens, window, num_sinks)
+            )  # (1, L, vocab)
+        return {
+            "num_tokens": num_tokens,
+            "slots": num_sinks + window,
+            "max_abs_diff": float((decoded - masked[0]).abs().max()),
+            "max_abs_logit": float(masked.abs().max()),
+            "same_choice": int((decoded.argmax(-1) == masked[0].argmax(-1)).sum()),
+        }
+
+    return cached("rolling_decode_check", arguments, compute)
