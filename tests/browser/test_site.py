@@ -295,7 +295,8 @@ def _switch(page, to_lang: str) -> None:
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("page_name", ["masks.html", "auto_examples/plot_04_masks.html"])
 def test_switcher_keeps_the_section_in_view(watched, site_url, lang, page_name):
-    """A reader scrolled to the fourth section lands on the fourth section of the other page."""
+    """A reader scrolled to the fourth section lands on the same section of the other page: the
+    switcher passes the section's id, which both languages share (its explicit label)."""
     watch = watched()
     page = watch.page
     page.goto(f"{site_url}/{lang}/{page_name}")
@@ -306,7 +307,9 @@ def test_switcher_keeps_the_section_in_view(watched, site_url, lang, page_name):
     _switch(page, other(lang))
     there = page.evaluate(SECTION_IDS)
     assert page.url.split("#")[0] == f"{site_url}/{other(lang)}/{page_name}"
-    assert page.evaluate(HASH) == there[4], f"landed at #{page.evaluate(HASH)}, not #{there[4]}"
+    assert there == here, f"{page_name}: the section ids differ between the languages"
+    assert page.evaluate(HASH) == here[4], f"landed at #{page.evaluate(HASH)}, not #{here[4]}"
+    assert page.url.endswith(f"#{here[4]}"), f"the address is {page.url}, not the section's id"
     top = page.evaluate(HEADING_TOP, there[4])
     assert 0 <= top < 300, f"the section's heading is {top:.0f} px from the top of the window"
     # and from the top of a page, the other page opens at its top
