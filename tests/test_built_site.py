@@ -151,7 +151,7 @@ def _section_levels(page: Path) -> list[str]:
 
 
 def test_both_languages_have_the_same_sections_in_the_same_order():
-    """The language switcher opens section N of the other page (lang-switch-anchor.js)."""
+    """Both languages' pages have the same sections, at the same levels, in the same order."""
     checked = 0
     for page in sorted((HTML / "en").rglob("*.html")):
         rel = page.relative_to(HTML / "en").as_posix()
@@ -162,6 +162,41 @@ def test_both_languages_have_the_same_sections_in_the_same_order():
         assert _section_levels(page) == _section_levels(other), f"{rel}: sections differ"
         checked += bool(_section_levels(page))
     assert checked >= 15, f"only {checked} pages with sections"
+
+
+_SECTION_TAG = re.compile(r"<section\b[^>]*>")
+_ID = re.compile(r'\bid="([^"]*)"')
+
+
+def _section_ids(page: Path) -> list[str]:
+    """The ids of the sections of the page's article, in order (the title's section too)."""
+    html = page.read_text(encoding="utf-8")
+    article = html[html.find("<article") : html.find("</article>")]
+    ids = [_ID.search(tag) for tag in _SECTION_TAG.findall(article)]
+    return [found.group(1) if found else "" for found in ids]
+
+
+def test_section_ids_are_shared_by_the_languages_and_never_numbers():
+    """Every section's id is its explicit label (LabelledSectionIds in docs/_ext/mha_ref_site.py),
+    the same in both languages, so that the language switcher passes the id itself
+    (lang-switch-anchor.js) and a link to a section says what it points to: never the bare
+    ``id7`` that docutils makes of a Chinese heading, nor the English heading's own id."""
+    from section_labels import headings, label_id, source_files
+
+    labels = {label_id(h.label) for p in source_files("en") for h in headings(p) if h.label}
+    checked, numbered, unlabelled = 0, [], []
+    for page in sorted((HTML / "en").rglob("*.html")):
+        rel = page.relative_to(HTML / "en").as_posix()
+        if rel.startswith("_"):
+            continue
+        ids = {lang: _section_ids(HTML / lang / rel) for lang in LANGUAGES}
+        assert ids["en"] == ids["zh_CN"], f"{rel}: section ids differ between en and zh_CN"
+        numbered += [f"{rel}#{i}" for i in ids["en"] if re.fullmatch(r"id\d*", i)]
+        unlabelled += [f"{rel}#{i}" for i in ids["en"] if i not in labels]
+        checked += bool(ids["en"])
+    assert not numbered, f"sections addressed by a number: {numbered}"
+    assert not unlabelled, f"section ids that are not a label of the sources: {unlabelled}"
+    assert checked >= 30, f"only {checked} pages with sections"
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

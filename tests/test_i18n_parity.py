@@ -168,6 +168,8 @@ def _markdown_prose(md: str) -> tuple[list[str], list[str]]:
     fence = ""
     for para in re.split(r"\n\s*\n", md):
         lines = para.strip().splitlines()
+        while lines and re.fullmatch(r"\([\w-]+\)=", lines[0].strip()):
+            lines = lines[1:]  # a section's label: the heading it names follows
         if not lines:
             continue
         first = lines[0].strip()

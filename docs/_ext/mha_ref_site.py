@@ -14,6 +14,9 @@
   paths are taken out of every example page (tracebacks included).
 - Provenance: each executed example records the torch version, device and thread count it ran
   with, and the page shows it; the footer shows the commit the site was built from.
+- Section ids: a section that has an explicit label gets that label as its HTML ``id``
+  (``LabelledSectionIds``), so that both languages address it alike (the id made from a
+  Chinese heading is ``id7``) and the language switcher can pass it on.
 - ``reset_example_state``: run by sphinx-gallery before every example (seeds, threads, fonts).
 - ``matplotlib_scraper``: draws each figure once, at twice the page's resolution, and derives the
   1x image from it, where sphinx-gallery's own scraper lays out and draws every figure twice for
@@ -34,6 +37,7 @@ from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.transforms import SphinxTransform
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
@@ -687,6 +691,38 @@ def _neighbour_text(node, step: int) -> str:
     return ""
 
 
+# -- read transform: a labelled section's id is its label -----------------------------------------
+class LabelledSectionIds(SphinxTransform):
+    """Put a section's explicit label (``(masks-causal)=``, ``.. _ex04-a-padded-batch:``) first
+    among its ids, so that the HTML writer emits ``<section id="masks-causal">`` and the headerlink,
+    the page's table of contents and the sidebar use it. Every page has a label on every
+    section, the same in both languages (tests/test_section_labels.py), so a section's address
+    is shared by the two languages and does not change when a section is added above it.
+
+    docutils keeps the id made from the heading first (``building-a-causal-mask``, or ``id5``
+    for a Chinese heading), and Sphinx's ``SortIds`` (priority 261) moves only an ``id``-prefixed
+    first id back, so an English reST section would keep its heading's id. The other ids stay,
+    after the label, so that old links still land. Runs after ``SortIds`` and before the
+    ``doctree-read`` collectors read the ids.
+    """
+
+    default_priority = 262
+
+    def apply(self, **kwargs) -> None:
+        from docutils import nodes
+
+        for section in self.document.findall(nodes.section):
+            labels = [
+                self.document.nameids.get(name)
+                for name in section["names"]
+                if self.document.nametypes.get(name)  # True: an explicit target
+            ]
+            label = next((id_ for id_ in labels if id_ in section["ids"]), None)
+            if label and section["ids"][0] != label:
+                section["ids"].remove(label)
+                section["ids"].insert(0, label)
+
+
 # -- html-page-context: full-width colons after Chinese field labels -------------------------------
 #: docutils' HTML writer ends every field label with an ASCII colon (``参数:``); Chinese
 #: punctuation is full-width (``参数：``)
@@ -888,6 +924,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", _translate_gallery_text)
     app.connect("autodoc-process-docstring", _translate_docstring_sections, priority=600)
     app.connect("doctree-read", _translate_attribute_type_label)
+    app.add_transform(LabelledSectionIds)
     app.add_post_transform(JoinChineseText)
     app.connect("html-page-context", _full_width_field_colons)
     app.connect("build-finished", _drop_source_maps)

@@ -2,19 +2,19 @@
  * The language switcher keeps the reader's place on the page.
  *
  * The switcher's links (docs/_templates/language-switcher.html) open the same page in the other
- * language, at its top. Section ids differ between the languages (they are made from the
- * translated headings), but both pages have the same sections in the same order
- * (tests/test_built_site.py checks it). So, on a click, this script adds "#mha-section-N" to the
- * link, N being the section the reader is looking at, and the page that opens turns that back
- * into the id of its own section N. API objects have the same id in both languages
- * (#mha_ref.MultiHeadAttention), so the object the reader is reading (the one named in the
- * address while it is on screen, otherwise the innermost one under the header) is passed on by
- * its id. Without JavaScript the links still work.
+ * language, at its top. Every section has an explicit label, the same in both languages
+ * (tests/test_section_labels.py checks the sources), and the label is the section's id
+ * (LabelledSectionIds in docs/_ext/mha_ref_site.py; tests/test_built_site.py checks that the two
+ * languages' pages have the same section ids). So, on a click, this script adds the id of the
+ * section the reader is looking at to the link ("#masks-padding"), and the other page opens
+ * there. API objects have the same id in both languages too (#mha_ref.MultiHeadAttention), so
+ * the object the reader is reading (the one named in the address while it is on screen,
+ * otherwise the innermost one under the header) is passed on by its id, in preference to its
+ * section. A reader still in the page's first section (its title) opens the other page at its
+ * top. Without JavaScript the links still work.
  */
 (function () {
   "use strict";
-
-  var PREFIX = "mha-section-";
 
   function sections() {
     return Array.prototype.slice.call(document.querySelectorAll("article.bd-article section[id]"));
@@ -26,7 +26,8 @@
     return (header ? header.getBoundingClientRect().bottom : 0) + 16;
   }
 
-  // the last section whose heading has scrolled up to (or past) the reading line
+  // the id of the last section whose heading has scrolled up to (or past) the reading line;
+  // null while the reader is in the first section (the page's title)
   function sectionInView() {
     var line = readingLine();
     var all = sections();
@@ -34,7 +35,7 @@
     for (var i = 0; i < all.length; i++) {
       if (all[i].getBoundingClientRect().top <= line) index = i;
     }
-    return index;
+    return index > 0 ? all[index].id : null;
   }
 
   // an API object named in the address (#mha_ref....) that is still on screen
@@ -66,27 +67,7 @@
     var link = event.target.closest ? event.target.closest("a.mha-lang-link") : null;
     if (!link) return;
     var page = link.getAttribute("href").split("#")[0];
-    var api = apiTargetInView() || apiObjectAtLine();
-    var index = sectionInView();
-    if (api) {
-      link.setAttribute("href", page + "#" + encodeURIComponent(api));
-    } else if (index > 0) {
-      link.setAttribute("href", page + "#" + PREFIX + index);
-    } else {
-      link.setAttribute("href", page);
-    }
+    var target = apiTargetInView() || apiObjectAtLine() || sectionInView();
+    link.setAttribute("href", target ? page + "#" + encodeURIComponent(target) : page);
   });
-
-  function openSection() {
-    var match = new RegExp("^#" + PREFIX + "(\\d+)$").exec(window.location.hash);
-    if (!match) return;
-    var section = sections()[Number(match[1])];
-    if (section) window.location.replace("#" + encodeURIComponent(section.id));
-  }
-
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", openSection);
-  } else {
-    openSection();
-  }
 })();

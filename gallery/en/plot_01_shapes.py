@@ -15,6 +15,8 @@ Notation: ``embed_dim`` is the paper's :math:`d_{model}`, ``num_heads`` is :math
 """
 
 # %%
+# .. _ex01-setup:
+#
 # Setup
 # -----
 # A batch of 2 sequences, 5 tokens each, 64 features per token, 8 heads. The random input stands
@@ -42,6 +44,8 @@ x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, em
 print("x:", tuple(x.shape))
 
 # %%
+# .. _ex01-the-weights:
+#
 # The weights
 # -----------
 # We borrow the weights of a :class:`mha_ref.MultiHeadAttention`, so that the handwritten steps
@@ -60,6 +64,8 @@ print("W_q, W_k, W_v: ", tuple(W_q.shape), tuple(W_k.shape), tuple(W_v.shape))
 print("W_o:           ", tuple(W_o.shape))
 
 # %%
+# .. _ex01-step-1-project-to-queries-keys-and-values:
+#
 # Step 1: project to queries, keys and values
 # -------------------------------------------
 # One matrix multiplication per projection computes the queries of all heads at once: the
@@ -71,6 +77,8 @@ v = x @ W_v.T + b_v  # (batch, seq_len, embed_dim)
 print("q, k, v:", tuple(q.shape), tuple(k.shape), tuple(v.shape))
 
 # %%
+# .. _ex01-step-2-split-the-heads:
+#
 # Step 2: split the heads
 # -----------------------
 # ``view`` cuts the last axis into ``(num_heads, head_dim)``; ``transpose`` moves the head axis
@@ -84,6 +92,8 @@ print("q_heads:", tuple(q_heads.shape))
 print("split_heads(q) equals view + transpose:", torch.equal(split_heads(q, num_heads), q_heads))
 
 # %%
+# .. _ex01-step-3-scores-and-weights:
+#
 # Step 3: scores and weights
 # --------------------------
 # Each head compares every query with every key: a ``(seq_len, seq_len)`` matrix per head,
@@ -119,6 +129,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex01-step-4-weighted-sum-merge-output-projection:
+#
 # Step 4: weighted sum of the values, merge, output projection
 # ------------------------------------------------------------
 # Each head mixes its values with its weights. Then the heads are put side by side again
@@ -134,6 +146,8 @@ print("merge_heads(head_out) equals transpose + reshape:", torch.equal(merge_hea
 print("out:     ", tuple(out.shape), "same shape as x:", out.shape == x.shape)
 
 # %%
+# .. _ex01-same-numbers-four-ways:
+#
 # Same numbers, four ways
 # -----------------------
 # Now the same computation by the module, by PyTorch's module loaded with the same weights
@@ -162,6 +176,8 @@ report("torch.nn.MultiheadAttention vs steps", torch_out, out)
 report("F.scaled_dot_product_attention vs step 4 heads", fused_heads, head_out)
 
 # %%
+# .. _ex01-exercises:
+#
 # Exercises
 # ---------
 # The helper below runs the whole pipeline with another number of heads and prints the shapes.
@@ -237,6 +253,8 @@ except ValueError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %%
+# .. _ex01-summary:
+#
 # Summary
 # -------
 # - Multi-head attention maps ``(batch, seq_len, embed_dim)`` to the same shape. On the way:

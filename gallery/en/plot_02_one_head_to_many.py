@@ -13,6 +13,8 @@ the wrapper and the batched module compute the same numbers when they hold the s
 """
 
 # %%
+# .. _ex02-the-sentence:
+#
 # The sentence
 # ------------
 # Six tokens, each with a 3-dimensional embedding (small numbers chosen by hand, as in the
@@ -63,6 +65,8 @@ def rounded(row):
 
 
 # %%
+# .. _ex02-one-causal-head:
+#
 # One causal head
 # ---------------
 # ``CausalAttention(d_in, d_out, context_length, dropout)`` projects each token to a query, a
@@ -114,6 +118,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex02-the-code-of-the-head:
+#
 # The code of the head
 # --------------------
 # Here is the code that just ran, printed from the installed package itself (so it cannot
@@ -141,6 +147,8 @@ def source_of(obj):
 print(source_of(CausalAttention))
 
 # %%
+# .. _ex02-stacking-heads-the-wrapper:
+#
 # Stacking heads: the wrapper
 # ---------------------------
 # ``MultiHeadAttentionWrapper`` keeps a list of ``num_heads`` independent ``CausalAttention``
@@ -183,6 +191,8 @@ print("first and last rows equal the textbook's to 4 decimals")
 print(source_of(MultiHeadAttentionWrapper))
 
 # %%
+# .. _ex02-two-meanings-of-d-out:
+#
 # Two meanings of ``d_out``
 # -------------------------
 # The same name means two different widths, a known source of confusion:
@@ -207,6 +217,8 @@ for token, row in zip(tokens, small_out[0], strict=True):
     print(rounded(row), token)
 
 # %%
+# .. _ex02-same-computation-batched:
+#
 # Same computation, batched
 # -------------------------
 # To compute what the wrapper computes, the batched module needs ``d_out = num_heads * 2`` in
@@ -228,6 +240,8 @@ diff = (batched_out - context_vecs).abs().max().item()
 print(f"batched vs wrapper: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
 
 # %%
+# .. _ex02-the-pytorch-style-module-with-is-causal:
+#
 # The PyTorch-style module with ``is_causal``
 # -------------------------------------------
 # ``mha_ref.MultiHeadAttention`` has the constructor and ``forward`` of
@@ -277,6 +291,8 @@ diff = (torch_out - mha_out).abs().max().item()
 print(f"torch.nn.MultiheadAttention vs mha_ref: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
 
 # %%
+# .. _ex02-multi-head-attention-from-scratch:
+#
 # Multi-head attention from scratch
 # ---------------------------------
 # Now the whole module in one screen, written with plain PyTorch. Four ``nn.Linear``
@@ -344,6 +360,8 @@ for label, a, b in [("no mask", ours, theirs), ("causal ", ours_causal, theirs_c
     print(f"{label}: from scratch vs torch.nn.MultiheadAttention: max abs diff {diff:.1e}, below 1e-6: {diff < 1e-6}")
 
 # %%
+# .. _ex02-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** A ``MultiHeadAttentionWrapper`` with three heads and ``d_out = 2``, and a
@@ -402,6 +420,8 @@ for h in [1, 2, 4, 8]:
 print("4 * (embed_dim**2 + embed_dim) =", 4 * (embed_dim**2 + embed_dim))
 
 # %%
+# .. _ex02-summary:
+#
 # Summary
 # -------
 # - A causal head gives every token weights over itself and the tokens before it: the weights

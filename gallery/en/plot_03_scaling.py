@@ -10,6 +10,8 @@ scores stop learning. With the division, all three stay about the same for every
 """
 
 # %%
+# .. _ex03-the-measurement:
+#
 # The measurement
 # ---------------
 # If the features of ``q`` and ``k`` are independent with mean 0 and variance 1, then
@@ -84,6 +86,8 @@ table = [
 print(text_table(["d_k", "var q.k", "scaled", "top weight", "scaled", "entropy", "scaled", "grad", "scaled"], table))
 
 # %%
+# .. _ex03-the-scores-spread-out:
+#
 # The scores spread out
 # ---------------------
 # On log axes the variance of the raw scores lies on the line ``variance = d_k``; the scaled
@@ -106,6 +110,8 @@ fig = plot_lines(
 plt.show()
 
 # %%
+# .. _ex03-the-softmax-saturates:
+#
 # The softmax saturates
 # ---------------------
 # Scores with a large spread make the softmax close to a one-hot vector: without scaling the
@@ -146,6 +152,8 @@ ax_entropy.set_ylim(0, 1.15 * math.log(seq_len))
 plt.show()
 
 # %%
+# .. _ex03-the-gradient-vanishes:
+#
 # The gradient vanishes
 # ---------------------
 # A saturated softmax passes almost no gradient back to the scores, so the queries and keys
@@ -172,6 +180,8 @@ plt.show()
 # ``scale`` argument overrides it.
 
 # %%
+# .. _ex03-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Dividing by :math:`\sqrt{d_k}` assumes that the features of ``q`` and ``k``
@@ -216,6 +226,8 @@ for scale in (1 / math.sqrt(d_k), 1.0):
           f"equals the default: {torch.allclose(given, default)}")
 
 # %%
+# .. _ex03-summary:
+#
 # Summary
 # -------
 # - With independent features of unit variance, the raw score ``q . k`` has variance ``d_k``;

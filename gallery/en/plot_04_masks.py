@@ -17,6 +17,8 @@ In ``mha_ref`` every mask builder uses one convention: ``True`` = may attend.
 """
 
 # %%
+# .. _ex04-a-padded-batch:
+#
 # A padded batch
 # --------------
 # Two sentences of different lengths, padded on the right to ``seq_len = 6`` tokens. Their
@@ -73,6 +75,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
+# .. _ex04-what-the-masks-do-to-the-weights:
+#
 # What the masks do to the weights
 # --------------------------------
 # ``mha_ref.MultiHeadAttention`` takes masks the way ``torch.nn.MultiheadAttention`` does:
@@ -115,6 +119,8 @@ print("largest weight on a blocked cell:", round(w_both[~allowed_both[:, None].e
 print("rows sum to 1:", torch.allclose(w_both.sum(-1), torch.ones(()), atol=1e-6))
 
 # %%
+# .. _ex04-one-mask-two-meanings:
+#
 # One mask, two meanings
 # ----------------------
 # ``torch.nn.functional.scaled_dot_product_attention`` reads a boolean mask as ``True`` = may
@@ -166,6 +172,8 @@ print(text_table(["API", "bool mask passed as", "max |out - float-mask out|"], r
 # section is about that case.
 
 # %%
+# .. _ex04-a-float-mask-masks-nothing:
+#
 # A float mask of ones and zeros masks nothing
 # --------------------------------------------
 # ``allowed.float()`` looks like a mask, but as a float it is added to the scores: allowed
@@ -184,6 +192,8 @@ print("largest weight on a blocked key, 0/-inf float mask:", round(w_additive[bl
 print("PyTorch reads the 0/1 float mask the same way (max abs diff):", max_diff(torch_float01, ours_float01))
 
 # %%
+# .. _ex04-queries-with-no-key-left:
+#
 # Queries with no key left
 # ------------------------
 # Sequences are often padded on the **left** for generation. Combined with a causal mask, a
@@ -237,6 +247,8 @@ print(text_table(["API", "rows with no key", "other rows finite"],
 # table). Better still, avoid empty rows: pad on the right, or let padded queries attend to
 # themselves.
 #
+# .. _ex04-fewer-queries-than-keys-two-alignments:
+#
 # Fewer queries than keys: two alignments
 # ---------------------------------------
 # When a model generates text with a KV cache, it feeds only the newest tokens as queries
@@ -280,6 +292,8 @@ print("top_left     vs last rows of full causal attention:", max_diff(out_top_le
 print("F.scaled_dot_product_attention(is_causal=True) vs top_left:", max_diff(out_is_causal, out_top_left))
 
 # %%
+# .. _ex04-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** The second sentence has 3 real tokens out of 6. Under the causal mask *and*
@@ -330,6 +344,8 @@ print("triu(1) equals allowed_to_blocked(causal): ", torch.equal(triu1, blocked_
 print("triu(1) equals ~tril():                    ", torch.equal(triu1, ~tril))
 
 # %%
+# .. _ex04-summary:
+#
 # Summary
 # -------
 # - ``mha_ref``'s mask builders, like the boolean masks of ``F.scaled_dot_product_attention``,

@@ -23,6 +23,8 @@ found.
 """
 
 # %%
+# .. _ex05-the-task:
+#
 # The task
 # --------
 # Each sequence holds 8 random tokens from a vocabulary of 16. The target at position ``t`` is
@@ -51,6 +53,8 @@ print("tokens: ", " ".join(TOKEN_NAMES[i] for i in tokens[0].tolist()))
 print("targets:", " ".join(TOKEN_NAMES[i] if i >= 0 else "-" for i in targets[0].tolist()))
 
 # %%
+# .. _ex05-the-model-and-its-training:
+#
 # The model and its training
 # --------------------------
 # :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` is a token embedding plus a learned position
@@ -80,6 +84,8 @@ fig = plot_loss_curves(
 plt.show()
 
 # %%
+# .. _ex05-weights-of-each-head-on-one-sequence:
+#
 # The weights of each head on one sequence
 # ----------------------------------------
 # Now we feed a new sequence (the first of a fixed probe batch, drawn apart from the training
@@ -113,6 +119,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex05-what-each-head-attends-to-measured:
+#
 # What each head attends to, measured
 # -----------------------------------
 # One sequence can mislead, so we average over the whole probe batch (256 sequences). For every
@@ -149,6 +157,8 @@ print("relations found in the heads:", result.relations_found())
 print("relations no head covers:    ", result.relations_missing())
 
 # %%
+# .. _ex05-what-each-head-does-remove-and-measure:
+#
 # What each head does: remove it and measure
 # ------------------------------------------
 # How can we design experiments to measure the importance of an attention head? (This is one of
@@ -214,6 +224,8 @@ print(
 )
 
 # %%
+# .. _ex05-two-heads-on-the-same-offset:
+#
 # Two heads on the same offset
 # ----------------------------
 # If two heads look at the same key, does removing both cost more than removing one? Below: every
@@ -231,6 +243,8 @@ for offset in result.relations_found():
             )
 
 # %%
+# .. _ex05-pruning-least-important-first:
+#
 # Pruning, least important first
 # ------------------------------
 # Michel et al. and Voita et al. prune heads in order of importance and watch the quality fall.
@@ -256,6 +270,8 @@ fig = plot_pruning_curve(
 plt.show()
 
 # %%
+# .. _ex05-a-larger-model-heads-that-can-go:
+#
 # A larger model: heads that can go
 # ---------------------------------
 # "No head can go" is a finding about *this* model, not about heads in general. Below, the same
@@ -292,6 +308,8 @@ ax.legend()
 plt.show()
 
 # %%
+# .. _ex05-width-or-head-count:
+#
 # Width or head count? One factor at a time
 # -----------------------------------------
 # The step above changed ``embed_dim`` and ``num_heads`` together, so it cannot say which of the
@@ -337,6 +355,8 @@ print(
 # ``(64, 8)`` cell). Three seeds and one task; whether it holds elsewhere is not measured here.
 
 # %%
+# .. _ex05-where-a-head-looks-is-not-what-it-does:
+#
 # Where a head looks is not what it does
 # --------------------------------------
 # The heatmaps and the offset profile describe the **QK circuit** of each head: which key its
@@ -357,6 +377,8 @@ print(
 # of heads changes how fast this task is learned and how well.
 
 # %%
+# .. _ex05-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** The pairs removed together above give the accuracy left without the two heads
@@ -469,6 +491,8 @@ print("pruning curve, confidence order:", [f"{a:.3f}" for a in confidence_curve]
 print("pruning curve, importance order:", [f"{a:.3f}" for a in wide_report.pruning])
 
 # %%
+# .. _ex05-summary:
+#
 # Summary
 # -------
 # * Where a head looks (its offset profile) is read off the weights; what it contributes is

@@ -21,6 +21,8 @@ and multi-query attention).
 """
 
 # %%
+# .. _ex06-costs-at-fixed-width:
+#
 # Costs at fixed width
 # --------------------
 # We use the width of the tiny task, ``embed_dim = 16``, and count costs at a batch of 8
@@ -89,6 +91,8 @@ print(
 )
 
 # %%
+# .. _ex06-time-on-this-device:
+#
 # Time on this device
 # -------------------
 # The same modules, timed with :func:`mha_ref.tutorial.bench.time_fn`: three warm-up calls, then the median
@@ -135,6 +139,8 @@ fig = plot_relative_costs(
 plt.show()
 
 # %%
+# .. _ex06-costs-at-a-realistic-width:
+#
 # Costs at a realistic width
 # --------------------------
 # The base Transformer has ``embed_dim = 512``. At that width, with ``seq_len = 256`` and one
@@ -181,6 +187,8 @@ fig.axes[0].set_ylim(bottom=0)
 plt.show()
 
 # %%
+# .. _ex06-learning-curves-on-the-tiny-task:
+#
 # Learning curves on the tiny task
 # --------------------------------
 # Costs are half the story. How well does each head count learn the two-relation task of the
@@ -245,6 +253,8 @@ plt.show()
 # default of :func:`~mha_ref.tutorial.training.train`). The next section changes only that.
 
 # %%
+# .. _ex06-three-times-the-learning-rate:
+#
 # The same training at three times the learning rate
 # --------------------------------------------------
 # One factor changes: the learning rate, from the page's ``1e-2`` to ``3e-2``. Everything else is
@@ -311,6 +321,8 @@ fig = plot_rate_sweep(
 plt.show()
 
 # %%
+# .. _ex06-why-the-single-head-fails:
+#
 # Why the single head fails: its offset profile
 # ---------------------------------------------
 # The task needs the tokens at offsets ``-1`` and ``-2``. Below, the mean weight the single head
@@ -369,6 +381,8 @@ plt.show()
 # here, and it does not rank ``h = 2``, ``4`` and ``8`` against each other.
 
 # %%
+# .. _ex06-which-heads-matter-during-training:
+#
 # Which heads matter, during training
 # -----------------------------------
 # Michel et al. 2019, "Are Sixteen Heads Really Better than One?" (arXiv:1905.10650), put a gate
@@ -461,6 +475,8 @@ plt.show()
 # width and three seeds: this does not test the paper's finding on translation models.
 
 # %%
+# .. _ex06-what-the-paper-measured:
+#
 # What the paper measured
 # -----------------------
 # Vaswani et al. 2017, "Attention Is All You Need" (arXiv:1706.03762), Table 3, rows (A), varies
@@ -519,6 +535,8 @@ fig = plot_steps_to_threshold(
 plt.show()
 
 # %%
+# .. _ex06-heads-for-keys-and-values-mha-gqa-mqa:
+#
 # Heads for keys and values: MHA, GQA, MQA
 # ----------------------------------------
 # When a model generates text it keeps the keys and values of every past token (the KV cache).
@@ -560,6 +578,8 @@ mha_parameters = sum(p.numel() for p in MultiHeadAttention(model_dim, num_heads)
 print(f"MultiHeadAttention({model_dim}, {num_heads}) parameters, for comparison: {mha_parameters}")
 
 # %%
+# .. _ex06-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** The costs table kept ``embed_dim`` fixed, so adding heads only cut the width
@@ -653,6 +673,8 @@ print(
 )
 
 # %%
+# .. _ex06-summary:
+#
 # Summary
 # -------
 # * At a fixed ``embed_dim`` the head count does not change the parameters or the matrix-product

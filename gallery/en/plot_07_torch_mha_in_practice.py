@@ -12,6 +12,8 @@ against ``mha_ref.MultiHeadAttention``, which has the same interface and the sam
 """
 
 # %%
+# .. _ex07-setup:
+#
 # Setup
 # -----
 # A small self-attention problem: 2 sequences of 4 tokens with 8 features, and 2 heads.
@@ -45,6 +47,8 @@ def max_diff(a, b):
 
 
 # %%
+# .. _ex07-batch-first:
+#
 # ``batch_first``
 # ---------------
 # By default (``batch_first=False``) the module expects ``(seq_len, batch, embed_dim)``, the
@@ -64,6 +68,8 @@ print("batch_first=False in/out:", tuple(x_seq_first.shape), tuple(out_sf.shape)
 print("same numbers after transposing:", max_diff(out_sf.transpose(0, 1), out_bf))
 
 # %%
+# .. _ex07-need-weights-and-average-attn-weights:
+#
 # ``need_weights`` and ``average_attn_weights``
 # ---------------------------------------------
 # The module returns ``(attn_output, attn_weights)``. ``need_weights=False`` skips the weights
@@ -104,6 +110,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex07-in-proj-weight:
+#
 # ``in_proj_weight``: three projections in one matrix
 # ---------------------------------------------------
 # There is no ``q_proj_weight`` in the parameter list when queries, keys and values have the
@@ -131,6 +139,8 @@ print("output by hand vs module: ", max_diff(out_by_hand, out_bf))
 print("weights by hand vs module:", max_diff(weights, per_head))
 
 # %%
+# .. _ex07-kdim-and-vdim:
+#
 # ``kdim`` and ``vdim``: keys and values of other widths
 # ------------------------------------------------------
 # In cross-attention the keys and values may come from another model with another width.
@@ -153,6 +163,8 @@ print("v_proj_weight:", tuple(cross.v_proj_weight.shape))
 print("output:", tuple(out_cross.shape), " weights:", tuple(w_cross.shape))
 
 # %%
+# .. _ex07-add-bias-kv-and-add-zero-attn:
+#
 # ``add_bias_kv`` and ``add_zero_attn``: extra keys
 # -------------------------------------------------
 # ``add_bias_kv=True`` appends one learned key and value (``bias_k``, ``bias_v``) to every
@@ -176,6 +188,8 @@ print(text_table(["add_bias_kv", "add_zero_attn", "weights shape", "extra keys",
                   "mean weight on extra keys"], rows))
 
 # %%
+# .. _ex07-from-pytorch-to-mha-ref-and-back:
+#
 # From PyTorch to ``mha_ref`` and back
 # ------------------------------------
 # ``mha_ref.MultiHeadAttention`` has the same constructor arguments and the same
@@ -211,6 +225,8 @@ print(text_table(["configuration", "output: ours vs torch", "weights: ours vs to
                   "output: back to torch"], rows))
 
 # %%
+# .. _ex07-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Which rows of ``torch_mha.in_proj_weight`` hold the key projection of head 1
@@ -247,6 +263,8 @@ with torch.no_grad():
 print("x:", tuple(x.shape), " per-head weights:", tuple(w_extra.shape))
 
 # %%
+# .. _ex07-summary:
+#
 # Summary
 # -------
 # - ``batch_first`` changes only the layout of inputs and outputs; the default is

@@ -12,6 +12,8 @@ really raised when the page was built.
 """
 
 # %%
+# .. _ex08-setup:
+#
 # Setup
 # -----
 # The shapes of the first example: 2 sequences of 5 tokens, ``embed_dim = 64``, 8 heads.
@@ -60,6 +62,8 @@ def max_diff(a, b):
 
 
 # %%
+# .. _ex08-1-embed-dim-not-divisible-by-num-heads:
+#
 # 1. ``embed_dim`` not divisible by ``num_heads``
 # -----------------------------------------------
 # Each head gets ``embed_dim // num_heads`` features, so the division must be exact. PyTorch
@@ -82,6 +86,8 @@ mha = MultiHeadAttention(embed_dim, num_heads=8, batch_first=True).to(device).ev
 print("num_heads=8 works: head_dim =", mha.head_dim)
 
 # %%
+# .. _ex08-2-forgetting-to-divide-by-sqrt-dk:
+#
 # 2. Forgetting to divide by sqrt(d_k)
 # ------------------------------------
 # Nothing raises: training just gets slow or unstable. With unit-variance queries and keys and
@@ -97,6 +103,8 @@ for label, scale in (("no scaling   ", 1.0), ("1 / sqrt(d_k)", None)):
           f"rows with a weight > 0.99: {(largest > 0.99).float().mean().item():.0%}")
 
 # %%
+# .. _ex08-3-view-with-a-wrong-shape:
+#
 # 3. ``view`` with a wrong shape
 # ------------------------------
 # Splitting the heads with ``view`` needs ``batch * seq_len * num_heads * head_dim`` to equal
@@ -120,6 +128,8 @@ q_heads = q.view(batch, seq_len, num_heads, -1).transpose(1, 2)  # (batch, num_h
 print("view(..., -1):", tuple(q_heads.shape), " split_heads:", tuple(split_heads(q, num_heads).shape))
 
 # %%
+# .. _ex08-4-view-after-transpose:
+#
 # 4. ``view`` after ``transpose``
 # -------------------------------
 # Merging the heads reverses the split: ``transpose(1, 2)`` then ``view``. But ``transpose``
@@ -136,6 +146,8 @@ merged = head_out.transpose(1, 2).reshape(batch, seq_len, embed_dim)  # (batch, 
 print("reshape:", tuple(merged.shape), " merge_heads equal:", torch.equal(merge_heads(head_out), merged))
 
 # %%
+# .. _ex08-5-batch-first-confusion:
+#
 # 5. ``batch_first`` confusion
 # ----------------------------
 # ``torch.nn.MultiheadAttention`` defaults to ``batch_first=False``: it reads
@@ -182,6 +194,8 @@ with torch.no_grad():
 print("transposed input vs batch_first=True:", max_diff(fixed_out.transpose(0, 1), right_out))
 
 # %%
+# .. _ex08-6-averaged-weights-for-per-head-weights:
+#
 # 6. Averaged weights taken for per-head weights
 # ----------------------------------------------
 # By default the returned weights are the **mean over the heads**, ``(batch, seq_len, seq_len)``.
@@ -200,6 +214,8 @@ with torch.no_grad():
 print("per-head weights:", tuple(per_head.shape), " their mean is the default:", max_diff(per_head.mean(dim=1), right_w))
 
 # %%
+# .. _ex08-7-mask-polarity:
+#
 # 7. Mask polarity
 # ----------------
 # ``causal_mask`` (like ``F.scaled_dot_product_attention``) uses ``True`` = may attend;
@@ -253,6 +269,8 @@ print("is_causal=True vs the fixed mask:", max_diff(ours_causal, fixed))
 print("any NaN left:", bool(fixed.isnan().any()))
 
 # %%
+# .. _ex08-8-wrong-mask-dtype-or-shape:
+#
 # 8. Wrong mask dtype or shape
 # ----------------------------
 # Masks are ``bool`` or float, and their shapes are fixed. Three mistakes are common. First, an
@@ -306,6 +324,8 @@ print("per-head 3-D mask vs section 7:   ", max_diff(from_per_head, fixed))
 print(f"largest weight on a blocked key, bool mask: {weights_bool.masked_select(blocked).max().item():.2f}")
 
 # %%
+# .. _ex08-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Someone splits the heads with ``x.view(batch, num_heads, seq_len, head_dim)``.
@@ -340,6 +360,8 @@ with torch.no_grad():
 print("x:", tuple(x.shape), "-> weights:", tuple(w_default.shape))
 
 # %%
+# .. _ex08-summary:
+#
 # Summary
 # -------
 # - Some mistakes raise: a head count that does not divide ``embed_dim``, ``view`` with a wrong

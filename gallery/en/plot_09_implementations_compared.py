@@ -17,6 +17,8 @@ as "on this build, on this device", not as general truths.
 """
 
 # %%
+# .. _ex09-the-setup:
+#
 # The setup
 # ---------
 # A batch of 4 sequences of 128 tokens, ``embed_dim = 64`` and 8 heads (``head_dim = 8``), no
@@ -57,6 +59,8 @@ x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, em
 print("x:", tuple(x.shape))
 
 # %%
+# .. _ex09-the-implementations:
+#
 # The implementations
 # -------------------
 # 1. **Naive loop**: the paper's formula literally, one head at a time, each with its own slice
@@ -130,6 +134,8 @@ implementations = {
 }
 
 # %%
+# .. _ex09-check-first-same-output:
+#
 # Check first: same output?
 # -------------------------
 # The reference is the same ``mha_ref`` module run in float64, so every float32 implementation,
@@ -156,6 +162,8 @@ if not all(row[-1] for row in check_rows):
     raise RuntimeError("an implementation disagrees with the reference; timing it is meaningless")
 
 # %%
+# .. _ex09-grouped-query-and-multi-query-attention:
+#
 # Grouped-query and multi-query attention
 # ---------------------------------------
 # :class:`mha_ref.GroupedQueryAttention` with ``num_kv_heads = 2`` (GQA) and ``1`` (MQA) has fewer
@@ -186,6 +194,8 @@ if not all(row[-1] for row in gqa_rows):
     raise RuntimeError("GQA/MQA disagree with F.scaled_dot_product_attention(enable_gqa=True)")
 
 # %%
+# .. _ex09-then-time-and-memory:
+#
 # Then time and memory
 # --------------------
 # :func:`mha_ref.tutorial.bench.time_fn` calls each implementation 3 times to warm up, then times 10 calls
@@ -235,6 +245,8 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# .. _ex09-at-a-realistic-width:
+#
 # At a realistic width: forward, backward and torch.compile
 # ---------------------------------------------------------
 # The numbers above are for a teaching size. A GPT-2-small layer has ``embed_dim = 768`` and 12
@@ -368,6 +380,8 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# .. _ex09-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Back to the teaching size. Double ``seq_len`` twice (the same batch and
@@ -468,6 +482,8 @@ eps = torch.finfo(torch.float32).eps
 print(f"float32 eps times the output scale: {eps * expected.abs().max().item():.0e}")
 
 # %%
+# .. _ex09-summary:
+#
 # Summary
 # -------
 # - The loop over heads, the batched explicit code, the packed projection,

@@ -18,6 +18,8 @@ then checks each claim by measuring the attention weights and by switching heads
 """
 
 # %%
+# .. _ex10-the-task-a-segment-that-repeats:
+#
 # The task: a segment that repeats at a varying distance
 # ------------------------------------------------------
 # Each sequence is some filler tokens, then a random segment of distinct tokens, then the same
@@ -48,6 +50,8 @@ for i in range(3):
     print(f"period {int(periods[i]):2d}:", " ".join(TOKEN_NAMES[t] for t in tokens[i].tolist()))
 
 # %%
+# .. _ex10-the-model-and-its-loss-curve:
+#
 # The model and its loss curve
 # ----------------------------
 # :class:`~mha_ref.tutorial.induction.AttentionOnlyTransformer` is the simplified transformer of
@@ -79,6 +83,8 @@ fig.axes[0].axvline(phase_change, color="grey", linestyle="--", linewidth=1)
 plt.show()
 
 # %%
+# .. _ex10-where-the-heads-look:
+#
 # Where the heads look
 # --------------------
 # The heatmaps show all four heads on one new sequence, labelled by its tokens (rows: queries,
@@ -112,6 +118,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex10-the-two-scores-over-512-sequences:
+#
 # The two scores, over 512 sequences
 # ----------------------------------
 # One sequence can mislead, so we measure each head over the whole evaluation batch:
@@ -132,6 +140,8 @@ rows = [
 print(text_table(["head", "previous-token score", "induction score"], rows))
 
 # %%
+# .. _ex10-switching-heads-off:
+#
 # Switching heads off
 # -------------------
 # A heatmap shows where a head looks, not whether the model needs it. So we *ablate*: we zero a
@@ -155,6 +165,8 @@ rows = [[name, f"{accuracy_with_ablation(model, tokens, periods, heads):.3f}"] f
 print(text_table(["ablated", "second-copy accuracy"], rows))
 
 # %%
+# .. _ex10-what-this-shows:
+#
 # What this shows
 # ---------------
 # Read the tables together. The circuit is visible in the weights *and* necessary in the
@@ -174,6 +186,8 @@ print(text_table(["ablated", "second-copy accuracy"], rows))
 # measured.
 
 # %%
+# .. _ex10-try-it:
+#
 # Try it: the model runs in this page
 # -----------------------------------
 # The view under this figure holds the trained model itself: its parameters were written into
@@ -219,6 +233,8 @@ attach_live_model(fig, model, TOKEN_NAMES, initial_layer="layer 2")
 plt.show()
 
 # %%
+# .. _ex10-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Take every evaluation sequence and change one token of the *first* copy only:
@@ -306,6 +322,8 @@ print(text_table(["gap", "distance", "full model", f"without layer 1 head {prev_
 print(" ".join(TOKEN_NAMES[t] for t in moved[0].tolist()))
 
 # %%
+# .. _ex10-summary:
+#
 # Summary
 # -------
 # * Two layers are what the circuit needs: a previous-token head in layer 1 writes "the token

@@ -30,6 +30,8 @@ halves of a head by experiment.
 """
 
 # %%
+# .. _ex11-the-output-is-a-sum-over-heads:
+#
 # The output is a sum over heads
 # ------------------------------
 # We build a seeded :class:`mha_ref.MultiHeadAttention` with ``embed_dim=8`` and ``num_heads=2``
@@ -79,6 +81,8 @@ print("one term per head:", tuple(terms.shape))
 print(f"max |sum of head terms + bias - module output|: {(summed - output).abs().max():.1e}")
 
 # %%
+# .. _ex11-each-head-qk-and-ov-matrices:
+#
 # Each head's QK and OV matrices, and their rank
 # ----------------------------------------------
 # Both matrices are ``embed_dim x embed_dim``, but each is a product through the head's
@@ -102,6 +106,8 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# .. _ex11-same-attention-pattern-different-output:
+#
 # Same attention pattern, different output
 # ----------------------------------------
 # If QK and OV are separate, a head's attention pattern cannot tell us what it writes. We test
@@ -135,6 +141,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex11-the-heads-of-the-induction-model:
+#
 # The heads of the induction model
 # --------------------------------
 # The converse: do heads that look in different places write different things? We take the two-layer model trained in
@@ -193,6 +201,8 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# .. _ex11-where-the-layer-1-head-output-is-used:
+#
 # Where the layer-1 head's output is used
 # ---------------------------------------
 # The direct path does not show what the previous-token head does, but an intervention can. Layer
@@ -213,6 +223,8 @@ print(f"  removed from layer 2 keys:    {composition['K']:.3f}")
 print(f"  removed from layer 2 values:  {composition['V']:.3f}")
 
 # %%
+# .. _ex11-elhage-et-al-composition-scores:
+#
 # Elhage et al.'s composition scores, and whether they agree with the ablation
 # ----------------------------------------------------------------------------
 # Elhage et al. also measure composition from the weights alone: for the layer-1 head's OV
@@ -284,6 +296,8 @@ print(f"seeds on which the scores agree with the ablation: {agreed} of 3")
 # about whether the model uses that path; the ablation does.
 
 # %%
+# .. _ex11-activation-patching:
+#
 # Activation patching: which positions carry the circuit
 # ------------------------------------------------------
 # Ablation removes a head; **activation patching** asks where the information the prediction
@@ -341,6 +355,8 @@ print(
 # ``c + 1`` already read the corrupted token there. This is K-composition, located by position.
 
 # %%
+# .. _ex11-what-this-shows:
+#
 # What this shows
 # ---------------
 # The decomposition is exact: the printed difference is at the level of float64 rounding. A
@@ -354,6 +370,8 @@ print(
 # contributes need its OV side, or an ablation.
 
 # %%
+# .. _ex11-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** On a copy of the seeded module, multiply head 0's query projection (its rows of
@@ -433,6 +451,8 @@ rows.append(["(a uniform guess)", f"{1 / w_u.shape[0]:.3f}"])
 print(text_table(["logits from", "second-copy accuracy"], rows))
 
 # %%
+# .. _ex11-summary:
+#
 # Summary
 # -------
 # * A layer's output is exactly the sum of one term per head, each through its own QK matrix

@@ -25,6 +25,8 @@ the best single head of each width and reports how far the head's pattern stays 
 """
 
 # %%
+# .. _ex12-inputs-and-target-patterns:
+#
 # Inputs and target patterns
 # --------------------------
 # The inputs ``X`` are ``L = 32`` fixed random vectors of width ``embed_dim = 64``. The targets are
@@ -49,6 +51,8 @@ print(f"mean largest weight in a row: {targets.amax(dim=-1).mean():.3f}")
 print(f"mean weight on a row's 3 largest keys: {targets.topk(3, dim=-1).values.sum(-1).mean():.3f}")
 
 # %%
+# .. _ex12-kl-divergence-against-head-dim:
+#
 # KL divergence against ``head_dim``
 # ----------------------------------
 # For each width we print the largest rank of a fitted score matrix, and the KL divergence
@@ -91,6 +95,8 @@ fig.axes[0].minorticks_off()
 plt.show()
 
 # %%
+# .. _ex12-what-a-narrow-head-gets-wrong:
+#
 # What a narrow head gets wrong
 # -----------------------------
 # The first target beside the best heads of three widths. A head that is too narrow keeps the
@@ -111,6 +117,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex12-what-this-means-for-the-number-of-heads:
+#
 # What this means for the number of heads
 # ---------------------------------------
 # Splitting a fixed ``embed_dim`` into more heads makes each head narrower. Once ``head_dim``
@@ -125,6 +133,8 @@ plt.show()
 # question, which this page does not measure.
 
 # %%
+# .. _ex12-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** In each row of an attention pattern, call the key with the largest weight the
@@ -224,6 +234,8 @@ print(
 )
 
 # %%
+# .. _ex12-summary:
+#
 # Summary
 # -------
 # - A head's score matrix is a product through ``head_dim`` columns, so its rank is at most

@@ -17,6 +17,8 @@ then timed. Times are printed on ``[timing]`` lines only: they depend on the mac
 """
 
 # %%
+# .. _ex13-why-softmax-subtracts-the-row-maximum:
+#
 # Why softmax subtracts the row maximum
 # -------------------------------------
 # :math:`\mathrm{softmax}(s)_j = e^{s_j} / \sum_k e^{s_k}`. Written literally, ``exp`` of a
@@ -62,6 +64,8 @@ print("softmax(logits - max):", [round(p, 6) for p in stable.tolist()])
 print("torch.softmax:       ", [round(p, 6) for p in torch.softmax(logits, dim=0).tolist()])
 
 # %%
+# .. _ex13-one-block-at-a-time-the-running-maximum:
+#
 # One block at a time: the running maximum
 # ----------------------------------------
 # The maximum of a whole row needs the whole row. The online softmax keeps instead, per query
@@ -87,6 +91,8 @@ online = torch.exp(row - running_max) / running_sum  # (S,)
 print("max |online - softmax|:", f"{(online - torch.softmax(row, dim=0)).abs().max().item():.0e}")
 
 # %%
+# .. _ex13-tiled-attention-equals-full-attention:
+#
 # Tiled attention equals full attention
 # -------------------------------------
 # :func:`mha_ref.tiled_attention` runs that loop over key blocks for every query row at once,
@@ -113,6 +119,8 @@ print(text_table(["block_size", "mask", "max abs diff (float64)", "equal to 1e-1
 print("output of the fully masked query:", tiled_attention(q, k, v, attn_mask=padding)[1, :, 7].abs().max().item())
 
 # %%
+# .. _ex13-what-tiling-saves:
+#
 # What tiling saves: the scores alive at once
 # -------------------------------------------
 # The full computation holds the scores and the weights of every query and key,
@@ -135,6 +143,8 @@ print(f"scores of one key block (batch, num_heads, L, block_size) = {(batch, num
 print(f"ratio S / block_size: {seq_len // block_size}")
 
 # %%
+# .. _ex13-pytorch-backends-on-this-device:
+#
 # PyTorch's backends on this device
 # ---------------------------------
 # ``F.scaled_dot_product_attention`` chooses among several kernels ("backends");
@@ -219,6 +229,8 @@ plt.show()
 # Memory", arXiv:2112.05682 (the output accumulator); Dao et al. 2022, "FlashAttention", arXiv:2205.14135, Sec. 3.1.
 
 # %%
+# .. _ex13-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** In the hand loop over ``row``, suppose the whole first block of 4 keys is
@@ -292,6 +304,8 @@ for block in (1, 3, 4, len(row)):
     print(f"blocks of {block:2d}: running max after each block [{maxima}]; final l - whole-row sum = {trace[-1][1] - whole_row_sum:.0e}")
 
 # %%
+# .. _ex13-summary:
+#
 # Summary
 # -------
 # * Subtracting the row maximum is what makes softmax safe in floating point; the online softmax

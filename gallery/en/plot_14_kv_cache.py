@@ -15,6 +15,8 @@ the cache costs in memory, per token, for a few model shapes.
 """
 
 # %%
+# .. _ex14-decode-step-by-step:
+#
 # Decode step by step, and compare with the full sequence
 # -------------------------------------------------------
 # One attention layer, ``embed_dim = 64`` and 8 heads, each with its own key/value head
@@ -69,6 +71,8 @@ without_cache = prompt_len + sum(range(prompt_len + 1, seq_len + 1))
 print(f"key/value projections for {seq_len} tokens: {with_cache} with the cache, {without_cache} without")
 
 # %%
+# .. _ex14-which-causal-mask-the-new-tokens-need:
+#
 # Which causal mask the new tokens need
 # -------------------------------------
 # When several new tokens arrive at once (the prompt, or a chunk of it), their queries are the
@@ -104,6 +108,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
+# .. _ex14-what-the-cache-costs:
+#
 # What the cache costs
 # --------------------
 # Per token, the cache holds one key and one value vector of ``head_dim`` numbers for each
@@ -148,6 +154,8 @@ plt.show()
 # arXiv:2307.09288 (Llama 2).
 
 # %%
+# .. _ex14-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** A model has 24 layers, each with 16 key/value heads of ``head_dim = 64``, and
@@ -198,6 +206,8 @@ print(f"no mask vs the last row of full causal attention: {(no_mask - last_row).
 print(f"is_causal=True vs the value of token 0:           {(top_left_out - v[:, :, :1]).abs().max().item():.1e}")
 
 # %%
+# .. _ex14-summary:
+#
 # Summary
 # -------
 # * Decoding with a cache is the same function as full causal attention: each step's output

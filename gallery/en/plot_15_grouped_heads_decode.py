@@ -18,6 +18,8 @@ uptraining alone. Times are printed on
 """
 
 # %%
+# .. _ex15-one-decode-step-against-a-long-cache:
+#
 # One decode step against a long cache
 # ------------------------------------
 # A layer with ``embed_dim = 512`` and 8 query heads (``head_dim = 64``), a batch of 4
@@ -84,6 +86,8 @@ if not all(row[-1] for row in check_rows):
     raise RuntimeError("the explicit and fused decode steps disagree; timing them is meaningless")
 
 # %%
+# .. _ex15-what-one-step-reads-and-holds:
+#
 # What one step reads, and what it holds
 # --------------------------------------
 # The cache shrinks with the key/value heads; the scores of a step, ``(batch, num_heads, 1,
@@ -152,6 +156,8 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# .. _ex15-what-a-decode-step-costs-on-a-gpu:
+#
 # What a decode step costs on a GPU: the arithmetic
 # -------------------------------------------------
 # The CPU times above cannot show what bounds a decode step on a GPU, but the arithmetic of
@@ -190,6 +196,8 @@ print(text_table(["batch", "num_kv_heads", "K/V read (MiB)", "weights read (MiB)
 # other things, fall less than the cache.
 
 # %%
+# .. _ex15-from-multi-head-to-grouped-query-mean-pooling:
+#
 # From multi-head to grouped-query attention: mean-pooling
 # --------------------------------------------------------
 # Ainslie et al. build a grouped-query model from a trained multi-head one: the key (and value)
@@ -294,6 +302,8 @@ for kv in (2, 1):
 # decides it.
 
 # %%
+# .. _ex15-what-to-take-away:
+#
 # What to take away
 # -----------------
 # * A decode step reads the whole cache for a little arithmetic; fewer key/value heads mean less
@@ -314,6 +324,8 @@ for kv in (2, 1):
 # Models from Multi-Head Checkpoints", arXiv:2305.13245, Sec. 2.1.
 
 # %%
+# .. _ex15-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** A model of the Llama 2 7B shape (32 layers, 32 query heads of ``head_dim =
@@ -402,6 +414,8 @@ with torch.no_grad():
 print(text_table(["num_kv_heads", "copy with paired heads: max abs diff", "original mha: max abs diff"], twin_rows))
 
 # %%
+# .. _ex15-summary:
+#
 # Summary
 # -------
 # * A decode step reads the whole KV cache for one query per head; grouped-query and multi-query

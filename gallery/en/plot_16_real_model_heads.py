@@ -15,6 +15,8 @@ Transformer Circuits"); the first-token score is the attention sink of Xiao et a
 """
 
 # %%
+# .. _ex16-the-model-and-the-two-inputs:
+#
 # The model and the two inputs
 # ----------------------------
 # (To run this page yourself you need the real model: the two install steps are printed first.)
@@ -50,6 +52,8 @@ print(f"repeated input: {tuple(analysis['repeated'].shape)}; real text: "
       f"{len(analysis['text'])} tokens")
 
 # %%
+# .. _ex16-the-model-copies-in-context:
+#
 # The model copies in context
 # ---------------------------
 # The mean loss (nats per token) on each copy of the random sequences, and on the real text.
@@ -64,6 +68,8 @@ print(f"loss on the real text: {analysis['text_loss']:.3f}")
 # On the first copy the model does worse than a uniform guess (it expects language, and these
 # tokens are not); on the second its loss is far lower. Nothing in its weights knows these
 # random sequences: the drop can only come from copying out of its context.
+#
+# .. _ex16-four-scores-for-every-head:
 #
 # Four scores for every head
 # --------------------------
@@ -105,6 +111,8 @@ print(f"of the first-token heads, in blocks 0-14: {int(sinks[:15].sum())}, in bl
 # first-token score is above 0.5 for many heads, nearly all of them in the second half. A high
 # score says where a head looks, not what its output is used for: example 17 removes heads and
 # measures what changes.
+#
+# .. _ex16-named-heads-on-a-real-sentence:
 #
 # Named heads on a real sentence
 # ------------------------------
@@ -153,6 +161,8 @@ print(text_table(["query", "token after its earlier occurrence", "weight on it",
 # weaker.
 
 # %%
+# .. _ex16-every-head-of-every-block:
+#
 # Every head of every block on the sentence
 # -----------------------------------------
 # The same sentence, now through all of the model's heads at once: one small heatmap per head,
@@ -179,6 +189,8 @@ print(f"{len(weights)} blocks x {weights[0].shape[1]} heads = "
       f"{len(weights) * weights[0].shape[1]} heatmaps of {len(labels)} x {len(labels)} weights")
 
 # %%
+# .. _ex16-control-tokens-in-a-text:
+#
 # Control tokens in a text
 # ------------------------
 # The model's 17 control tokens (``<|im_start|>``, ``<|im_end|>``, ...) are not ordinary text.
@@ -199,6 +211,8 @@ print(f"as text: {len(as_text)} tokens, id 2 among them: {2 in as_text.tolist()}
       f"{2 in as_control.tolist()}")
 
 # %%
+# .. _ex16-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** The second copy's loss is far below the first's. How much of that could a
@@ -226,6 +240,8 @@ strong = (scores["induction"] > 0.3).nonzero().tolist()
 print(f"{len(strong)} heads in blocks {sorted({layer for layer, _ in strong})}")
 
 # %%
+# .. _ex16-summary:
+#
 # Summary
 # -------
 # - SmolLM2-135M-Instruct (4-bit file) copies in context: on random tokens seen once before,

@@ -15,6 +15,8 @@ Mathematical Framework for Transformer Circuits") and Olsson et al.'s (2022,
 """
 
 # %%
+# .. _ex17-the-top-induction-heads:
+#
 # The top induction heads, one at a time and together
 # ---------------------------------------------------
 # The input is example 16's: two sequences of 50 random tokens, each repeated twice, and the
@@ -72,6 +74,8 @@ for mode in ("zero", "mean"):
 # also pass through every later layer, which is not linear, and a sum of single effects can
 # miss an interaction of any kind. It also says nothing about the 267 heads not ablated here.
 #
+# .. _ex17-the-previous-token-head-that-feeds-them:
+#
 # The previous-token head that feeds them
 # ---------------------------------------
 # An induction head finds "the token after the earlier occurrence" because an earlier head has
@@ -92,6 +96,8 @@ print(text_table(["ablated head", "second-copy loss", *(f"induction {h}" for h i
 # raises the second-copy loss more than removing the three induction heads did; the control
 # heads of the same block change neither. The induction heads depend on that head: an
 # intervention shows it, not the heatmaps.
+#
+# .. _ex17-the-same-on-other-random-sequences:
 #
 # The same on other random sequences
 # ----------------------------------
@@ -117,6 +123,8 @@ print(f"seeds: 0 (above) and {list(OTHER_SEEDS)}")
 # On every seed the three together cost more than the sum of their single effects (a ratio
 # above 1), and removing the previous-token head raises the second-copy loss to about three
 # times its clean value or more: neither finding rests on one draw of tokens.
+#
+# .. _ex17-every-head-exact-sweep-and-attribution-patching:
 #
 # Every head: the exact sweep and attribution patching
 # ----------------------------------------------------
@@ -204,6 +212,8 @@ print(f"loss change at alpha 0.99, divided by 0.01: {scaling[0.99] / 0.01:+.3f};
 # ablation. Outside the swept blocks the estimates above were not checked against an exact
 # ablation.
 #
+# .. _ex17-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Mean ablation replaces a head's output by its average over real text
@@ -239,6 +249,8 @@ for mode in ("zero", "mean"):
     print(f"{mode}: real-text loss {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
 
 # %%
+# .. _ex17-summary:
+#
 # Summary
 # -------
 # - Ablating the top three induction heads of SmolLM2-135M-Instruct (4-bit file) together

@@ -14,6 +14,8 @@ The second half is about heads that put most of their weight on the first token,
 """
 
 # %%
+# .. _ex18-heads-of-one-group-against-other-groups:
+#
 # Heads of one group against heads of other groups
 # ------------------------------------------------
 # On the real text of examples 16 and 17 (three paragraphs of the Python Language Reference),
@@ -82,6 +84,8 @@ print(text_table(["head", "induction", "first token", "previous token"], rows))
 # on the head; the shared keys carry enough for both, and which one a head makes is decided by
 # its queries.
 #
+# .. _ex18-attention-sinks-by-block:
+#
 # Attention sinks, by block
 # -------------------------
 # A head's first-token score is its mean weight on token 0 (example 16). How many heads of each
@@ -100,6 +104,8 @@ print(f"in blocks 0-3: {int(sinks_per_block[:4].sum())}; in blocks 4-29: "
       f"{int(sinks_per_block[4:].sum())}; of {config.num_layers * config.num_heads} heads")
 
 # %%
+# .. _ex18-why-a-softmax-makes-sinks:
+#
 # Why a softmax makes sinks
 # -------------------------
 # Softmax weights sum to 1: a head cannot attend to *nothing*. A head with nothing to add at
@@ -116,6 +122,8 @@ print(f"mean output norm: heads with first-token score > 0.5: {norms[is_sink].me
       f"the others: {norms[~is_sink].mean():.3f}")
 
 # %%
+# .. _ex18-what-the-sink-heads-are-worth:
+#
 # What the sink heads are worth
 # -----------------------------
 # The group above shows the trap: the heads with the highest first-token score include
@@ -156,6 +164,8 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
 # worth (removing it, or the sink pattern, as StreamingLLM's sliding window would), are different
 # interventions, not run here.
 #
+# .. _ex18-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Grouped-query attention stores 3 key/value heads per block instead of 9.
@@ -188,6 +198,8 @@ print(f"largest gap {gap.max():.3f} (block {int(gap.argmax())}); smallest {gap.m
 print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 
 # %%
+# .. _ex18-summary:
+#
 # Summary
 # -------
 # - In SmolLM2-135M-Instruct (4-bit file), heads that share a key/value head are more alike than

@@ -13,6 +13,8 @@ paper's picture.
 """
 
 # %%
+# .. _ex19-loss-against-the-position:
+#
 # Loss against the position in a long text
 # ----------------------------------------
 # The first 512 tokens of two sections of the Python Language Reference shipped with the
@@ -65,6 +67,8 @@ print(text_table(["positions", "mean loss"], rows))
 # The loss falls steeply over the first few dozen tokens, as the text's subject and style
 # become known; after that it moves up and down with what each stretch of text is about,
 # without a clear further fall over these two texts.
+#
+# .. _ex19-the-in-context-learning-score:
 #
 # The in-context-learning score, and the induction heads
 # ------------------------------------------------------
@@ -138,6 +142,8 @@ print(text_table(
 # page reruns it. The paper's phase change comes after far more tokens; the synthetic task of
 # example 10 forms an induction head within the build's budget.
 #
+# .. _ex19-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Olsson et al. compare the 500th token with the 50th. What would the score
@@ -167,6 +173,8 @@ print(f"late - positions 0-9: {late - float(clean[:, 0:10].mean()):+.3f} nats")
 print(", ".join(f"{float(losses.mean()):.3f}" for losses in result["control_losses"]))
 
 # %%
+# .. _ex19-summary:
+#
 # Summary
 # -------
 # - In SmolLM2-135M-Instruct (4-bit file), on two real texts, the loss falls steeply over the

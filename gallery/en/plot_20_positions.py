@@ -20,6 +20,8 @@ the fall is traced to the layer that uses position, by switching position off th
 """
 
 # %%
+# .. _ex20-without-positions-order-does-not-matter:
+#
 # Without positions, order does not matter
 # ----------------------------------------
 # Take one attention layer, random inputs for 8 tokens, and a shuffled order of the tokens.
@@ -103,6 +105,8 @@ print(text_table(["positions", "shuffled tokens: change", f"shifted by {shift}: 
 # every scheme. Learned and sinusoidal vectors also change the outputs when the sequence is
 # shifted; RoPE and ALiBi do not: they see only distances.
 #
+# .. _ex20-a-causal-model-can-count:
+#
 # A causal model can count
 # ------------------------
 # Haviv et al. found that causal language models trained with no position information at all
@@ -124,6 +128,8 @@ print(text_table(["position t", "size of the output", "sqrt(head_dim / (t + 1))"
 # The size of the output falls with the position as the formula says, so a later layer can
 # read "how far into the sequence am I" from it. That is position information the model makes
 # for itself; it takes one layer to make it.
+#
+# .. _ex20-what-each-scheme-adds-to-the-scores:
 #
 # What each scheme adds to the scores
 # -----------------------------------
@@ -177,6 +183,8 @@ header = ["positions", "largest size, head 0", "head 1", "spread along diagonals
 print(text_table(header, rows))
 
 # %%
+# .. _ex20-why-alibi-and-no-positions-should-fail:
+#
 # Why ALiBi and no positions should fail, and what training shows
 # ----------------------------------------------------------------
 # Example 10's circuit needs a *previous-token head* in layer 1: a head that gives the token
@@ -222,6 +230,8 @@ print(f"no positions: at most {1 / len(distance):.3f}")
 # that example 10's circuit is built on, so neither should form the circuit. It is an argument,
 # not a measurement: the model might find a weaker or another way to the task. The trainings
 # below test it. (The exercises take up ALiBi with more heads.)
+#
+# .. _ex20-example-10-model-retrained-with-each-scheme:
 #
 # Example 10's model, retrained with each scheme
 # ----------------------------------------------
@@ -307,6 +317,8 @@ for position in [p for p in LEARNERS if p != "none"]:
 # previous token in that head, and what else does is not measured here.
 
 # %%
+# .. _ex20-further-apart-than-in-training:
+#
 # Further apart than in training
 # ------------------------------
 # Example 10's exercise 2 again, on every run of the schemes that form the circuit: all sequences have period 5; the first copy moves
@@ -384,6 +396,8 @@ for position in [p for p in LEARNERS if p != "none"]:
           f"on {helped}, and falls less from {near} to {last} on {flatter}")
 
 # %%
+# .. _ex20-longer-than-in-training:
+#
 # Longer than in training
 # -----------------------
 # The other kind of unseen length: sequences with more filler before the two copies, so that
@@ -401,6 +415,8 @@ rows = [
 print(text_table(header, rows))
 
 # %%
+# .. _ex20-what-this-shows:
+#
 # What this shows
 # ---------------
 # Read the tables together. Two of the five schemes, ALiBi with two heads and no positions,
@@ -424,6 +440,8 @@ print(text_table(header, rows))
 # (attention with RoPE against without).
 
 # %%
+# .. _ex20-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** ALiBi was designed for models with more heads: with 8 heads its slopes run
@@ -483,6 +501,8 @@ print(f"the other layout, same weights: largest difference {wrong:.3f}")
 print(f"after reordering the query and key rows: {fixed:.1e}")
 
 # %%
+# .. _ex20-summary:
+#
 # Summary
 # -------
 # - Without positions and without a causal mask, attention is permutation-equivariant: it

@@ -15,6 +15,8 @@ previous-token head, pair by pair, to see which pairs it needs.
 """
 
 # %%
+# .. _ex21-the-32-speeds:
+#
 # The 32 speeds
 # -------------
 # Pair ``i`` of a head turns by ``base ** (-2i / 64)`` radians per token, with SmolLM2's base of
@@ -51,6 +53,8 @@ print(text_table(["pair", "radians per token", "tokens per turn", f"turn over {t
                  rows))
 
 # %%
+# .. _ex21-where-the-queries-and-keys-are-large:
+#
 # Where the queries and keys are large
 # ------------------------------------
 # For every head, the queries and keys are computed on the text (three paragraphs of the Python
@@ -86,6 +90,8 @@ print(f"pairs with the largest mean share: {most}")
 # tokens are, not on where. The fastest pairs hold a small share on average, but not in every
 # head.
 #
+# .. _ex21-heads-that-rely-on-position:
+#
 # Heads that rely on position
 # ---------------------------
 # The previous-token score of each head is its mean attention weight on the token just before
@@ -109,6 +115,8 @@ print("largest shares of the fastest pairs:")
 print(text_table(header, [describe(i) for i in fast_share.flatten().argsort(descending=True)[:5]]))
 
 # %%
+# .. _ex21-taking-the-rotation-out-pair-by-pair:
+#
 # Taking the rotation out, pair by pair
 # -------------------------------------
 # Sizes say what a head *can* use. To see what the top previous-token head *needs*, its block's
@@ -150,6 +158,8 @@ print(f"of these, heads that keep more than half of it without any rotation: {in
 print(f"largest score without rotation, over all heads: {unrotated.max():.3f}")
 
 # %%
+# .. _ex21-what-this-shows:
+#
 # What this shows
 # ---------------
 # In this model, as in Gemma 7B, the queries and keys are largest in the slow pairs, which
@@ -161,6 +171,8 @@ print(f"largest score without rotation, over all heads: {unrotated.max():.3f}")
 # the larger the base, the more pairs stay nearly still across the context.
 
 # %%
+# .. _ex21-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Barbero et al. propose p-RoPE: do not rotate the slowest pairs at all. From
@@ -195,6 +207,8 @@ print(f"pairs that do not turn once in {config.context_length} tokens: {never[0]
 print(f"their mean share of the heads' size: {all_heads[:, never].sum(-1).mean():.3f}")
 
 # %%
+# .. _ex21-summary:
+#
 # Summary
 # -------
 # - Every head of SmolLM2 rotates its queries and keys in 32 pairs, from one radian per token

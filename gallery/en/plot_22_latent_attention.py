@@ -17,6 +17,8 @@ with MHA, GQA and MQA of the same width, and times one decode step against the c
 """
 
 # %%
+# .. _ex22-naive-and-absorbed-forms:
+#
 # Naive and absorbed forms give the same numbers
 # ----------------------------------------------
 # One layer, ``embed_dim = 64``, 4 heads of ``head_dim = 16``, a latent of ``kv_latent_dim = 32``
@@ -55,6 +57,8 @@ print("absorbed output weight", tuple(output_weight.shape), "= (embed_dim, num_h
 print(f"max abs diff, outputs: {(naive - absorbed).abs().max().item():.1e}; weights: {(naive_weights - absorbed_weights).abs().max().item():.1e}")
 
 # %%
+# .. _ex22-decoding-with-the-latent-cache:
+#
 # Decoding with the latent cache
 # ------------------------------
 # At decode time only the latent and the rotated RoPE key of each token are appended to a
@@ -73,6 +77,8 @@ with torch.no_grad():
 print(text_table(["decode form", "cached latents", "cached RoPE keys", "max abs diff vs full forward"], rows))
 
 # %%
+# .. _ex22-what-the-cache-costs-per-token:
+#
 # What the cache costs per token
 # ------------------------------
 # The same table as :ref:`sphx_glr_auto_examples_plot_14_kv_cache.py`, for the width of
@@ -98,6 +104,8 @@ print(f"MLA caches as much as GQA with {gqa_groups:.2f} key/value heads; "
       f"MHA caches {kv_cache_bytes_per_token(layers, heads, head_dim, torch.bfloat16) / mla_per_token:.1f} times more")
 
 # %%
+# .. _ex22-bytes-read-against-arithmetic:
+#
 # Bytes read against arithmetic, per cached token
 # -----------------------------------------------
 # Fewer bytes per token do not make every decode step bound by memory. At the same shape
@@ -129,6 +137,8 @@ print(f"H100 SXM ridge point: {gpu_flops / gpu_bandwidth:.0f} FLOP/byte; "
 # near the compute bound as well.
 
 # %%
+# .. _ex22-one-decode-step-beside-gqa:
+#
 # One decode step against the context, beside GQA
 # -----------------------------------------------
 # A smaller layer that this build can time: ``embed_dim = 512``, 8 heads of 64, batch 1, one new
@@ -193,6 +203,8 @@ fig = plot_lines(contexts, ratios, xlabel="cached tokens", ylabel="time of one d
 plt.show()
 
 # %%
+# .. _ex22-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** DeepSeek-V2's Table 1 says that MLA with ``kv_latent_dim = 4 * head_dim`` and
@@ -237,6 +249,8 @@ print("|real - folded| per key position:", [f"{d:.1e}" for d in (real - folded_s
 
 
 # %%
+# .. _ex22-summary:
+#
 # Summary
 # -------
 # * MLA caches one latent of ``kv_latent_dim`` numbers and one shared RoPE key of ``rope_dim``

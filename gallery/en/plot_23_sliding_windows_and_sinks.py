@@ -17,6 +17,8 @@ controls that change one factor each.
 """
 
 # %%
+# .. _ex23-the-banded-mask:
+#
 # The banded mask
 # ---------------
 # ``allowed[i, j] = (i - window < j <= i)``: each query sees its own key and the ``window - 1``
@@ -55,6 +57,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
+# .. _ex23-a-ring-buffer-equals-masked-full-attention:
+#
 # A ring buffer equals the masked full attention
 # ----------------------------------------------
 # A :class:`mha_ref.RollingKVCache` of ``window = 3`` slots writes token ``t`` into slot
@@ -80,6 +84,8 @@ for t in range(seq_len):
 print(text_table(["step", "positions held (window 3)", "diff vs masked full", "positions held (+2 first)", "diff vs masked full"], rows))
 
 # %%
+# .. _ex23-the-receptive-field-grows-with-depth:
+#
 # The receptive field grows with depth
 # ------------------------------------
 # One layer lets token ``i`` read tokens ``i - window + 1 .. i``. A second layer reads the first
@@ -96,6 +102,8 @@ for depth in (1, 2, 4, 8, 16):
 print(text_table(["layers", "farthest token the last one reads", "depth x (window - 1)"], rows))
 
 # %%
+# .. _ex23-memory-per-token:
+#
 # Memory per token
 # ----------------
 # With Mistral 7B's shape (32 layers, 8 key/value heads of 128, a window of 4096, ``bfloat16``),
@@ -115,6 +123,8 @@ for n in (1024, 4096, 16384, 32768):
 print(text_table(["tokens", "full cache (MiB)", "formula (MiB)", "rolling cache, window 4096 (MiB)"], rows))
 
 # %%
+# .. _ex23-a-window-on-a-model-trained-without-one:
+#
 # A window on a model trained without one
 # ---------------------------------------
 # SmolLM2-135M was trained with full causal attention. The first 512 tokens of a shipped text
@@ -173,6 +183,8 @@ plt.show()
 # why the model relies on it.
 
 # %%
+# .. _ex23-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** Mistral 7B has 32 layers and a window of 4096 tokens. How far back can its last
@@ -209,6 +221,8 @@ print("positions by slot:", exercise.positions.tolist(), "; bytes:", exercise.nb
 
 
 # %%
+# .. _ex23-summary:
+#
 # Summary
 # -------
 # * A sliding window is a banded causal mask; a ring buffer of ``window`` slots decodes it

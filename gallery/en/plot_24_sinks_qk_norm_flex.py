@@ -11,6 +11,8 @@ returns the output but not the weights: they can be **rebuilt from its log-sum-e
 """
 
 # %%
+# .. _ex24-three-ways-to-attend-to-nothing:
+#
 # Three ways to attend to nothing, and how they relate
 # ----------------------------------------------------
 # :func:`mha_ref.attention_with_sink` adds one logit per head that belongs to no key: the weights
@@ -57,6 +59,8 @@ print(f"add_zero_attn vs a zero sink logit: {(rebuilt - expected).abs().max().it
 print(f"weight left on the real keys with a zero sink, per row: min {w_zero_sink.sum(-1).min():.3f}, max {w_zero_sink.sum(-1).max():.3f}")
 
 # %%
+# .. _ex24-do-they-change-a-head-with-nothing-to-do:
+#
 # Do they change what a head with nothing to do does?
 # ---------------------------------------------------
 # A controlled task (lab code ``mha_ref.tutorial.sinks_lab``): random tokens of 16 ids;
@@ -92,6 +96,8 @@ for variant, count in stopped.items():
 # reported for trained models (Xiao et al. 2023) is not tested on this page.
 
 # %%
+# .. _ex24-qk-norm-and-the-collapsed-one-head-model:
+#
 # QK-norm and the collapsed one-head model
 # ----------------------------------------
 # Example 6's model with one head (``embed_dim = 16``), trained by example 6's training code
@@ -111,6 +117,8 @@ print(text_table(["arm", "seed", "final accuracy", "steps run", "last training l
 print(f"seeds above 0.9 accuracy: without QK-norm {solved[False]} of 3, with QK-norm {solved[True]} of 3")
 
 # %%
+# .. _ex24-flexattention-against-the-explicit-masks:
+#
 # FlexAttention against the explicit masks
 # ----------------------------------------
 # ``torch.nn.attention.flex_attention`` takes a ``mask_mod(b, h, q_idx, kv_idx)`` that returns
@@ -170,6 +178,8 @@ if flex is not None:
     print("skipped torch.compile(flex_attention): compiling it on the CPU takes about a minute, over this page's budget")
 
 # %%
+# .. _ex24-the-weights-a-fused-kernel-does-not-return:
+#
 # The weights a fused kernel does not return
 # ------------------------------------------
 # Fused kernels keep, per query row, the log-sum-exp of its scores, ``lse = m + log l`` from the
@@ -189,6 +199,8 @@ print("lse", tuple(lse.shape), "= (batch, num_heads, seq_len): one number per qu
 print(f"tiled output vs explicit: {(out - explicit_out).abs().max().item():.1e}; rebuilt weights vs explicit: {(rebuilt_w - explicit_w).abs().max().item():.1e}")
 
 # %%
+# .. _ex24-exercises:
+#
 # Exercises
 # ---------
 # **Exercise 1.** A head's ``L`` keys all score ``0`` against a query. Which sink logit makes the
@@ -222,6 +234,8 @@ print(f"row sums: min {band_w.sum(-1).min().item():.6f}, max {band_w.sum(-1).max
 
 
 # %%
+# .. _ex24-summary:
+#
 # Summary
 # -------
 # * A sink logit of ``-inf`` is ordinary attention, ``0`` is softmax plus one, and

@@ -15,6 +15,8 @@
 """
 
 # %%
+# .. _ex01-setup:
+#
 # 准备
 # ----
 # 一批 2 个序列，每个序列 5 个词元，每个词元 64 个特征，共 8 个头。随机输入充当词元嵌入。
@@ -41,6 +43,8 @@ x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, em
 print("x:", tuple(x.shape))
 
 # %%
+# .. _ex01-the-weights:
+#
 # 投影矩阵（参数）
 # ----------------
 # 我们直接借用一个 :class:`mha_ref.MultiHeadAttention` 的参数，这样最后就能把手写的步骤和模块
@@ -59,6 +63,8 @@ print("W_q, W_k, W_v: ", tuple(W_q.shape), tuple(W_k.shape), tuple(W_v.shape))
 print("W_o:           ", tuple(W_o.shape))
 
 # %%
+# .. _ex01-step-1-project-to-queries-keys-and-values:
+#
 # 第 1 步：投影出查询、键和值
 # ---------------------------
 # 每个投影只需一次矩阵乘法，就同时算出了所有头的查询：输出仍有 ``embed_dim`` 个特征，
@@ -70,6 +76,8 @@ v = x @ W_v.T + b_v  # (batch, seq_len, embed_dim)
 print("q, k, v:", tuple(q.shape), tuple(k.shape), tuple(v.shape))
 
 # %%
+# .. _ex01-step-2-split-the-heads:
+#
 # 第 2 步：拆分多头
 # ---------------------
 # ``view`` 把最后一维切成 ``(num_heads, head_dim)``；``transpose`` 把“头”这一维挪到批次维
@@ -82,6 +90,8 @@ print("q_heads:", tuple(q_heads.shape))
 print("split_heads(q) 与 view + transpose 相同：", torch.equal(split_heads(q, num_heads), q_heads))
 
 # %%
+# .. _ex01-step-3-scores-and-weights:
+#
 # 第 3 步：注意力分数与权重
 # -------------------------
 # 每个头把每个查询和每个键逐一比较，得到一个 ``(seq_len, seq_len)`` 的矩阵，再除以
@@ -114,6 +124,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex01-step-4-weighted-sum-merge-output-projection:
+#
 # 第 4 步：对值加权求和、合并各头、输出投影
 # -----------------------------------------
 # 每个头用自己的权重把自己的值混合起来。然后把各头重新并排拼接（先 ``transpose`` 回去，再
@@ -129,6 +141,8 @@ print("merge_heads(head_out) 与 transpose + reshape 相同：", torch.equal(mer
 print("out:     ", tuple(out.shape), "与 x 形状相同：", out.shape == x.shape)
 
 # %%
+# .. _ex01-same-numbers-four-ways:
+#
 # 四种实现，结果相同
 # ------------------
 # 接下来用三种方式重做同一个计算：我们的模块；载入同一组参数的 PyTorch 模块（两者
@@ -156,6 +170,8 @@ report("torch.nn.MultiheadAttention 对比手写步骤", torch_out, out)
 report("F.scaled_dot_product_attention 对比第 4 步各头", fused_heads, head_out)
 
 # %%
+# .. _ex01-exercises:
+#
 # 练习
 # ----
 # 下面的辅助函数换一个头数把整条流水线跑一遍，并打印各个形状。它还打印两项开销：参数量与
@@ -226,6 +242,8 @@ except ValueError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %%
+# .. _ex01-summary:
+#
 # 小结
 # ----
 # - 多头注意力把 ``(batch, seq_len, embed_dim)`` 映射为同样形状的张量。中间依次是：投影出查询、键和值；

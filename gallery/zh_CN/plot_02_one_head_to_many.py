@@ -11,6 +11,8 @@
 """
 
 # %%
+# .. _ex02-the-sentence:
+#
 # 例句
 # ----
 # 例句是英文的“Your journey starts with one step”，意思相当于“千里之行，始于足下”。
@@ -63,6 +65,8 @@ def rounded(row):
 
 
 # %%
+# .. _ex02-one-causal-head:
+#
 # 单个因果注意力头
 # ----------------
 # ``CausalAttention(d_in, d_out, context_length, dropout)`` 把每个词元投影成 ``d_out`` 维的
@@ -113,6 +117,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex02-the-code-of-the-head:
+#
 # 这个头的代码
 # ------------
 # 下面是刚才运行的代码，直接从安装好的包里打印出来（所以它不会和实际运行的代码脱节），省略了文档字符串
@@ -139,6 +145,8 @@ def source_of(obj):
 print(source_of(CausalAttention))
 
 # %%
+# .. _ex02-stacking-heads-the-wrapper:
+#
 # 堆叠多个头：封装类
 # ------------------
 # ``MultiHeadAttentionWrapper`` 保存一个由 ``num_heads`` 个相互独立的 ``CausalAttention``
@@ -179,6 +187,8 @@ print("第一行和最后一行与教材一致（精确到 4 位小数）")
 print(source_of(MultiHeadAttentionWrapper))
 
 # %%
+# .. _ex02-two-meanings-of-d-out:
+#
 # ``d_out`` 的两种含义
 # --------------------
 # 同一个名字在两处表示不同的宽度，初学者很容易在这里弄混：
@@ -203,6 +213,8 @@ for token, row in zip(tokens, small_out[0], strict=True):
     print(rounded(row), token)
 
 # %%
+# .. _ex02-same-computation-batched:
+#
 # 同一个计算，批量完成
 # --------------------
 # 要得到与封装类相同的结果，批量模块的总宽度需要 ``d_out = num_heads * 2``。``wrapper_to_batched``
@@ -223,6 +235,8 @@ diff = (batched_out - context_vecs).abs().max().item()
 print(f"批量模块 对比 封装类：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
 
 # %%
+# .. _ex02-the-pytorch-style-module-with-is-causal:
+#
 # 带 ``is_causal`` 的 PyTorch 风格模块
 # -------------------------------------
 # ``mha_ref.MultiHeadAttention`` 的构造函数和 ``forward`` 与 ``torch.nn.MultiheadAttention``
@@ -269,6 +283,8 @@ diff = (torch_out - mha_out).abs().max().item()
 print(f"torch.nn.MultiheadAttention 对比 mha_ref：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
 
 # %%
+# .. _ex02-multi-head-attention-from-scratch:
+#
 # 从零写一个多头注意力模块
 # ------------------------
 # 现在只用 PyTorch 本身，把整个模块写在一屏之内：四个 ``nn.Linear`` 投影（查询、键、值和输出）；
@@ -335,6 +351,8 @@ for label, a, b in [("不加掩码", ours, theirs), ("因果掩码", ours_causal
     print(f"{label}：从零实现 对比 torch.nn.MultiheadAttention：最大绝对误差 {diff:.1e}，小于 1e-6：{diff < 1e-6}")
 
 # %%
+# .. _ex02-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 一个 ``MultiHeadAttentionWrapper`` 有三个头、``d_out = 2``；一个
@@ -389,6 +407,8 @@ for h in [1, 2, 4, 8]:
 print("4 * (embed_dim**2 + embed_dim) =", 4 * (embed_dim**2 + embed_dim))
 
 # %%
+# .. _ex02-summary:
+#
 # 小结
 # ----
 # - 因果注意力头让每个词元只对自己和之前的词元分配权重：对角线以上的权重恰好为 0，每一行之和为 1。

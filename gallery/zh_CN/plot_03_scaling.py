@@ -9,6 +9,8 @@
 """
 
 # %%
+# .. _ex03-the-measurement:
+#
 # 测量方法
 # --------
 # 如果 ``q`` 和 ``k`` 的各个特征相互独立、均值为 0、方差为 1，那么 ``q . k`` 是 ``d_k`` 个
@@ -79,6 +81,8 @@ table = [
 print(text_table(["d_k", "方差 q.k", "缩放后", "最大权重", "缩放后", "熵", "缩放后", "梯度", "缩放后"], table))
 
 # %%
+# .. _ex03-the-scores-spread-out:
+#
 # 分数越来越分散
 # --------------
 # 在对数坐标下，原始分数的方差落在 ``方差 = d_k`` 这条直线上；缩放后的分数对任何 ``d_k``
@@ -101,6 +105,8 @@ fig = plot_lines(
 plt.show()
 
 # %%
+# .. _ex03-the-softmax-saturates:
+#
 # softmax 饱和
 # ------------
 # 分数越分散，softmax 的结果越接近独热向量：不缩放时，随着 ``d_k`` 增大，最大权重向 1 攀升，
@@ -140,6 +146,8 @@ ax_entropy.set_ylim(0, 1.15 * math.log(seq_len))
 plt.show()
 
 # %%
+# .. _ex03-the-gradient-vanishes:
+#
 # 梯度消失
 # --------
 # 饱和的 softmax 几乎不把梯度传回分数，于是产生这些分数的查询和键在训练中几乎不再变化。
@@ -165,6 +173,8 @@ plt.show()
 # 覆盖这个默认值。
 
 # %%
+# .. _ex03-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 除以 :math:`\sqrt{d_k}` 的前提是 ``q`` 和 ``k`` 的各个特征方差为 1。假如两者的方差都是 4
@@ -205,6 +215,8 @@ for scale in (1 / math.sqrt(d_k), 1.0):
           f"与默认值相等：{torch.allclose(given, default)}")
 
 # %%
+# .. _ex03-summary:
+#
 # 小结
 # ----
 # - 特征相互独立、方差为 1 时，未缩放的分数 ``q . k`` 的方差是 ``d_k``；除以 sqrt(d_k) 后，无论

@@ -16,6 +16,8 @@
 """
 
 # %%
+# .. _ex04-a-padded-batch:
+#
 # 一个带填充的批次
 # ----------------
 # 两个长度不同的句子，在右侧填充到 ``seq_len = 6`` 个词元。它们的嵌入是随机的，这里只关心掩码。
@@ -69,6 +71,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
+# .. _ex04-what-the-masks-do-to-the-weights:
+#
 # 掩码对注意力权重的影响
 # ----------------------
 # ``mha_ref.MultiHeadAttention`` 接收掩码的方式与 ``torch.nn.MultiheadAttention`` 相同：
@@ -110,6 +114,8 @@ print("被屏蔽格子上的最大权重：", round(w_both[~allowed_both[:, None
 print("每行之和为 1：", torch.allclose(w_both.sum(-1), torch.ones(()), atol=1e-6))
 
 # %%
+# .. _ex04-one-mask-two-meanings:
+#
 # 同一个掩码，两种含义
 # --------------------
 # ``torch.nn.functional.scaled_dot_product_attention`` 把布尔掩码的 ``True`` 理解为可以关注；
@@ -159,6 +165,8 @@ print(text_table(["API", "传入的布尔掩码", "与浮点掩码结果的最�
 # 表示极性用反后，有的查询一个键也不剩——下一节专门讨论这种情况。
 
 # %%
+# .. _ex04-a-float-mask-masks-nothing:
+#
 # 由 0 和 1 组成的浮点掩码什么也没屏蔽
 # ------------------------------------
 # ``allowed.float()`` 看上去像个掩码，但作为浮点数它是被加到分数上的：允许的键加 ``+1``，
@@ -177,6 +185,8 @@ print("被屏蔽键上的最大权重，0/-inf 浮点掩码：", round(w_additiv
 print("PyTorch 对 0/1 浮点掩码的理解与此相同（最大绝对误差）：", max_diff(torch_float01, ours_float01))
 
 # %%
+# .. _ex04-queries-with-no-key-left:
+#
 # 一个键也不剩的查询
 # ------------------
 # 做生成时，序列常常在 **左侧** 填充。再叠加因果掩码，填充位置上的查询只能看它之前的键，而那些
@@ -227,6 +237,8 @@ print(text_table(["API", "没有键的行", "其余各行均为有限值"],
 # 新建模块的偏置为 0，所以表中是“全零”）。
 # 更好的做法是根本不制造空行：在右侧填充，或者让填充位置上的查询关注它自己。
 #
+# .. _ex04-fewer-queries-than-keys-two-alignments:
+#
 # 查询比键少：两种对齐方式
 # ------------------------
 # 模型用 KV 缓存生成文本时，只把最新的词元作为查询送入，而键保存着到目前为止的整个序列。
@@ -269,6 +281,8 @@ print("top_left     对比 完整因果注意力的最后几行：", max_diff(ou
 print("F.scaled_dot_product_attention(is_causal=True) 对比 top_left：", max_diff(out_is_causal, out_top_left))
 
 # %%
+# .. _ex04-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 第二个句子的 6 个词元里只有 3 个是真实词元。同时使用因果掩码和填充掩码时，它的 6 个查询
@@ -317,6 +331,8 @@ print("triu(1) 等于 allowed_to_blocked(causal)： ", torch.equal(triu1, blocke
 print("triu(1) 等于 ~tril()：                    ", torch.equal(triu1, ~tril))
 
 # %%
+# .. _ex04-summary:
+#
 # 小结
 # ----
 # - ``mha_ref`` 的掩码构造函数与 ``F.scaled_dot_product_attention`` 的布尔掩码一样，``True`` 表示

@@ -18,6 +18,8 @@
 """
 
 # %%
+# .. _ex05-the-task:
+#
 # 任务
 # ----
 # 每个序列有 8 个随机词元，词表大小为 16。位置 ``t`` 的目标是
@@ -46,6 +48,8 @@ print("词元：", " ".join(TOKEN_NAMES[i] for i in tokens[0].tolist()))
 print("目标：", " ".join(TOKEN_NAMES[i] if i >= 0 else "-" for i in targets[0].tolist()))
 
 # %%
+# .. _ex05-the-model-and-its-training:
+#
 # 模型与训练
 # ----------
 # :class:`~mha_ref.tutorial.tasks.TinyAttentionModel` 由词元嵌入加可学习的位置嵌入、**一层**
@@ -73,6 +77,8 @@ fig = plot_loss_curves(
 plt.show()
 
 # %%
+# .. _ex05-weights-of-each-head-on-one-sequence:
+#
 # 每个头在一个序列上的注意力权重
 # ------------------------------
 # 现在输入一个新序列（固定探测批次中的第一个，与训练数据分开生成），画出每个头的注意力权重：
@@ -104,6 +110,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex05-what-each-head-attends-to-measured:
+#
 # 测量每个头关注什么
 # ------------------
 # 单个序列可能有误导性，所以我们对整个探测批次（256 个序列）取平均。对每个头、每个偏移量
@@ -138,6 +146,8 @@ print("各头中找到的关系：  ", result.relations_found())
 print("没有头覆盖的关系：  ", result.relations_missing())
 
 # %%
+# .. _ex05-what-each-head-does-remove-and-measure:
+#
 # 每个头做了什么：去掉它，再测量
 # ------------------------------
 # 怎样设计实验来衡量一个注意力头的重要性？（这是 d2l.ai 多头注意力一节的习题之一。）答案是对这个
@@ -200,6 +210,8 @@ print(
 )
 
 # %%
+# .. _ex05-two-heads-on-the-same-offset:
+#
 # 偏移相同的两个头
 # ----------------
 # 如果两个头看向同一个键，同时去掉两者，是否比只去掉一个损失更大？下面列出偏移相同的每一对头，
@@ -217,6 +229,8 @@ for offset in result.relations_found():
             )
 
 # %%
+# .. _ex05-pruning-least-important-first:
+#
 # 剪枝：从最不重要的头开始
 # ------------------------
 # Michel 等人和 Voita 等人按重要性依次剪掉注意力头，观察质量如何下降。这里按梯度重要性做同样的事：
@@ -240,6 +254,8 @@ fig = plot_pruning_curve(
 plt.show()
 
 # %%
+# .. _ex05-a-larger-model-heads-that-can-go:
+#
 # 更大的模型：有些头可以去掉
 # --------------------------
 # “没有哪个头可以去掉”是 *这个* 模型的性质，而不是注意力头的普遍性质。下面用同一个任务、同样的
@@ -275,6 +291,8 @@ ax.legend()
 plt.show()
 
 # %%
+# .. _ex05-width-or-head-count:
+#
 # 是宽度还是头数？一次只改一个因素
 # --------------------------------
 # 上一步同时改变了 ``embed_dim`` 和 ``num_heads``，所以说不清是哪一个让头变得可以去掉。
@@ -316,6 +334,8 @@ print(
 # 去掉。这只是三个种子、一个任务；在别处是否成立，本页没有测量。
 
 # %%
+# .. _ex05-where-a-head-looks-is-not-what-it-does:
+#
 # 看向哪里不等于做了什么
 # ----------------------
 # 热力图和偏移分布描述的是每个头的 **QK 回路** ：它的查询选中了哪个键。偏移相同的两个头选中的是
@@ -331,6 +351,8 @@ print(
 # 学得多快、学得多好。
 
 # %%
+# .. _ex05-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 上文“成对去掉头”的结果给出了去掉看向偏移 ``-1`` 的两个头之后的准确率；看向偏移
@@ -433,6 +455,8 @@ print("剪枝曲线，按置信度顺序：", [f"{a:.3f}" for a in confidence_cu
 print("剪枝曲线，按重要性顺序：", [f"{a:.3f}" for a in wide_report.pruning])
 
 # %%
+# .. _ex05-summary:
+#
 # 小结
 # ----
 # * 一个头看向哪里（它的偏移分布）可以从权重上读出；它贡献了什么，只能靠干预来测量：置零或均值

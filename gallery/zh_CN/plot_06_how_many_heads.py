@@ -17,6 +17,8 @@
 """
 
 # %%
+# .. _ex06-costs-at-fixed-width:
+#
 # 固定宽度下的开销
 # ----------------
 # 我们使用小任务的宽度 ``embed_dim = 16``，在一批 8 个、每个 128 个词元的序列上统计开销，
@@ -83,6 +85,8 @@ print(
 )
 
 # %%
+# .. _ex06-time-on-this-device:
+#
 # 在本设备上的耗时
 # ----------------
 # 用 :func:`mha_ref.tutorial.bench.time_fn` 为同样的模块计时：先预热三次，再取十次的中位数；在 GPU 上，
@@ -125,6 +129,8 @@ fig = plot_relative_costs(
 plt.show()
 
 # %%
+# .. _ex06-costs-at-a-realistic-width:
+#
 # 接近实际宽度下的开销
 # --------------------
 # 基础 Transformer 的 ``embed_dim = 512``。在这个宽度下，取 ``seq_len = 256``、一个序列，
@@ -169,6 +175,8 @@ fig.axes[0].set_ylim(bottom=0)
 plt.show()
 
 # %%
+# .. _ex06-learning-curves-on-the-tiny-task:
+#
 # 小任务上的学习曲线
 # ------------------
 # 开销只是问题的一半。每种头数把上一个示例的双关系任务学得怎样？在固定步数后比较，会把两个问题
@@ -229,6 +237,8 @@ plt.show()
 # 下一节只改变这一个因素。
 
 # %%
+# .. _ex06-three-times-the-learning-rate:
+#
 # 同样的训练，学习率提高到三倍
 # ----------------------------
 # 只改变一个因素：学习率，从本页的 ``1e-2`` 改为 ``3e-2``。其余都和上面一样：同样的头数、同样
@@ -293,6 +303,8 @@ fig = plot_rate_sweep(
 plt.show()
 
 # %%
+# .. _ex06-why-the-single-head-fails:
+#
 # 单头为什么失败：它的偏移分布
 # ----------------------------
 # 这个任务需要偏移 ``-1`` 和 ``-2`` 处的词元。下面是单头放在每个偏移上的平均权重（在每次训练
@@ -346,6 +358,8 @@ plt.show()
 # ``4`` 和 ``8`` 排出先后。
 
 # %%
+# .. _ex06-which-heads-matter-during-training:
+#
 # 训练过程中哪些头重要
 # --------------------
 # Michel 等人 2019 年的论文 "Are Sixteen Heads Really Better than One?"（arXiv:1905.10650）在每个
@@ -431,6 +445,8 @@ plt.show()
 # 翻译模型上的发现。
 
 # %%
+# .. _ex06-what-the-paper-measured:
+#
 # 论文的测量结果
 # --------------
 # Vaswani 等人 2017 年的论文 "Attention Is All You Need"（arXiv:1706.03762）表 3 的 (A) 组在
@@ -484,6 +500,8 @@ fig = plot_steps_to_threshold(
 plt.show()
 
 # %%
+# .. _ex06-heads-for-keys-and-values-mha-gqa-mqa:
+#
 # 键和值的头数：MHA、GQA、MQA
 # ----------------------------
 # 模型生成文本时，要保存之前每个词元的键和值（KV 缓存）。普通多头注意力（MHA）每个词元、每层
@@ -516,6 +534,8 @@ mha_parameters = sum(p.numel() for p in MultiHeadAttention(model_dim, num_heads)
 print(f"作为对照，MultiHeadAttention({model_dim}, {num_heads}) 的参数量：{mha_parameters}")
 
 # %%
+# .. _ex06-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 开销表固定了 ``embed_dim``，所以加头只是把宽度切得更细。许多模型系列的做法相反：
@@ -605,6 +625,8 @@ print(
 )
 
 # %%
+# .. _ex06-summary:
+#
 # 小结
 # ----
 # * ``embed_dim`` 固定时，头数不改变参数量和矩阵乘法的 FLOPs；它成倍增加的是分数上的逐元素运算和

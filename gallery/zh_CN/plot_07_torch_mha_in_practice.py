@@ -10,6 +10,8 @@ PyTorch 的多头注意力模块把前面几个示例中的步骤藏在了几个
 """
 
 # %%
+# .. _ex07-setup:
+#
 # 准备
 # ----
 # 一个小规模的自注意力问题：2 个序列，每个 4 个词元、8 个特征，共 2 个头。
@@ -43,6 +45,8 @@ def max_diff(a, b):
 
 
 # %%
+# .. _ex07-batch-first:
+#
 # ``batch_first``
 # ---------------
 # 默认情况下（``batch_first=False``），模块期望的输入是 ``(seq_len, batch, embed_dim)``，这是
@@ -62,6 +66,8 @@ print("batch_first=False 输入/输出：", tuple(x_seq_first.shape), tuple(out_
 print("转置之后数值相同：", max_diff(out_sf.transpose(0, 1), out_bf))
 
 # %%
+# .. _ex07-need-weights-and-average-attn-weights:
+#
 # ``need_weights`` 与 ``average_attn_weights``
 # --------------------------------------------
 # 模块返回 ``(attn_output, attn_weights)``。``need_weights=False`` 时不返回注意力权重（为 ``None``），
@@ -101,6 +107,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex07-in-proj-weight:
+#
 # ``in_proj_weight``：一个矩阵装下三个投影
 # -----------------------------------------
 # 当查询、键和值宽度相同时，参数列表里找不到 ``q_proj_weight``：三个矩阵被上下堆叠在
@@ -127,6 +135,8 @@ print("手算输出 对比 模块输出：", max_diff(out_by_hand, out_bf))
 print("手算权重 对比 模块权重：", max_diff(weights, per_head))
 
 # %%
+# .. _ex07-kdim-and-vdim:
+#
 # ``kdim`` 与 ``vdim``：宽度不同的键和值
 # --------------------------------------
 # 在交叉注意力中，键和值可能来自另一个宽度不同的模型。``kdim`` 和 ``vdim`` 设定它们的宽度；
@@ -148,6 +158,8 @@ print("v_proj_weight:", tuple(cross.v_proj_weight.shape))
 print("输出：", tuple(out_cross.shape), " 注意力权重：", tuple(w_cross.shape))
 
 # %%
+# .. _ex07-add-bias-kv-and-add-zero-attn:
+#
 # ``add_bias_kv`` 与 ``add_zero_attn``：额外的键
 # ----------------------------------------------
 # ``add_bias_kv=True`` 在每个序列末尾追加一个可学习的键和值（``bias_k``、``bias_v``）；
@@ -171,6 +183,8 @@ print(text_table(["add_bias_kv", "add_zero_attn", "权重形状", "额外的键�
                   "额外键上的平均权重"], rows))
 
 # %%
+# .. _ex07-from-pytorch-to-mha-ref-and-back:
+#
 # 从 PyTorch 到 ``mha_ref``，再回到 PyTorch
 # -----------------------------------------
 # ``mha_ref.MultiHeadAttention`` 的构造参数和 ``state_dict`` 键名都与 PyTorch 相同，所以
@@ -205,6 +219,8 @@ print(text_table(["配置", "输出：mha_ref 对比 torch", "权重：mha_ref �
                   "输出：转回 torch 后"], rows))
 
 # %%
+# .. _ex07-exercises:
+#
 # 练习
 # ----
 # **练习 1.** ``torch_mha.in_proj_weight`` 的哪几行是头 1 （头从 0 开始编号）的键投影？
@@ -239,6 +255,8 @@ with torch.no_grad():
 print("x：", tuple(x.shape), " 逐头注意力权重：", tuple(w_extra.shape))
 
 # %%
+# .. _ex07-summary:
+#
 # 小结
 # ----
 # - ``batch_first`` 只改变输入和输出的布局；默认布局是 ``(seq_len, batch, embed_dim)``。

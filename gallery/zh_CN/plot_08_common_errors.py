@@ -11,6 +11,8 @@ PyTorch 不同时，两条信息都会列出。
 """
 
 # %%
+# .. _ex08-setup:
+#
 # 准备
 # ----
 # 沿用第一个示例的形状：2 个序列，每个 5 个词元，``embed_dim = 64``，8 个头。
@@ -59,6 +61,8 @@ def max_diff(a, b):
 
 
 # %%
+# .. _ex08-1-embed-dim-not-divisible-by-num-heads:
+#
 # 1. ``embed_dim`` 不能被 ``num_heads`` 整除
 # -------------------------------------------
 # 每个头分到 ``embed_dim // num_heads`` 个特征，所以必须能整除。PyTorch 会以
@@ -80,6 +84,8 @@ mha = MultiHeadAttention(embed_dim, num_heads=8, batch_first=True).to(device).ev
 print("num_heads=8 可行：head_dim =", mha.head_dim)
 
 # %%
+# .. _ex08-2-forgetting-to-divide-by-sqrt-dk:
+#
 # 2. 忘记除以 sqrt(d_k)
 # ---------------------
 # 不会报任何错，只是训练变慢或不稳定。查询和键的方差为 1、``d_k = 64`` （原始 Transformer
@@ -94,6 +100,8 @@ for label, scale in (("不缩放       ", 1.0), ("1 / sqrt(d_k)", None)):
           f"存在大于 0.99 的权重的行：{(largest > 0.99).float().mean().item():.0%}")
 
 # %%
+# .. _ex08-3-view-with-a-wrong-shape:
+#
 # 3. ``view`` 的形状写错
 # ----------------------
 # 用 ``view`` 拆分多头时，``batch * seq_len * num_heads * head_dim`` 必须等于元素总数。一个
@@ -116,6 +124,8 @@ q_heads = q.view(batch, seq_len, num_heads, -1).transpose(1, 2)  # (batch, num_h
 print("view(..., -1):", tuple(q_heads.shape), " split_heads:", tuple(split_heads(q, num_heads).shape))
 
 # %%
+# .. _ex08-4-view-after-transpose:
+#
 # 4. ``transpose`` 之后直接 ``view``
 # ----------------------------------
 # 合并多头是拆分多头的逆过程：先 ``transpose(1, 2)``，再 ``view``。但 ``transpose`` 只改变步长
@@ -132,6 +142,8 @@ merged = head_out.transpose(1, 2).reshape(batch, seq_len, embed_dim)  # (batch, 
 print("reshape:", tuple(merged.shape), " 与 merge_heads 相同：", torch.equal(merge_heads(head_out), merged))
 
 # %%
+# .. _ex08-5-batch-first-confusion:
+#
 # 5. 搞混 ``batch_first``
 # -----------------------
 # ``torch.nn.MultiheadAttention`` 默认 ``batch_first=False``，按 ``(seq_len, batch, embed_dim)``
@@ -176,6 +188,8 @@ with torch.no_grad():
 print("转置输入 对比 batch_first=True：", max_diff(fixed_out.transpose(0, 1), right_out))
 
 # %%
+# .. _ex08-6-averaged-weights-for-per-head-weights:
+#
 # 6. 把平均注意力权重误当作逐头注意力权重
 # ---------------------------------------
 # 默认返回的权重是 **各头的平均**，形状为 ``(batch, seq_len, seq_len)``。``weights[:, h]``
@@ -193,6 +207,8 @@ with torch.no_grad():
 print("逐头权重：", tuple(per_head.shape), " 它们的均值就是默认权重：", max_diff(per_head.mean(dim=1), right_w))
 
 # %%
+# .. _ex08-7-mask-polarity:
+#
 # 7. 掩码极性
 # -----------
 # ``causal_mask`` （和 ``F.scaled_dot_product_attention`` 一样）以 ``True`` 表示可以关注；
@@ -244,6 +260,8 @@ print("is_causal=True 对比 修正后的掩码：", max_diff(ours_causal, fixed
 print("还有 NaN 吗：", bool(fixed.isnan().any()))
 
 # %%
+# .. _ex08-8-wrong-mask-dtype-or-shape:
+#
 # 8. 掩码的 dtype 或形状不对
 # --------------------------
 # 掩码只能是 ``bool`` 或浮点类型，形状也是固定的。常见的错误有三种。第一种是整数 0/1 掩码：
@@ -296,6 +314,8 @@ print("逐头的 3 维掩码 对比 第 7 节： ", max_diff(from_per_head, fixe
 print(f"bool 掩码下，被屏蔽的键上的最大权重：{weights_bool.masked_select(blocked).max().item():.2f}")
 
 # %%
+# .. _ex08-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 有人用 ``x.view(batch, num_heads, seq_len, head_dim)`` 拆分多头，没有报错。结果对吗？
@@ -327,6 +347,8 @@ with torch.no_grad():
 print("x：", tuple(x.shape), "-> 注意力权重：", tuple(w_default.shape))
 
 # %%
+# .. _ex08-summary:
+#
 # 小结
 # ----
 # - 有些错误会报错：头数不能整除 ``embed_dim``，``view`` 的形状不对或用在 ``transpose`` 之后，

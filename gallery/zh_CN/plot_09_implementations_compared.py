@@ -14,6 +14,8 @@ PyTorch 融合实现的 ``F.scaled_dot_product_attention``，或者直接用 ``t
 """
 
 # %%
+# .. _ex09-the-setup:
+#
 # 准备
 # ----
 # 一批 4 个序列，每个 128 个词元，``embed_dim = 64``，8 个头（``head_dim = 8``），不加掩码。
@@ -53,6 +55,8 @@ x = torch.randn(batch, seq_len, embed_dim, device=device)  # (batch, seq_len, em
 print("x：", tuple(x.shape))
 
 # %%
+# .. _ex09-the-implementations:
+#
 # 各种实现
 # --------
 # 1. **朴素循环**：逐字照搬论文公式，一次算一个头，每个头使用投影矩阵中属于自己的那几行。
@@ -123,6 +127,8 @@ implementations = {
 }
 
 # %%
+# .. _ex09-check-first-same-output:
+#
 # 先检查：输出相同吗？
 # --------------------
 # 参照是同一个 ``mha_ref`` 模块在 float64 下的结果，因此每个 float32 实现（包括 ``mha_ref``
@@ -148,6 +154,8 @@ if not all(row[-1] for row in check_rows):
     raise RuntimeError("有实现与参照结果不一致，为它计时毫无意义")
 
 # %%
+# .. _ex09-grouped-query-and-multi-query-attention:
+#
 # 分组查询注意力与多查询注意力
 # ----------------------------
 # ``num_kv_heads = 2`` （GQA）和 ``1`` （MQA）的 :class:`mha_ref.GroupedQueryAttention` 键/值头
@@ -177,6 +185,8 @@ if not all(row[-1] for row in gqa_rows):
     raise RuntimeError("GQA/MQA 与 F.scaled_dot_product_attention(enable_gqa=True) 不一致")
 
 # %%
+# .. _ex09-then-time-and-memory:
+#
 # 然后计时、测内存
 # ----------------
 # :func:`mha_ref.tutorial.bench.time_fn` 先调用每种实现 3 次预热，再逐次计时 10 次调用（有 GPU 时，每次
@@ -223,6 +233,8 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# .. _ex09-at-a-realistic-width:
+#
 # 真实宽度下：前向、反向与 torch.compile
 # --------------------------------------
 # 上面的数字来自教学用的小尺寸。GPT-2 small 的一层是 ``embed_dim = 768``、12 个头（``head_dim = 64``），
@@ -350,6 +362,8 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# .. _ex09-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 回到教学用的尺寸。保持批大小和宽度不变，把 ``seq_len`` 连续翻倍两次。预测批量
@@ -441,6 +455,8 @@ eps = torch.finfo(torch.float32).eps
 print(f"float32 的 eps 乘以输出的量级：{eps * expected.abs().max().item():.0e}")
 
 # %%
+# .. _ex09-summary:
+#
 # 小结
 # ----
 # - 逐头循环、批量的显式实现、打包投影、``F.scaled_dot_product_attention``、默认设置下的 ``mha_ref``

@@ -16,6 +16,8 @@ Olsson 等人（2022）在“In-context Learning and Induction Heads”
 """
 
 # %%
+# .. _ex10-the-task-a-segment-that-repeats:
+#
 # 任务：一段以不同间隔重复的片段
 # ------------------------------
 # 每个序列先是若干无关词元，然后是一段由互不相同的随机词元组成的片段，接着这段片段再原样出现
@@ -45,6 +47,8 @@ for i in range(3):
     print(f"周期 {int(periods[i]):2d}：", " ".join(TOKEN_NAMES[t] for t in tokens[i].tolist()))
 
 # %%
+# .. _ex10-the-model-and-its-loss-curve:
+#
 # 模型与损失曲线
 # --------------
 # :class:`~mha_ref.tutorial.induction.AttentionOnlyTransformer` 是 Elhage 等人（2021）使用的
@@ -74,6 +78,8 @@ fig.axes[0].axvline(phase_change, color="grey", linestyle="--", linewidth=1)
 plt.show()
 
 # %%
+# .. _ex10-where-the-heads-look:
+#
 # 各个头看向哪里
 # --------------
 # 下面的热力图画出四个头在一条新序列上的注意力权重，坐标用它的词元标注（行是查询，列是键；
@@ -106,6 +112,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex10-the-two-scores-over-512-sequences:
+#
 # 两个分数：在 512 条序列上测量
 # -----------------------------
 # 一条序列可能误导人，所以我们在整个评估批次上测量每个头：
@@ -126,6 +134,8 @@ rows = [
 print(text_table(["头", "前一词元分数", "归纳分数"], rows))
 
 # %%
+# .. _ex10-switching-heads-off:
+#
 # 把头关掉
 # --------
 # 热力图只说明一个头看向哪里，不说明模型是否需要它。所以我们做 *消融*：在输出投影之前把一个头
@@ -147,6 +157,8 @@ rows = [[name, f"{accuracy_with_ablation(model, tokens, periods, heads):.3f}"] f
 print(text_table(["消融的头", "第二份副本的准确率"], rows))
 
 # %%
+# .. _ex10-what-this-shows:
+#
 # 这说明了什么
 # ------------
 # 把两张表放在一起读。这个回路在注意力权重里 *看得见*，在消融里也 *少不了*：没有前一词元头，
@@ -161,6 +173,8 @@ print(text_table(["消融的头", "第二份副本的准确率"], rows))
 # Elhage 等人组合分数：K 组合是在那里测出来的。
 
 # %%
+# .. _ex10-try-it:
+#
 # 动手试试：在本页中运行的模型
 # ----------------------------
 # 这张图下面的交互视图里装着训练好的模型本身：构建本页时，它的参数被写进了页面（数量见下面的输出），
@@ -203,6 +217,8 @@ attach_live_model(fig, model, TOKEN_NAMES, initial_layer="层 2")
 plt.show()
 
 # %%
+# .. _ex10-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 在每条评估序列里只改动 *第一份* 副本中的一个词元：把片段的第三个词元换成一个在整条
@@ -278,6 +294,8 @@ print(text_table(["空当", "距离", "完整模型", f"去掉层 1 头 {prev_he
 print(" ".join(TOKEN_NAMES[t] for t in moved[0].tolist()))
 
 # %%
+# .. _ex10-summary:
+#
 # 小结
 # ----
 # * 这个回路需要两层：第 1 层的前一词元头把“我前面的词元”写进每个位置，第 2 层的归纳头找到当前词元

@@ -28,6 +28,8 @@ Elhage 等人（2021）在“A Mathematical Framework for Transformer Circuits�
 """
 
 # %%
+# .. _ex11-the-output-is-a-sum-over-heads:
+#
 # 输出是各个头之和
 # ----------------
 # 我们用固定的随机种子构造一个 :class:`mha_ref.MultiHeadAttention`，``embed_dim=8``、
@@ -76,6 +78,8 @@ print("每个头一项：", tuple(terms.shape))
 print(f"max |各头之和 + 偏置 - 模块输出|：{(summed - output).abs().max():.1e}")
 
 # %%
+# .. _ex11-each-head-qk-and-ov-matrices:
+#
 # 每个头的 QK 矩阵和 OV 矩阵，以及它们的秩
 # ----------------------------------------
 # 两个矩阵都是 ``embed_dim x embed_dim``，但都是经过该头 ``head_dim`` 列的乘积，所以秩至多为
@@ -98,6 +102,8 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# .. _ex11-same-attention-pattern-different-output:
+#
 # 注意力模式相同，输出不同
 # ------------------------
 # 如果 QK 和 OV 互相独立，那么一个头的注意力模式就无法告诉我们它写下什么。我们直接检验这一点：
@@ -129,6 +135,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex11-the-heads-of-the-induction-model:
+#
 # 归纳模型的各个头
 # ----------------
 # 反过来：看向不同位置的头，写下的东西是否也不同？我们取
@@ -184,6 +192,8 @@ fig = plot_matrices(
 plt.show()
 
 # %%
+# .. _ex11-where-the-layer-1-head-output-is-used:
+#
 # 第 1 层的头的输出用在哪里
 # -------------------------
 # 直接路径看不出前一词元头做了什么，干预却可以。第 2 层从残差流中读三次：读出查询、键和值。下面每次
@@ -202,6 +212,8 @@ print(f"  从第 2 层的键中去掉它：    {composition['K']:.3f}")
 print(f"  从第 2 层的值中去掉它：    {composition['V']:.3f}")
 
 # %%
+# .. _ex11-elhage-et-al-composition-scores:
+#
 # Elhage 等人的组合分数，以及它们是否与消融一致
 # ---------------------------------------------
 # Elhage 等人还只用权重来衡量组合：对第 1 层头的 OV 矩阵 :math:`OV_1` 和第 2 层某个头的矩阵，
@@ -266,6 +278,8 @@ print(f"分数与消融一致的种子数：{agreed} / 3")
 # 度量和干预讲的是同一件事。单靠分数是不够的：它是权重的性质，并不说明模型是否用到了这条路径；消融才说明。
 
 # %%
+# .. _ex11-activation-patching:
+#
 # 激活修补：哪些位置承载着这个回路
 # --------------------------------
 # 消融是去掉一个头；**激活修补** （activation patching）问的是：预测所需的信息在哪里。做两次运行：
@@ -317,6 +331,8 @@ print(
 # 词元。这就是按位置定位出来的 K 组合。
 
 # %%
+# .. _ex11-what-this-shows:
+#
 # 这说明了什么
 # ------------
 # 这个分解是精确的：打印出的差值只在 float64 舍入误差的量级。一个头的 QK 矩阵和 OV 矩阵都是低秩
@@ -328,6 +344,8 @@ print(
 # 什么，需要看它的 OV 一侧，或者做消融。
 
 # %%
+# .. _ex11-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 在这个固定种子模块的一个副本上，把头 0 的查询投影（它在 :math:`W^Q` 和查询偏置中的那几
@@ -402,6 +420,8 @@ rows.append(["（均匀瞎猜）", f"{1 / w_u.shape[0]:.3f}"])
 print(text_table(["logits 的来源", "第二份副本的准确率"], rows))
 
 # %%
+# .. _ex11-summary:
+#
 # 小结
 # ----
 # * 一层的输出恰好是每个头各一项之和，每一项经过它自己的 QK 矩阵（看向哪里）和 OV 矩阵（写下什么）；

@@ -23,6 +23,8 @@ Bhojanapalli 等人（2020）在“Low-Rank Bottleneck in Multi-head Attention M
 """
 
 # %%
+# .. _ex12-inputs-and-target-patterns:
+#
 # 输入与目标模式
 # --------------
 # 输入 ``X`` 是 ``L = 32`` 个固定的随机向量，宽度 ``embed_dim = 64``。目标是 32 个键上的随机
@@ -45,6 +47,8 @@ print(f"每行最大注意力权重的平均值：{targets.amax(dim=-1).mean():.
 print(f"每行最大的 3 个键上权重之和的平均值：{targets.topk(3, dim=-1).values.sum(-1).mean():.3f}")
 
 # %%
+# .. _ex12-kl-divergence-against-head-dim:
+#
 # KL 散度随 ``head_dim`` 的变化
 # -----------------------------
 # 对每种宽度，我们打印拟合出的分数矩阵的最大秩，以及 KL 散度
@@ -85,6 +89,8 @@ fig.axes[0].minorticks_off()
 plt.show()
 
 # %%
+# .. _ex12-what-a-narrow-head-gets-wrong:
+#
 # 窄头错在哪里
 # ------------
 # 第一个目标，旁边是三种宽度下最好的头。太窄的头保留了模式的大致轮廓，却把它弄模糊了：它无法
@@ -104,6 +110,8 @@ fig = plot_heads(
 plt.show()
 
 # %%
+# .. _ex12-what-this-means-for-the-number-of-heads:
+#
 # 这对头的数量意味着什么
 # ----------------------
 # 把固定的 ``embed_dim`` 分给更多的头，每个头就更窄。一旦 ``head_dim`` 小于序列长度减一，无论怎样
@@ -115,6 +123,8 @@ plt.show()
 # 瓶颈代价有多大是另一个问题，本页并不测量。
 
 # %%
+# .. _ex12-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 在注意力模式的每一行里，把权重最大的那个键称为这一行 *最受关注的键*。在第一个目标的
@@ -206,6 +216,8 @@ print(
 )
 
 # %%
+# .. _ex12-summary:
+#
 # 小结
 # ----
 # - 一个头的分数矩阵是经过 ``head_dim`` 列的乘积，所以它的秩不超过 ``head_dim``；拟合出的头的秩从未

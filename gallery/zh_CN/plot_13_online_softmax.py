@@ -14,6 +14,8 @@ FlashAttention 以此为基础），沿着键一块一块地往前走，结果�
 """
 
 # %%
+# .. _ex13-why-softmax-subtracts-the-row-maximum:
+#
 # 为什么 softmax 要减去行最大值
 # -----------------------------
 # :math:`\mathrm{softmax}(s)_j = e^{s_j} / \sum_k e^{s_k}`。照字面计算时，分数在 100 左右，
@@ -58,6 +60,8 @@ print("softmax(logits - max)：   ", [round(p, 6) for p in stable.tolist()])
 print("torch.softmax：           ", [round(p, 6) for p in torch.softmax(logits, dim=0).tolist()])
 
 # %%
+# .. _ex13-one-block-at-a-time-the-running-maximum:
+#
 # 一次一块：运行最大值
 # --------------------
 # 整行的最大值需要整行。在线 softmax 则为每个查询行维护三个运行中的量：目前见过的最大分数
@@ -82,6 +86,8 @@ online = torch.exp(row - running_max) / running_sum  # (S,)
 print("max |在线 - softmax|：", f"{(online - torch.softmax(row, dim=0)).abs().max().item():.0e}")
 
 # %%
+# .. _ex13-tiled-attention-equals-full-attention:
+#
 # 分块注意力等于完整注意力
 # ------------------------
 # :func:`mha_ref.tiled_attention` 对所有查询行同时执行这个按键分块的循环，输出也像和一样按比例
@@ -107,6 +113,8 @@ print(text_table(["block_size", "掩码", "最大绝对差（float64）", "在 1
 print("全被屏蔽的查询的输出：", tiled_attention(q, k, v, attn_mask=padding)[1, :, 7].abs().max().item())
 
 # %%
+# .. _ex13-what-tiling-saves:
+#
 # 分块省下了什么：同时存活的分数
 # ------------------------------
 # 完整计算要同时保存所有查询和所有键的分数与权重，``(batch, num_heads, L, S)``。分块计算每次只处理
@@ -125,6 +133,8 @@ print(f"一块键的分数 (batch, num_heads, L, block_size) = {(batch, num_head
 print(f"比值 S / block_size：{seq_len // block_size}")
 
 # %%
+# .. _ex13-pytorch-backends-on-this-device:
+#
 # PyTorch 在本设备上的各个后端
 # ----------------------------
 # ``F.scaled_dot_product_attention`` 会在几种内核（“后端”）之间选择；``torch.nn.attention.sdpa_kernel``
@@ -208,6 +218,8 @@ plt.show()
 # arXiv:2112.05682（输出累加器）；Dao 等 2022，“FlashAttention”，arXiv:2205.14135，第 3.1 节。
 
 # %%
+# .. _ex13-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 在上面对 ``row`` 的手算循环里，假设第一块的 4 个键全被屏蔽：它们的分数都是
@@ -276,6 +288,8 @@ for block in (1, 3, 4, len(row)):
     print(f"每块 {block:2d} 个键：每块之后的运行最大值 [{maxima}]；最终的 l 减去整行的和 = {trace[-1][1] - whole_row_sum:.0e}")
 
 # %%
+# .. _ex13-summary:
+#
 # 小结
 # ----
 # * 减去行最大值让 softmax 在浮点运算中安全；在线 softmax 用一个逐块增长的最大值保住这份安全，

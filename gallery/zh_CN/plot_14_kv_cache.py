@@ -12,6 +12,8 @@
 """
 
 # %%
+# .. _ex14-decode-step-by-step:
+#
 # 逐步解码，并与整个序列比较
 # --------------------------
 # 一个注意力层，``embed_dim = 64``，8 个头，每个头都有自己的键/值头（``num_kv_heads = num_heads``：
@@ -63,6 +65,8 @@ without_cache = prompt_len + sum(range(prompt_len + 1, seq_len + 1))
 print(f"键/值投影次数，共 {seq_len} 个词元：有缓存 {with_cache} 次，无缓存 {without_cache} 次")
 
 # %%
+# .. _ex14-which-causal-mask-the-new-tokens-need:
+#
 # 新词元需要哪种因果掩码
 # ----------------------
 # 几个新词元同时到来时（提示，或提示的一段），它们的查询是序列的 *最后* 几行：``new_len`` 个查询对全
@@ -97,6 +101,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
+# .. _ex14-what-the-cache-costs:
+#
 # 缓存的代价
 # ----------
 # 每个词元，缓存为每一层的每个键/值头保存一个键向量和一个值向量，各 ``head_dim`` 个数：
@@ -140,6 +146,8 @@ plt.show()
 # arXiv:2307.09288（Llama 2）。
 
 # %%
+# .. _ex14-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 某个模型有 24 层，每层 16 个 ``head_dim = 64`` 的键/值头，缓存用 ``bfloat16`` 存放。
@@ -186,6 +194,8 @@ print(f"不加掩码 与 完整因果注意力的最后一行：{(no_mask - last
 print(f"is_causal=True 与 词元 0 的值：        {(top_left_out - v[:, :, :1]).abs().max().item():.1e}")
 
 # %%
+# .. _ex14-summary:
+#
 # 小结
 # ----
 # * 带缓存的解码与完整的因果注意力是同一个函数：每一步的输出都等于完整计算中对应的行

@@ -14,6 +14,8 @@
 """
 
 # %%
+# .. _ex15-one-decode-step-against-a-long-cache:
+#
 # 对着长缓存的一步解码
 # --------------------
 # 一个 ``embed_dim = 512``、8 个查询头（``head_dim = 64``）的层，批大小 4，缓存里已有 4096 个词元的
@@ -78,6 +80,8 @@ if not all(row[-1] for row in check_rows):
     raise RuntimeError("显式与融合的解码步结果不一致，计时没有意义")
 
 # %%
+# .. _ex15-what-one-step-reads-and-holds:
+#
 # 一步要读什么，要存什么
 # ----------------------
 # 缓存随键/值头减少而缩小；一步的分数 ``(batch, num_heads, 1, cached_len)`` 却不变：每个 *查询* 头、
@@ -140,6 +144,8 @@ fig = plot_benchmark(
 plt.show()
 
 # %%
+# .. _ex15-what-a-decode-step-costs-on-a-gpu:
+#
 # 一步解码在 GPU 上的开销：算一算
 # -------------------------------
 # 上面的 CPU 耗时无法说明 GPU 上一步解码受什么限制，但 Shazeer（2019，第 2.4.1 节）的算术可以。这一层的
@@ -172,6 +178,8 @@ print(text_table(["批大小", "num_kv_heads", "读取的 K/V（MiB）", "读取
 # （Shazeer 2019；Ainslie 等 2023），也说明了为什么本页受其他因素限制的 CPU 耗时下降得比缓存少。
 
 # %%
+# .. _ex15-from-multi-head-to-grouped-query-mean-pooling:
+#
 # 从多头到分组查询注意力：取平均
 # ------------------------------
 # Ainslie 等人从训练好的多头模型构造分组查询模型：每个新键/值头的键（和值）投影，是它所在组里各个头的
@@ -262,6 +270,8 @@ for kv in (2, 1):
 # 决定这个问题的对照实验。
 
 # %%
+# .. _ex15-what-to-take-away:
+#
 # 要点
 # ----
 # * 一步解码为少量算术读取整个缓存；键/值头更少意味着要存的更少，而对于整组只读一次共享头的内核，
@@ -278,6 +288,8 @@ for kv in (2, 1):
 # Models from Multi-Head Checkpoints”，arXiv:2305.13245，第 2.1 节。
 
 # %%
+# .. _ex15-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 一个 Llama 2 7B 形状的模型（32 层，32 个 ``head_dim = 128`` 的查询头）用 ``float16``
@@ -358,6 +370,8 @@ with torch.no_grad():
 print(text_table(["num_kv_heads", "成对相同的副本：最大绝对差", "原来的 mha：最大绝对差"], twin_rows))
 
 # %%
+# .. _ex15-summary:
+#
 # 小结
 # ----
 # * 一步解码为每个头的一个查询读取整个 KV 缓存；分组查询注意力和多查询注意力按组的大小缩小这个缓存，

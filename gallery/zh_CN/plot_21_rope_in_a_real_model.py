@@ -13,6 +13,8 @@ What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
 """
 
 # %%
+# .. _ex21-the-32-speeds:
+#
 # 32 种转速
 # ---------
 # 一个头的第 ``i`` 对每个词元转 ``base ** (-2i / 64)`` 弧度，SmolLM2 的 base 是 100000
@@ -48,6 +50,8 @@ print(text_table(["特征对", "每个词元转的弧度", "转一圈的词元�
                  rows))
 
 # %%
+# .. _ex21-where-the-queries-and-keys-are-large:
+#
 # 查询和键在哪里大
 # ----------------
 # 对每个头，在这段文本（Python 语言参考中关于 ``for``、``while`` 和 ``if`` 语句的三段话，随软件包
@@ -79,6 +83,8 @@ print(f"平均份额最大的特征对：{most}")
 # 和 Gemma 7B 一样，大小主要在慢的那几对里，它们在这段文本上只转过一弧度的一小部分（见第一张表）：
 # 用它们算出的分数取决于词元是什么，而不是在哪里。最快的几对平均只占很小的份额，但并非每个头都如此。
 #
+# .. _ex21-heads-that-rely-on-position:
+#
 # 依赖位置的头
 # ------------
 # 一个头的前一词元得分，是它放在每个查询前一个词元上的平均注意力权重。下表把得分最高的五个头和它们
@@ -101,6 +107,8 @@ print("最快几对份额最大的头：")
 print(text_table(header, [describe(i) for i in fast_share.flatten().argsort(descending=True)[:5]]))
 
 # %%
+# .. _ex21-taking-the-rotation-out-pair-by-pair:
+#
 # 逐对拿掉旋转
 # ------------
 # 大小只说明一个头 *能* 用什么。为了看清前一词元得分最高的那个头 *需要* 什么，我们重新计算它所在块
@@ -139,6 +147,8 @@ print(f"其中不旋转时仍保住一半以上得分的头：{int(kept)}")
 print(f"不旋转时所有头中最高的得分：{unrotated.max():.3f}")
 
 # %%
+# .. _ex21-what-this-shows:
+#
 # 这说明了什么
 # ------------
 # 在这个模型里，和 Gemma 7B 一样，查询和键在慢的那几对里最大，它们在这种长度的文本上几乎不转，
@@ -148,6 +158,8 @@ print(f"不旋转时所有头中最高的得分：{unrotated.max():.3f}")
 # 有助于长上下文的原因：base 越大，在整个上下文里几乎不动的特征对就越多。
 
 # %%
+# .. _ex21-exercises:
+#
 # 练习
 # ----
 # **练习 1.** Barbero 等人提出 p-RoPE：最慢的那些对干脆不旋转。根据上面那个头的表，最慢的多少对可以
@@ -180,6 +192,8 @@ print(f"在 {config.context_length} 个词元里转不满一圈的特征对：{n
 print(f"它们在头的大小中的平均份额：{all_heads[:, never].sum(-1).mean():.3f}")
 
 # %%
+# .. _ex21-summary:
+#
 # 小结
 # ----
 # - SmolLM2 的每个头把查询和键分成 32 对旋转，从每个词元一弧度，到在整个上下文里远不到一弧度。

@@ -14,6 +14,8 @@ MHA、GQA、MQA 比较；再给一步解码随上下文长度计时。
 """
 
 # %%
+# .. _ex22-naive-and-absorbed-forms:
+#
 # 朴素形式与吸收形式给出相同的数
 # ------------------------------
 # 一个层，``embed_dim = 64``，4 个 ``head_dim = 16`` 的头，潜在向量 ``kv_latent_dim = 32``，RoPE
@@ -50,6 +52,8 @@ print("吸收后的输出矩阵", tuple(output_weight.shape), "= (embed_dim, num
 print(f"最大绝对差，输出：{(naive - absorbed).abs().max().item():.1e}；注意力权重：{(naive_weights - absorbed_weights).abs().max().item():.1e}")
 
 # %%
+# .. _ex22-decoding-with-the-latent-cache:
+#
 # 用潜在缓存解码
 # --------------
 # 解码时，每个词元只把潜在向量和旋转后的 RoPE 键追加到 :class:`mha_ref.LatentKVCache`。先送入 4 个
@@ -67,6 +71,8 @@ with torch.no_grad():
 print(text_table(["解码形式", "缓存的潜在向量", "缓存的 RoPE 键", "与完整前向计算的最大绝对差"], rows))
 
 # %%
+# .. _ex22-what-the-cache-costs-per-token:
+#
 # 每个词元的缓存代价
 # ------------------
 # 与 :ref:`sphx_glr_auto_examples_plot_14_kv_cache.py` 相同的表，取 DeepSeek-V2 的宽度（60 层，128 个
@@ -91,6 +97,8 @@ print(f"MLA 的缓存与 {gqa_groups:.2f} 个键/值头的 GQA 一样多；"
       f"MHA 的缓存是它的 {kv_cache_bytes_per_token(layers, heads, head_dim, torch.bfloat16) / mla_per_token:.1f} 倍")
 
 # %%
+# .. _ex22-bytes-read-against-arithmetic:
+#
 # 每个缓存词元：读的字节与做的运算
 # --------------------------------
 # 每个词元缓存的字节更少，并不意味着每一步解码都受内存限制。仍取上面的形状（``bfloat16``，批大小 1，
@@ -120,6 +128,8 @@ print(f"H100 SXM 的屋脊点：{gpu_flops / gpu_bandwidth:.0f} FLOP/字节；"
 # （见打印的比值），所以在这样的 GPU 上，它也接近受算力限制。
 
 # %%
+# .. _ex22-one-decode-step-beside-gqa:
+#
 # 一步解码随上下文的耗时，与 GQA 并排
 # -----------------------------------
 # 换一个本构建计时得起的小层：``embed_dim = 512``，8 个 64 维的头，批大小 1，每步一个新词元，
@@ -181,6 +191,8 @@ fig = plot_lines(contexts, ratios, xlabel="缓存的词元数", ylabel="一步�
 plt.show()
 
 # %%
+# .. _ex22-exercises:
+#
 # 练习
 # ----
 # **练习 1.** DeepSeek-V2 的表 1 说，``kv_latent_dim = 4 * head_dim``、
@@ -222,6 +234,8 @@ print("各键位置的 |真实 - 合并|：", [f"{d:.1e}" for d in (real - folde
 
 
 # %%
+# .. _ex22-summary:
+#
 # 小结
 # ----
 # * MLA 每个词元、每层缓存一个 ``kv_latent_dim`` 个数的潜在向量和一个 ``rope_dim`` 个数的共用 RoPE

@@ -13,6 +13,8 @@
 """
 
 # %%
+# .. _ex23-the-banded-mask:
+#
 # 带状掩码
 # --------
 # ``allowed[i, j] = (i - window < j <= i)``：每个查询看到自己的键和它之前的 ``window - 1`` 个键。
@@ -50,6 +52,8 @@ fig = plot_masks(
 plt.show()
 
 # %%
+# .. _ex23-a-ring-buffer-equals-masked-full-attention:
+#
 # 环形缓冲区等于带掩码的完整注意力
 # --------------------------------
 # ``window = 3`` 个槽位的 :class:`mha_ref.RollingKVCache` 把词元 ``t`` 写进槽位 ``t % 3``，覆盖
@@ -74,6 +78,8 @@ for t in range(seq_len):
 print(text_table(["步", "缓存中的位置（窗口 3）", "与带掩码完整计算之差", "缓存中的位置（+ 最初 2 个）", "与带掩码完整计算之差"], rows))
 
 # %%
+# .. _ex23-the-receptive-field-grows-with-depth:
+#
 # 感受野随深度增长
 # ----------------
 # 一层让词元 ``i`` 读到词元 ``i - window + 1 .. i``。第二层读的是第一层的输出，而每个输出已经概括了
@@ -89,6 +95,8 @@ for depth in (1, 2, 4, 8, 16):
 print(text_table(["层数", "最后一个词元读到的最远距离", "depth x (window - 1)"], rows))
 
 # %%
+# .. _ex23-memory-per-token:
+#
 # 每个词元的内存
 # --------------
 # 取 Mistral 7B 的形状（32 层，8 个 128 维的键/值头，窗口 4096，``bfloat16``）：完整缓存随文本增长，
@@ -106,6 +114,8 @@ for n in (1024, 4096, 16384, 32768):
 print(text_table(["词元数", "完整缓存（MiB）", "公式（MiB）", "滚动缓存，窗口 4096（MiB）"], rows))
 
 # %%
+# .. _ex23-a-window-on-a-model-trained-without-one:
+#
 # 在没有用窗口训练过的模型上加窗口
 # --------------------------------
 # SmolLM2-135M 是用完整因果注意力训练的。取一段随包提供的文本（Python 参考手册讲赋值语句的一章）的
@@ -158,6 +168,8 @@ plt.show()
 # 为什么依赖它。
 
 # %%
+# .. _ex23-exercises:
+#
 # 练习
 # ----
 # **练习 1.** Mistral 7B 有 32 层，窗口 4096 个词元。理论上，它最后一层在词元 ``i`` 处的输出最远能
@@ -191,6 +203,8 @@ print("各槽位的位置：", exercise.positions.tolist(), "；字节数：", e
 
 
 # %%
+# .. _ex23-summary:
+#
 # 小结
 # ----
 # * 滑动窗口就是带状的因果掩码；``window`` 个槽位的环形缓冲区能精确地解码它（表中打印了差值），而

@@ -10,6 +10,8 @@ Python 函数；在固定版本的 torch 和 CPU 上，其中一部分能运行�
 """
 
 # %%
+# .. _ex24-three-ways-to-attend-to-nothing:
+#
 # 关注“什么都没有”的三种方式及其关系
 # ----------------------------------
 # :func:`mha_ref.attention_with_sink` 给每个头加一个不属于任何键的 logit：真实键上的权重之和小于 1，
@@ -54,6 +56,8 @@ print(f"add_zero_attn 与零汇点 logit 之差：{(rebuilt - expected).abs().ma
 print(f"零汇点时每行留在真实键上的权重：最小 {w_zero_sink.sum(-1).min():.3f}，最大 {w_zero_sink.sum(-1).max():.3f}")
 
 # %%
+# .. _ex24-do-they-change-a-head-with-nothing-to-do:
+#
 # 它们会改变一个无事可做的头的行为吗？
 # ------------------------------------
 # 一个受控任务（实验代码 ``mha_ref.tutorial.sinks_lab``）：16 种 id 的随机词元；在 *触发* 词元
@@ -84,6 +88,8 @@ for variant, count in stopped.items():
 # 报告过的行为（Xiao 等 2023），本页没有检验。
 
 # %%
+# .. _ex24-qk-norm-and-the-collapsed-one-head-model:
+#
 # QK-norm 与崩溃的单头模型
 # ------------------------
 # 示例 6 的单头模型（``embed_dim = 16``），用示例 6 的训练代码
@@ -101,6 +107,8 @@ print(text_table(["组", "种子", "最终准确率", "训练步数", "最后的
 print(f"准确率超过 0.9 的种子数：无 QK-norm {solved[False]} / 3，有 QK-norm {solved[True]} / 3")
 
 # %%
+# .. _ex24-flexattention-against-the-explicit-masks:
+#
 # FlexAttention 与显式掩码对比
 # ----------------------------
 # ``torch.nn.attention.flex_attention`` 接受一个 ``mask_mod(b, h, q_idx, kv_idx)``，返回查询能否看到
@@ -158,6 +166,8 @@ if flex is not None:
     print("跳过 torch.compile(flex_attention)：在 CPU 上编译约需一分钟，超出本页的时间预算")
 
 # %%
+# .. _ex24-the-weights-a-fused-kernel-does-not-return:
+#
 # 融合内核不返回的权重
 # --------------------
 # 融合内核为每个查询行保存它分数的 log-sum-exp，即由在线 softmax 的累计最大值 ``m`` 和累计和
@@ -175,6 +185,8 @@ print("lse", tuple(lse.shape), "= (batch, num_heads, seq_len)：每个查询行�
 print(f"分块输出与显式输出之差：{(out - explicit_out).abs().max().item():.1e}；重建权重与显式权重之差：{(rebuilt_w - explicit_w).abs().max().item():.1e}")
 
 # %%
+# .. _ex24-exercises:
+#
 # 练习
 # ----
 # **练习 1.** 一个头的 ``L`` 个键对某个查询的分数都是 ``0``。汇点 logit 取多少时，这个头恰好把一半
@@ -207,6 +219,8 @@ print(f"行和：最小 {band_w.sum(-1).min().item():.6f}，最大 {band_w.sum(-
 
 
 # %%
+# .. _ex24-summary:
+#
 # 小结
 # ----
 # * 汇点 logit 为 ``-inf`` 就是普通注意力，为 ``0`` 就是 softmax 加一，``add_zero_attn`` 在输出投影
