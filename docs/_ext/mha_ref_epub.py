@@ -1,0 +1,125 @@
+"""The site as an EPUB per language, for reading offline (set up by ``mha_ref_course``).
+
+``docs/_ext/build_languages.py`` builds each language's EPUB right after its HTML, with Sphinx's
+own ``epub`` builder on the same doctrees: nothing is read or executed again, only written. The
+file is shipped with that language's site as ``mha-ref-<lang>.epub`` (:data:`EPUB_NAME`) and the
+``mha-epub`` role links to it.
+
+What an EPUB cannot do, and what it gets instead:
+
+- **No JavaScript.** Most readers run none, and a content file with scripts must be declared
+  "scripted" in the package. The EPUB's pages load no script; the interactive attention views
+  (raw HTML that a script fills) are left out, since the static figure each one belongs to is
+  just above it on the page.
+- **Math is its TeX source** (``\\(...\\)`` and ``\\[...\\]``), as MathJax writes it before it
+  typesets: MathJax does not run in most readers, and images of formulas would need a TeX
+  installation at build time (``sphinx.ext.imgmath``). The source uses the code's names and is
+  short; ``mha-epub.css`` sets it apart in a monospace font.
+- **No downloads.** The scripts, notebooks, zips and the wheel stay on the site; a download link
+  becomes its text with the file's name.
+- **No font.** The pages declare their language (``zh-CN`` for Chinese) and the reader's device
+  draws the text with its own fonts, as for any EPUB; none is embedded.
+
+Left out of the package: the search page (the builder writes none) and the 404 page; the general
+index stays.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util.docutils import SphinxRole
+
+ROOT = Path(__file__).resolve().parents[2]
+STATIC = ROOT / "docs" / "_static"
+#: the file name of a language's EPUB, in that language's site folder
+EPUB_NAME = "mha-ref-{lang}.epub"
+#: a raw HTML block holding this is an interactive attention view (mha_ref.tutorial.interactive)
+VIEW_MARKER = "data-mha-attn"
+
+TITLES = {
+    "en": "mha-ref: multi-head attention, computed in front of you",
+    "zh_CN": "mha-ref：多头注意力，一步一步算给你看",
+}
+AUTHORS = {"en": "mha-ref contributors", "zh_CN": "mha-ref 贡献者"}
+
+
+def epub_name(lang: str) -> str:
+    """The EPUB's file name for the language ``lang`` (``mha-ref-en.epub``)."""
+    return EPUB_NAME.format(lang=lang)
+
+
+def _is_epub(app: Sphinx) -> bool:
+    return app.builder is not None and app.builder.name.startswith("epub")
+
+
+def _configure_epub(app: Sphinx, config: Config) -> None:
+    lang = config.language or "en"
+    config.epub_basename = epub_name(lang).removesuffix(".epub")
+    # dc:language and the pages' xml:lang: a BCP 47 tag, zh-CN, not Sphinx's zh_CN
+    config.epub_language = lang.replace("_", "-")
+    config.epub_title = TITLES.get(lang, TITLES["en"])
+    config.epub_author = config.epub_publisher = AUTHORS.get(lang, AUTHORS["en"])
+    config.epub_copyright = config.copyright
+    config.epub_identifier = f"mha-ref-{lang}-{config.release}"
+    config.epub_scheme = "mha-ref"
+    config.epub_uid = "mha-ref"
+    # the 404 page is served by the web server at any address: it means nothing in a book; the
+    # site's MathJax (its scripts and fonts, 1.5 MB) does not run in the book (see above)
+    mathjax = STATIC / "mathjax"
+    config.epub_exclude_files = ["404.xhtml"] + sorted(
+        f"_static/{path.relative_to(STATIC).as_posix()}" for path in mathjax.rglob("*") if path.is_file()
+    )
+    config.epub_css_files = [("mha-epub.css", {})]
+
+
+class EpubRole(SphinxRole):
+    """``{mha-epub}`read this site offline```: a link to this language's EPUB on the site.
+
+    Inside the EPUB itself the link would point at the book from within the book: there it is
+    its text alone (:func:`_epub_doctree`).
+    """
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        lang = self.config.language or "en"
+        uri = posixpath.relpath(epub_name(lang), posixpath.dirname(self.env.docname) or ".")
+        node = nodes.reference(self.rawtext, self.text, refuri=uri, classes=["mha-epub"])
+        return [node], []
+
+
+def _epub_doctree(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """In the EPUB build only: leave out what needs a script or points at the site's files."""
+    if not _is_epub(app):
+        return
+    for raw in list(doctree.findall(nodes.raw)):
+        if "html" in raw.get("format", "").split() and VIEW_MARKER in raw.astext():
+            raw.parent.remove(raw)
+    for link in list(doctree.findall(nodes.reference)):
+        if "mha-epub" in link.get("classes", []):
+            link.replace_self(nodes.inline(link.astext(), link.astext()))
+    # downloads (scripts, notebooks, zips, the wheel) are not in the book: their name stays
+    for download in list(doctree.findall(addnodes.download_reference)):
+        download.replace_self(nodes.inline(download.astext(), download.astext()))
+    # the package's wheel, linked by the mha-wheel role (mha_ref_course)
+    for link in list(doctree.findall(nodes.reference)):
+        if "mha-wheel" in link.get("classes", []):
+            link.replace_self(nodes.inline(link.astext(), link.astext()))
+
+
+def _epub_page(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """In the EPUB build only: pages load no script (MathJax, the views, the theme's)."""
+    if _is_epub(app):
+        context["script_files"] = []
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", _configure_epub, priority=880)
+    app.add_role("mha-epub", EpubRole())
+    app.connect("doctree-resolved", _epub_doctree)
+    app.connect("html-page-context", _epub_page, priority=999)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
