@@ -225,6 +225,11 @@ def main(argv: list[str]) -> int:
         timings[lang] = round(time.perf_counter() - start, 2)
         start = time.perf_counter()
         if status == 0 and with_epub:
+            # every page of the book is written again: the HTML build has just read what changed,
+            # so the EPUB builder would find nothing new, though its pages are older than the
+            # doctrees. (Not -a: that also compiles every message catalog again, and a newer
+            # catalog makes the next build read the pages that use it again.)
+            shutil.rmtree(epub_dir(staging) / lang, ignore_errors=True)
             status = build(epub_arguments(lang, staging, options))
             if status == 0:
                 ship_epub(lang, staging)

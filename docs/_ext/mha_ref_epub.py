@@ -26,6 +26,8 @@ index stays.
 
 from __future__ import annotations
 
+import hashlib
+import html
 import posixpath
 from pathlib import Path
 
@@ -47,6 +49,12 @@ TITLES = {
     "zh_CN": "mha-ref：多头注意力，一步一步算给你看",
 }
 AUTHORS = {"en": "mha-ref contributors", "zh_CN": "mha-ref 贡献者"}
+DESCRIPTIONS = {
+    "en": "Multi-head attention taught from one head to the implementations used in practice, "
+    "with every number on the pages produced by the examples' code when the site was built.",
+    "zh_CN": "从单个注意力头讲到实际使用的各种实现的多头注意力教程；"
+    "页面上的每个数字都由示例代码在构建本站时算出。",
+}
 
 
 def epub_name(lang: str) -> str:
@@ -65,15 +73,20 @@ def _configure_epub(app: Sphinx, config: Config) -> None:
     config.epub_language = lang.replace("_", "-")
     config.epub_title = TITLES.get(lang, TITLES["en"])
     config.epub_author = config.epub_publisher = AUTHORS.get(lang, AUTHORS["en"])
+    config.epub_contributor = config.epub_author
+    config.epub_description = DESCRIPTIONS.get(lang, DESCRIPTIONS["en"])
     config.epub_copyright = config.copyright
     config.epub_identifier = f"mha-ref-{lang}-{config.release}"
     config.epub_scheme = "mha-ref"
     config.epub_uid = "mha-ref"
-    # the 404 page is served by the web server at any address: it means nothing in a book; the
-    # site's MathJax (its scripts and fonts, 1.5 MB) does not run in the book (see above)
     mathjax = STATIC / "mathjax"
-    config.epub_exclude_files = ["404.xhtml"] + sorted(
-        f"_static/{path.relative_to(STATIC).as_posix()}" for path in mathjax.rglob("*") if path.is_file()
+    # the 404 page is served by the web server at any address: it means nothing in a book; the
+    # site's MathJax (its scripts and fonts, 1.5 MB) does not run in the book (see above); Sphinx
+    # keeps the previous build's record as .buildinfo.bak when the configuration changed
+    config.epub_exclude_files = ["404.xhtml", ".buildinfo.bak"] + sorted(
+        f"_static/{path.relative_to(STATIC).as_posix()}"
+        for path in mathjax.rglob("*")
+        if path.is_file()
     )
     config.epub_css_files = [("mha-epub.css", {})]
 
@@ -109,12 +122,26 @@ def _epub_doctree(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     for link in list(doctree.findall(nodes.reference)):
         if "mha-wheel" in link.get("classes", []):
             link.replace_self(nodes.inline(link.astext(), link.astext()))
+    # sphinx-gallery writes a figure's alt text into its <img> as it is ("causal & padding"):
+    # an HTML parser forgives that, the XML parser of an EPUB reader does not
+    from sphinx_gallery.directives import imgsgnode
+
+    for image in doctree.findall(imgsgnode):
+        image["alt"] = html.escape(image["alt"] or "", quote=True)
 
 
 def _epub_page(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """In the EPUB build only: pages load no script (MathJax, the views, the theme's)."""
+    """In the EPUB build only: pages load no script (MathJax, the views, the theme's) and
+    declare their language."""
     if _is_epub(app):
         context["script_files"] = []
+        # the builder's own <html> tag names no language: the reader picks the fonts (for
+        # Chinese, the device's CJK font) and the hyphenation from it
+        tag = app.config.epub_language
+        context["html_tag"] = (
+            '<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" '
+            f'lang="{tag}" xml:lang="{tag}">'
+        )
 
 
 def setup(app: Sphinx) -> dict:
@@ -122,4 +149,11 @@ def setup(app: Sphinx) -> dict:
     app.add_role("mha-epub", EpubRole())
     app.connect("doctree-resolved", _epub_doctree)
     app.connect("html-page-context", _epub_page, priority=999)
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
+    return {
+        "parallel_read_safe": True,
+        "parallel_write_safe": True,
+        "version": "1",
+        # a change to this file changes what the book's pages hold, though no page changed: as
+        # for the site's other extensions, every page is then read and written again
+        "env_version": int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12], 16),
+    }
