@@ -124,7 +124,9 @@ def test_manifest_and_spine(lang):
     for item in items.values():
         if item.get("media-type") == "application/xhtml+xml":
             page = entries[resolve(base, item.get("href"))]
-            assert b"<script" not in page, f"{item.get('href')} has a script: it is not 'scripted'"
+            # the package declares no page "scripted" or "svg" (epubcheck OPF-014)
+            assert b"<script" not in page, f"{item.get('href')} has a script"
+            assert b"<svg" not in page, f"{item.get('href')} has an inline SVG"
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
@@ -217,3 +219,13 @@ def test_the_chinese_book_is_in_chinese():
 def test_the_index_page_links_its_epub(lang):
     html = (HTML / lang / "index.html").read_text(encoding="utf-8")
     assert f'href="{epub_name(lang)}"' in html, f"{lang}/index.html does not link its EPUB"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_book_stays_small(lang):
+    """The book is the language's figures and its text (tests/site_size.py counts it apart)."""
+    from site_size import book_limit_mb
+
+    size_mb = epub_path(lang).stat().st_size / 1e6
+    limit = book_limit_mb(HTML, lang)
+    assert size_mb < limit, f"{epub_name(lang)} is {size_mb:.2f} MB, over its {limit} MB"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import html
 import posixpath
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -76,9 +77,10 @@ def _configure_epub(app: Sphinx, config: Config) -> None:
     config.epub_contributor = config.epub_author
     config.epub_description = DESCRIPTIONS.get(lang, DESCRIPTIONS["en"])
     config.epub_copyright = config.copyright
-    config.epub_identifier = f"mha-ref-{lang}-{config.release}"
+    # one identifier, in the package document and in the NCX (epubcheck compares them); also
+    # the XML id of that identifier, so an XML name: letters, digits, "-", "_" and "."
+    config.epub_identifier = config.epub_uid = f"mha-ref-{lang}-{config.release}"
     config.epub_scheme = "mha-ref"
-    config.epub_uid = "mha-ref"
     mathjax = STATIC / "mathjax"
     # the 404 page is served by the web server at any address: it means nothing in a book; the
     # site's MathJax (its scripts and fonts, 1.5 MB) does not run in the book (see above); Sphinx
@@ -105,13 +107,28 @@ class EpubRole(SphinxRole):
         return [node], []
 
 
+def _xhtml(html_text: str) -> str:
+    """Raw HTML as EPUB's XHTML wants it. sphinx-design's icons (the folded answers' chevrons,
+    decorative, ``aria-hidden``) are inline ``<svg>``, which each page would have to declare in
+    the package (epubcheck OPF-014) and which lack the SVG namespace: they are left out.
+    sphinx-gallery's thumbnails carry a ``tooltip`` attribute that XHTML does not have
+    (``data-tooltip`` it does)."""
+    html_text = re.sub(r"<svg\b.*?</svg>", "", html_text, flags=re.S)
+    return re.sub(r"(<[^>]*\s)tooltip=", r"\1data-tooltip=", html_text)
+
+
 def _epub_doctree(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """In the EPUB build only: leave out what needs a script or points at the site's files."""
     if not _is_epub(app):
         return
     for raw in list(doctree.findall(nodes.raw)):
-        if "html" in raw.get("format", "").split() and VIEW_MARKER in raw.astext():
+        if "html" not in raw.get("format", "").split():
+            continue
+        text = raw.astext()
+        if VIEW_MARKER in text:
             raw.parent.remove(raw)
+        elif (fixed := _xhtml(text)) != text:
+            raw.replace_self(nodes.raw(fixed, fixed, format="html"))
     for link in list(doctree.findall(nodes.reference)):
         if "mha-epub" in link.get("classes", []):
             link.replace_self(nodes.inline(link.astext(), link.astext()))
