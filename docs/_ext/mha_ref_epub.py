@@ -45,6 +45,14 @@ EPUB_NAME = "mha-ref-{lang}.epub"
 #: a raw HTML block holding this is an interactive attention view (mha_ref.tutorial.interactive)
 VIEW_MARKER = "data-mha-attn"
 
+#: static files that no page of the book uses: the site's print style sheet (the reader lays out
+#: the pages), sphinx-gallery's Binder and JupyterLite badges (neither is configured; the
+#: JupyterLite one declares external entities, which epubcheck rejects in EPUB 3)
+PRINT_CSS = "mha-print.css"
+UNUSED_STATIC = [
+    f"_static/{name}" for name in (PRINT_CSS, "binder_badge_logo.svg", "jupyterlite_badge_logo.svg")
+]
+
 TITLES = {
     "en": "mha-ref: multi-head attention, computed in front of you",
     "zh_CN": "mha-ref：多头注意力，一步一步算给你看",
@@ -84,8 +92,9 @@ def _configure_epub(app: Sphinx, config: Config) -> None:
     mathjax = STATIC / "mathjax"
     # the 404 page is served by the web server at any address: it means nothing in a book; the
     # site's MathJax (its scripts and fonts, 1.5 MB) does not run in the book (see above); Sphinx
-    # keeps the previous build's record as .buildinfo.bak when the configuration changed
-    config.epub_exclude_files = ["404.xhtml", ".buildinfo.bak"] + sorted(
+    # keeps the previous build's record as .buildinfo.bak when the configuration changed; and
+    # the static files that no page of the book uses
+    config.epub_exclude_files = ["404.xhtml", ".buildinfo.bak", *UNUSED_STATIC] + sorted(
         f"_static/{path.relative_to(STATIC).as_posix()}"
         for path in mathjax.rglob("*")
         if path.is_file()
@@ -152,6 +161,11 @@ def _epub_page(app: Sphinx, pagename: str, templatename: str, context: dict, doc
     declare their language."""
     if _is_epub(app):
         context["script_files"] = []
+        context["css_files"] = [
+            css
+            for css in context.get("css_files", [])
+            if not str(getattr(css, "filename", css)).endswith(PRINT_CSS)
+        ]
         # the builder's own <html> tag names no language: the reader picks the fonts (for
         # Chinese, the device's CJK font) and the hyphenation from it
         tag = app.config.epub_language
