@@ -33,6 +33,13 @@ it prints does not depend on the worker or the order).
 The first language that fails stops the build with its exit status. Each language's wall time
 is written to ``OUTDIR/../timings/languages.json``; the first language's includes the imports.
 ``--languages=en`` builds a subset (the build tests use it on a small site).
+
+**An EPUB per language.** Right after a language's HTML, Sphinx's ``epub`` builder writes the
+same pages again from the same doctrees (``-d``), into ``OUTDIR/../epub/<lang>``: the
+environment is loaded, not read again, and no example runs. The EPUB is copied into the
+language's staging folder as ``mha-ref-<lang>.epub`` and published with the site (the
+language's index links to it; ``docs/_ext/mha_ref_epub.py`` says what the EPUB leaves out).
+Its wall time is written as ``<lang>-epub`` in the timings; ``--no-epub`` skips it.
 """
 
 from __future__ import annotations
@@ -141,6 +148,28 @@ def sphinx_arguments(lang: str, outdir: Path, options: list[str]) -> list[str]:
     return [*argv, "-d", str(doctrees), *options, str(ROOT / "docs" / lang), str(outdir / lang)]
 
 
+def epub_dir(staging: Path) -> Path:
+    """Where the EPUB builder writes its pages (beside the staging folder, not published)."""
+    return staging.with_name("epub")
+
+
+def epub_arguments(lang: str, staging: Path, options: list[str]) -> list[str]:
+    """The sphinx-build arguments for one language's EPUB: the HTML build's, doctrees included,
+    with the ``epub`` builder and its own output folder."""
+    argv = sphinx_arguments(lang, staging, options)
+    argv[argv.index("-b") + 1] = "epub"
+    argv[-1] = str(epub_dir(staging) / lang)
+    return argv
+
+
+def ship_epub(lang: str, staging: Path) -> None:
+    """Copy the language's EPUB into its staging folder, where the site links to it."""
+    from mha_ref_epub import epub_name
+
+    name = epub_name(lang)
+    shutil.copyfile(epub_dir(staging) / lang / name, staging / lang / name)
+
+
 def build_in_child(argv: list[str]) -> int:
     """Run sphinx-build with ``argv`` in a forked child process; return its exit status."""
     sys.stdout.flush()
@@ -173,6 +202,8 @@ def main(argv: list[str]) -> int:
         return 2
     outdir, options = Path(argv[0]).resolve(), argv[1:]
     languages = LANGUAGES
+    with_epub = "--no-epub" not in options
+    options = [o for o in options if o != "--no-epub"]
     for option in [o for o in options if o.startswith("--languages=")]:
         languages = tuple(option.removeprefix("--languages=").split(","))
         options.remove(option)
@@ -193,6 +224,17 @@ def main(argv: list[str]) -> int:
         status = build(sphinx_arguments(lang, staging, options))
         timings[lang] = round(time.perf_counter() - start, 2)
         start = time.perf_counter()
+        if status == 0 and with_epub:
+            # every page of the book is written again: the HTML build has just read what changed,
+            # so the EPUB builder would find nothing new, though its pages are older than the
+            # doctrees. (Not -a: that also compiles every message catalog again, and a newer
+            # catalog makes the next build read the pages that use it again.)
+            shutil.rmtree(epub_dir(staging) / lang, ignore_errors=True)
+            status = build(epub_arguments(lang, staging, options))
+            if status == 0:
+                ship_epub(lang, staging)
+            timings[f"{lang}-epub"] = round(time.perf_counter() - start, 2)
+            start = time.perf_counter()
         if status != 0:
             withdraw(staging, outdir, lang, status)
             return status

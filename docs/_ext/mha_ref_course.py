@@ -221,7 +221,8 @@ def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
     An example's own zip (its script and notebook) does not carry it: that page links to the
     wheel, and one copy per example would add the wheel's size to the site once per example.
     """
-    if exception is not None or app.builder.format != "html":
+    # the EPUB (docs/_ext/mha_ref_epub.py) has no downloads
+    if exception is not None or app.builder.name != "html":
         return
     wheel: Path = app.mha_wheel  # type: ignore[attr-defined]
     downloads = Path(app.outdir, DOWNLOADS)
@@ -1222,6 +1223,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("doctree-read", _check_formulas)
     app.setup_extension("sphinxext.opengraph")
     app.setup_extension("notfound.extension")
+    app.setup_extension("mha_ref_epub")  # docs/_ext: the EPUB per language, for offline reading
     app.connect("config-inited", _configure_discovery, priority=860)
     app.connect("config-inited", _set_search_scorer, priority=870)
     app.connect("html-page-context", _tidy_head, priority=900)  # after sphinxext-opengraph's

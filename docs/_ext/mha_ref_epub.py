@@ -1,0 +1,190 @@
+"""The site as an EPUB per language, for reading offline (set up by ``mha_ref_course``).
+
+``docs/_ext/build_languages.py`` builds each language's EPUB right after its HTML, with Sphinx's
+own ``epub`` builder on the same doctrees: nothing is read or executed again, only written. The
+file is shipped with that language's site as ``mha-ref-<lang>.epub`` (:data:`EPUB_NAME`) and the
+``mha-epub`` role links to it.
+
+What an EPUB cannot do, and what it gets instead:
+
+- **No JavaScript.** Most readers run none, and a content file with scripts must be declared
+  "scripted" in the package. The EPUB's pages load no script; the interactive attention views
+  (raw HTML that a script fills) are left out, since the static figure each one belongs to is
+  just above it on the page.
+- **Math is its TeX source** (``\\(...\\)`` and ``\\[...\\]``), as MathJax writes it before it
+  typesets: MathJax does not run in most readers, and images of formulas would need a TeX
+  installation at build time (``sphinx.ext.imgmath``). The source uses the code's names and is
+  short; ``mha-epub.css`` sets it apart in a monospace font.
+- **No downloads.** The scripts, notebooks, zips and the wheel stay on the site; a download link
+  becomes its text with the file's name.
+- **No font.** The pages declare their language (``zh-CN`` for Chinese) and the reader's device
+  draws the text with its own fonts, as for any EPUB; none is embedded.
+
+Left out of the package: the search page (the builder writes none) and the 404 page; the general
+index stays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import posixpath
+import re
+from pathlib import Path
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util.docutils import SphinxRole
+
+ROOT = Path(__file__).resolve().parents[2]
+STATIC = ROOT / "docs" / "_static"
+#: the file name of a language's EPUB, in that language's site folder
+EPUB_NAME = "mha-ref-{lang}.epub"
+#: a raw HTML block holding this is an interactive attention view (mha_ref.tutorial.interactive)
+VIEW_MARKER = "data-mha-attn"
+
+#: static files that no page of the book uses: the site's print style sheet (the reader lays out
+#: the pages), sphinx-gallery's Binder and JupyterLite badges (neither is configured; the
+#: JupyterLite one declares external entities, which epubcheck rejects in EPUB 3)
+PRINT_CSS = "mha-print.css"
+UNUSED_STATIC = [
+    f"_static/{name}" for name in (PRINT_CSS, "binder_badge_logo.svg", "jupyterlite_badge_logo.svg")
+]
+
+TITLES = {
+    "en": "mha-ref: multi-head attention, computed in front of you",
+    "zh_CN": "mha-ref：多头注意力，一步一步算给你看",
+}
+AUTHORS = {"en": "mha-ref contributors", "zh_CN": "mha-ref 贡献者"}
+DESCRIPTIONS = {
+    "en": "Multi-head attention taught from one head to the implementations used in practice, "
+    "with every number on the pages produced by the examples' code when the site was built.",
+    "zh_CN": "从单个注意力头讲到实际使用的各种实现的多头注意力教程；"
+    "页面上的每个数字都由示例代码在构建本站时算出。",
+}
+
+
+def epub_name(lang: str) -> str:
+    """The EPUB's file name for the language ``lang`` (``mha-ref-en.epub``)."""
+    return EPUB_NAME.format(lang=lang)
+
+
+def _is_epub(app: Sphinx) -> bool:
+    return app.builder is not None and app.builder.name.startswith("epub")
+
+
+def _configure_epub(app: Sphinx, config: Config) -> None:
+    lang = config.language or "en"
+    config.epub_basename = epub_name(lang).removesuffix(".epub")
+    # dc:language and the pages' xml:lang: a BCP 47 tag, zh-CN, not Sphinx's zh_CN
+    config.epub_language = lang.replace("_", "-")
+    config.epub_title = TITLES.get(lang, TITLES["en"])
+    config.epub_author = config.epub_publisher = AUTHORS.get(lang, AUTHORS["en"])
+    config.epub_contributor = config.epub_author
+    config.epub_description = DESCRIPTIONS.get(lang, DESCRIPTIONS["en"])
+    config.epub_copyright = config.copyright
+    # one identifier, in the package document and in the NCX (epubcheck compares them); also
+    # the XML id of that identifier, so an XML name: letters, digits, "-", "_" and "."
+    config.epub_identifier = config.epub_uid = f"mha-ref-{lang}-{config.release}"
+    config.epub_scheme = "mha-ref"
+    mathjax = STATIC / "mathjax"
+    # the 404 page is served by the web server at any address: it means nothing in a book; the
+    # site's MathJax (its scripts and fonts, 1.5 MB) does not run in the book (see above); Sphinx
+    # keeps the previous build's record as .buildinfo.bak when the configuration changed; and
+    # the static files that no page of the book uses
+    config.epub_exclude_files = ["404.xhtml", ".buildinfo.bak", *UNUSED_STATIC] + sorted(
+        f"_static/{path.relative_to(STATIC).as_posix()}"
+        for path in mathjax.rglob("*")
+        if path.is_file()
+    )
+    config.epub_css_files = [("mha-epub.css", {})]
+
+
+class EpubRole(SphinxRole):
+    """``{mha-epub}`read this site offline```: a link to this language's EPUB on the site.
+
+    Inside the EPUB itself the link would point at the book from within the book: there it is
+    its text alone (:func:`_epub_doctree`).
+    """
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        lang = self.config.language or "en"
+        uri = posixpath.relpath(epub_name(lang), posixpath.dirname(self.env.docname) or ".")
+        node = nodes.reference(self.rawtext, self.text, refuri=uri, classes=["mha-epub"])
+        return [node], []
+
+
+def _xhtml(html_text: str) -> str:
+    """Raw HTML as EPUB's XHTML wants it. sphinx-design's icons (the folded answers' chevrons,
+    decorative, ``aria-hidden``) are inline ``<svg>``, which each page would have to declare in
+    the package (epubcheck OPF-014) and which lack the SVG namespace: they are left out.
+    sphinx-gallery's thumbnails carry a ``tooltip`` attribute that XHTML does not have
+    (``data-tooltip`` it does)."""
+    html_text = re.sub(r"<svg\b.*?</svg>", "", html_text, flags=re.S)
+    return re.sub(r"(<[^>]*\s)tooltip=", r"\1data-tooltip=", html_text)
+
+
+def _epub_doctree(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """In the EPUB build only: leave out what needs a script or points at the site's files."""
+    if not _is_epub(app):
+        return
+    for raw in list(doctree.findall(nodes.raw)):
+        if "html" not in raw.get("format", "").split():
+            continue
+        text = raw.astext()
+        if VIEW_MARKER in text:
+            raw.parent.remove(raw)
+        elif (fixed := _xhtml(text)) != text:
+            raw.replace_self(nodes.raw(fixed, fixed, format="html"))
+    for link in list(doctree.findall(nodes.reference)):
+        if "mha-epub" in link.get("classes", []):
+            link.replace_self(nodes.inline(link.astext(), link.astext()))
+    # downloads (scripts, notebooks, zips, the wheel) are not in the book: their name stays
+    for download in list(doctree.findall(addnodes.download_reference)):
+        download.replace_self(nodes.inline(download.astext(), download.astext()))
+    # the package's wheel, linked by the mha-wheel role (mha_ref_course)
+    for link in list(doctree.findall(nodes.reference)):
+        if "mha-wheel" in link.get("classes", []):
+            link.replace_self(nodes.inline(link.astext(), link.astext()))
+    # sphinx-gallery writes a figure's alt text into its <img> as it is ("causal & padding"):
+    # an HTML parser forgives that, the XML parser of an EPUB reader does not
+    from sphinx_gallery.directives import imgsgnode
+
+    for image in doctree.findall(imgsgnode):
+        image["alt"] = html.escape(image["alt"] or "", quote=True)
+
+
+def _epub_page(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """In the EPUB build only: pages load no script (MathJax, the views, the theme's) and
+    declare their language."""
+    if _is_epub(app):
+        context["script_files"] = []
+        context["css_files"] = [
+            css
+            for css in context.get("css_files", [])
+            if not str(getattr(css, "filename", css)).endswith(PRINT_CSS)
+        ]
+        # the builder's own <html> tag names no language: the reader picks the fonts (for
+        # Chinese, the device's CJK font) and the hyphenation from it
+        tag = app.config.epub_language
+        context["html_tag"] = (
+            '<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" '
+            f'lang="{tag}" xml:lang="{tag}">'
+        )
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", _configure_epub, priority=880)
+    app.add_role("mha-epub", EpubRole())
+    app.connect("doctree-resolved", _epub_doctree)
+    app.connect("html-page-context", _epub_page, priority=999)
+    return {
+        "parallel_read_safe": True,
+        "parallel_write_safe": True,
+        "version": "1",
+        # a change to this file changes what the book's pages hold, though no page changed: as
+        # for the site's other extensions, every page is then read and written again
+        "env_version": int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12], 16),
+    }
