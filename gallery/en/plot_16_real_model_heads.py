@@ -19,7 +19,8 @@ Transformer Circuits"); the first-token score is the attention sink of Xiao et a
 #
 # The model and the two inputs
 # ----------------------------
-# (To run this page yourself you need the real model: the two install steps are printed first.)
+# (To run this page yourself you need the real model: the three install commands are printed
+# below.)
 # The first input is two sequences of 50 random tokens, each repeated twice. The first copy is
 # unpredictable; the second can be predicted by a model that looks back to the earlier
 # occurrence of the current token and copies the token after it. The second input is real

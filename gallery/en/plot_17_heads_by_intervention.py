@@ -24,7 +24,7 @@ Mathematical Framework for Transformer Circuits") and Olsson et al.'s (2022,
 # lowers) and on the real text. Mean ablation's means are taken over the real text and
 # applied here to random tokens too, inputs unlike the ones they were averaged over: on the
 # repeated sequences it puts in an output typical of prose, not of random tokens. (To run this
-# page yourself you need the real model: the two install steps are printed first.)
+# page yourself you need the real model: the three install commands are printed below.)
 
 import matplotlib.pyplot as plt
 import torch

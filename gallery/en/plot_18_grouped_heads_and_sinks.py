@@ -22,7 +22,7 @@ The second half is about heads that put most of their weight on the first token,
 # the similarity of two heads is the cosine of their attention-weight matrices (1: the same
 # pattern). For each block: the mean over the 9 pairs of heads in the same group, and over the
 # 27 pairs in different groups of the same block. (To run this page yourself you need the real
-# model: the two install steps are printed first.)
+# model: the three install commands are printed below.)
 
 import matplotlib.pyplot as plt
 

@@ -20,8 +20,8 @@ paper's picture.
 # The first 512 tokens of two sections of the Python Language Reference shipped with the
 # package (the execution model and the import statement), each read from its start. For every
 # position, the loss of predicting the next token, averaged over the two texts and over bins
-# of positions. (To run this page yourself you need the real model: the two install steps are
-# printed first.)
+# of positions. (To run this page yourself you need the real model: the three install commands
+# are printed below.)
 
 import matplotlib.pyplot as plt
 

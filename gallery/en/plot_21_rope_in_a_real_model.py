@@ -24,7 +24,7 @@ previous-token head, pair by pair, to see which pairs it needs.
 # the number of tokens it takes to turn once (``2 pi / speed``), and how far it turns across
 # the text used below. A pair that turns by much less than a radian over the whole text hardly
 # tells one position from another: what it adds to a score depends on content alone. (To run
-# this page yourself you need the real model: the two install steps are printed first.)
+# this page yourself you need the real model: the three install commands are printed below.)
 
 import math
 

@@ -23,8 +23,8 @@ controls that change one factor each.
 # ---------------
 # ``allowed[i, j] = (i - window < j <= i)``: each query sees its own key and the ``window - 1``
 # before it. The second mask keeps the first two tokens visible as well, as StreamingLLM's
-# cache does. (To run the last section yourself you need the real model: the two install
-# steps are printed first.)
+# cache does. (To run the last section yourself you need the real model: the three install
+# commands are printed below.)
 
 import matplotlib.pyplot as plt
 import torch

@@ -21,7 +21,7 @@ What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
 # （:func:`mha_ref.rotary_frequencies`）。下表对其中几对给出这个转速、转一整圈需要的词元数
 # （``2 pi / speed``），以及在下面所用的文本上一共转了多少。在整段文本上转得远不到一弧度的一对，
 # 几乎分不出一个位置和另一个位置：它给分数加上的部分只取决于内容。（自己运行本页需要真实模型：
-# 下面先打印两步安装命令。）
+# 下面打印三条安装命令。）
 
 import math
 

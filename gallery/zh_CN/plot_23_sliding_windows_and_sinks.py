@@ -19,7 +19,7 @@
 # --------
 # ``allowed[i, j] = (i - window < j <= i)``：每个查询看到自己的键和它之前的 ``window - 1`` 个键。
 # 第二个掩码还让最初两个词元始终可见，正如 StreamingLLM 的缓存那样。（要自己运行最后一节，需要真实
-# 模型：先打印两步安装命令。）
+# 模型：下面打印三条安装命令。）
 
 import matplotlib.pyplot as plt
 import torch
