@@ -3,9 +3,11 @@ r"""QK-norm: normalise every head's queries and keys before the scores.
 A score is ``q . k / sqrt(head_dim)``; nothing bounds it, and when the query and key weights grow
 during training the logits of some heads grow with them until the softmax is one-hot and the
 training diverges ("attention logit growth", Dehghani et al. 2023, Wortsman et al. 2023).
-Normalising ``q`` and ``k`` per head (LayerNorm in ViT-22B, RMSNorm in OLMo 2, Qwen3 and
-Gemma 3) bounds each score by the norms' learned gains: with gains ``g_q`` and ``g_k``,
-``|score| <= ||g_q|| * ||g_k|| / sqrt(head_dim) * head_dim`` whatever the weights do.
+Normalising ``q`` and ``k`` per head (LayerNorm in ViT-22B, RMSNorm in Qwen3 and Gemma 3)
+bounds each score by the norms' learned gains: with gains ``g_q`` and ``g_k``,
+``|score| <= ||g_q|| * ||g_k|| / sqrt(head_dim) * head_dim`` whatever the weights do. OLMo 2
+uses RMSNorm too, but over the queries (and the keys) of all heads together, the whole
+projection, before the head split; this module normalises each head, as Qwen3 does.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ class QKNorm(nn.Module):
     r"""Normalise queries and keys over ``head_dim``, each with its own learned gain.
 
     Math: :math:`\hat q = \mathrm{Norm}_q(q)`, :math:`\hat k = \mathrm{Norm}_k(k)`, applied
-    to every head's vectors after the head split (and before RoPE, as in Qwen3 and OLMo 2);
-    the gains are shared by the heads of a layer. ``kind="layer"`` is ``nn.LayerNorm``
-    (ViT-22B), ``kind="rms"`` is ``nn.RMSNorm``.
+    to every head's vectors after the head split (and before RoPE), as in Qwen3; the gains
+    are shared by the heads of a layer. (OLMo 2 also normalises before RoPE, but the queries
+    and the keys of all heads together, over the whole projection, before the head split.)
+    ``kind="layer"`` is ``nn.LayerNorm`` (ViT-22B), ``kind="rms"`` is ``nn.RMSNorm``.
 
     Args:
         head_dim: Features per head.
@@ -63,7 +66,8 @@ class QKNorm(nn.Module):
         if kind not in NORM_KINDS:
             raise ValueError(
                 f"kind must be one of {NORM_KINDS}, got kind={kind!r}. Use 'layer' "
-                f"(ViT-22B) or 'rms' (OLMo 2, Qwen3)."
+                f"(ViT-22B) or 'rms' (RMSNorm per head, as in Qwen3; OLMo 2 also uses "
+                f"RMSNorm, but over all heads together, before the head split)."
             )
         super().__init__()
         factory = {"device": device, "dtype": dtype}
