@@ -76,8 +76,11 @@ def receptive_field(seq_len: int, window: int, depth: int) -> torch.Tensor:
             that is not a non-negative int.
 
     Source:
-        Beltagy et al. 2020, "Longformer", arXiv:2004.05150, Sec. 3.1 (a stack of ``l``
-        windows of ``w`` sees ``l * w`` tokens back).
+        Beltagy et al. 2020, "Longformer", arXiv:2004.05150, Sec. 3.1: ``n`` layers of a
+        window ``w`` give a receptive field of ``n * w`` tokens. This package's window is
+        counted differently (a query sees itself and the ``w - 1`` keys before it), so after
+        ``depth = n`` layers token ``i`` reaches tokens ``i - n * (w - 1)`` to ``i``,
+        ``n * (w - 1)`` tokens back (clipped at token 0): what this function returns.
     """
     require_non_negative_int("depth", depth, "stacked layers")
     mask = sliding_window_mask(seq_len, window=window).to(torch.float64)  # (seq_len, seq_len)
