@@ -110,3 +110,64 @@ def test_plot_every_head_draws_each_head_in_its_place_and_attaches_all_of_them()
             weights, ["a", "b"], layer_name="block", head_name="head", xlabel="block",
             ylabel="head", key_label="key", query_label="query", colorbar_label="weight",
         )
+
+
+@pytest.mark.parametrize(
+    ("half_len", "error", "message"),
+    [
+        (True, TypeError, "half_len must be an int, got bool"),
+        (3.0, TypeError, "half_len must be an int, got float"),
+        (0, ValueError, r"half_len \(tokens in one copy.*\) must be a positive integer"),
+        (-3, ValueError, r"half_len \(tokens in one copy.*\) must be a positive integer"),
+    ],
+)
+def test_induction_and_duplicate_scores_need_a_positive_int_half_len(half_len, error, message):
+    # weights that fit 2 * half_len: True was once read as 1 and gave scores, 3.0 a raw torch
+    # IndexError, 0 NaN (the mean over no query); -3 got the shape message, which names no fix
+    size = max(2 * int(half_len), 0)
+    weights = torch.full((1, 2, size, size), 1 / max(size, 1))  # (batch, heads, 2n, 2n)
+    for score in (heads.induction_scores, heads.duplicate_token_scores):
+        with pytest.raises(error, match=message):
+            score(weights, half_len)
+
+
+def test_group_similarities_checks_the_tensor_before_reading_its_shape():
+    with pytest.raises(TypeError, match=r"similarity must be a \(num_heads, num_heads\) torch"):
+        heads.group_similarities([[1.0, 0.5], [0.5, 1.0]], 1)  # a list has no .shape
+    with pytest.raises(ValueError, match=r"similarity must be \(num_heads, num_heads\), got "
+                                         r"shape \(4,\)"):
+        heads.group_similarities(torch.ones(4), 2)  # 1-D: shape[1] would be an IndexError
+    with pytest.raises(TypeError, match="floating-point tensor .* got dtype torch.bool"):
+        heads.group_similarities(torch.eye(4, dtype=torch.bool), 2)  # a mask, not similarities
+    with pytest.raises(TypeError, match="num_kv_heads must be an int, got bool"):
+        heads.group_similarities(torch.eye(4), True)
+
+
+def test_group_similarities_needs_two_groups():
+    # one group of 4 heads: no pair lies across groups, and the "across" mean would be NaN
+    with pytest.raises(ValueError, match=r"at least 2 groups .* num_kv_heads=1"):
+        heads.group_similarities(torch.eye(4), 1)
+
+
+def _plot_every_head(weights, labels=("a", "b", "c")):
+    return heads.plot_every_head(
+        weights, list(labels), layer_name="block", head_name="head", xlabel="block",
+        ylabel="head", key_label="key", query_label="query", colorbar_label="weight",
+    )
+
+
+def test_plot_every_head_checks_each_block_before_stacking_them():
+    good = torch.full((2, 3, 3), 1 / 3)  # (num_heads, seq_len, seq_len)
+    with pytest.raises(ValueError, match="weights holds no block"):
+        _plot_every_head([])
+    with pytest.raises(ValueError, match="block 1's weights must be a torch.Tensor .* got list"):
+        _plot_every_head([good, good.tolist()])
+    with pytest.raises(ValueError, match=r"block 2's weights must be a non-empty 3-D tensor "
+                                         r".* got shape \(3, 3\)"):
+        _plot_every_head([good, good, good[0]])
+    with pytest.raises(ValueError, match=r"block 1's weights must be a non-empty 3-D tensor "
+                                         r".* got shape \(0, 3, 3\)"):
+        _plot_every_head([good, good[:0]])
+    with pytest.raises(ValueError, match=r"one shape, got \(2, 3, 3\) for block 0 and "
+                                         r"\(3, 3, 3\) for block 1"):
+        _plot_every_head([good, torch.full((3, 3, 3), 1 / 3)])

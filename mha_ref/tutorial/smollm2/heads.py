@@ -33,6 +33,7 @@ from contextlib import contextmanager
 
 import torch
 
+from mha_ref._validation import require_positive_int
 from mha_ref.tutorial.cache import cached
 
 __all__ = [
@@ -113,7 +114,9 @@ def random_repeated_tokens(
 
 
 def _require_repeated_weights(weights: torch.Tensor, half_len: int) -> None:
-    """Raise unless ``weights`` is ``(batch, heads, 2 * half_len, 2 * half_len)``."""
+    """Raise unless ``half_len`` is a positive int and ``weights`` is ``(batch, heads,
+    2 * half_len, 2 * half_len)``."""
+    require_positive_int("half_len", half_len, "tokens in one copy of the repeated sequence")
     expected = 2 * half_len
     if weights.dim() != 4 or weights.shape[-2:] != (expected, expected):
         raise ValueError(
@@ -155,7 +158,9 @@ def induction_scores(weights: torch.Tensor, half_len: int) -> torch.Tensor:
         torch.Tensor: ``(num_heads,)``; query ``i`` in ``n .. 2n - 1``, key ``i - n + 1``.
 
     Raises:
-        ValueError: if ``weights`` is not ``(batch, num_heads, 2 * half_len, 2 * half_len)``.
+        TypeError: if ``half_len`` is not an int (a bool or a float is refused).
+        ValueError: if ``half_len`` is below 1, or ``weights`` is not
+            ``(batch, num_heads, 2 * half_len, 2 * half_len)``.
 
     Source:
         Olsson et al. 2022, arXiv:2209.11895, Sec. 2 (prefix matching).
@@ -175,7 +180,9 @@ def duplicate_token_scores(weights: torch.Tensor, half_len: int) -> torch.Tensor
         torch.Tensor: ``(num_heads,)``; query ``i`` in ``n .. 2n - 1``, key ``i - n``.
 
     Raises:
-        ValueError: if ``weights`` is not ``(batch, num_heads, 2 * half_len, 2 * half_len)``.
+        TypeError: if ``half_len`` is not an int (a bool or a float is refused).
+        ValueError: if ``half_len`` is below 1, or ``weights`` is not
+            ``(batch, num_heads, 2 * half_len, 2 * half_len)``.
 
     Source:
         The duplicate-token heads of Wang et al. 2022, "Interpretability in the Wild",
@@ -711,6 +718,11 @@ def heads_analysis() -> dict:
     Raises:
         ModelFileError: the model file is missing or is not the pinned one (see
             :mod:`mha_ref.tutorial.smollm2.files` for the install command).
+        ModuleNotFoundError: ``gguf`` or ``tokenizers`` is missing when the model is read
+            (as :func:`mha_ref.tutorial.smollm2.load.load_model`; the message gives the
+            install command). Neither error is raised when the result is cached: with
+            ``MHA_REF_CACHE_DIR`` naming a folder that holds the entry for these arguments,
+            the result is read from it and the model is not loaded.
 
     Source:
         The scores of :func:`head_scores` (Olsson et al. 2022, Sec. 2; Xiao et al. 2023,
@@ -904,6 +916,31 @@ def plot_score_maps(
     return fig
 
 
+def _stack_blocks(blocks: list) -> torch.Tensor:
+    """``plot_every_head``'s blocks stacked, once each is checked: ``(num_layers, ...)``."""
+    fix = "pass [w[0] for w in weights] of model(tokens, need_weights=True)"
+    if not blocks:
+        raise ValueError(f"plot_every_head: weights holds no block; {fix}.")
+    for index, block in enumerate(blocks):
+        if not isinstance(block, torch.Tensor):
+            raise ValueError(
+                f"plot_every_head: block {index}'s weights must be a torch.Tensor of shape "
+                f"(num_heads, seq_len, seq_len), got {type(block).__name__}; {fix}."
+            )
+        if block.dim() != 3 or block.numel() == 0:
+            raise ValueError(
+                f"plot_every_head: block {index}'s weights must be a non-empty 3-D tensor "
+                f"(num_heads, seq_len, seq_len), got shape {tuple(block.shape)}; {fix}."
+            )
+        if block.shape != blocks[0].shape:
+            raise ValueError(
+                f"plot_every_head: every block's weights must have one shape, got "
+                f"{tuple(blocks[0].shape)} for block 0 and {tuple(block.shape)} for block "
+                f"{index}; run every block on the same tokens ({fix})."
+            )
+    return torch.stack(blocks)  # (num_layers, num_heads, seq_len, seq_len)
+
+
 def plot_every_head(
     weights: Sequence[torch.Tensor],
     labels: Sequence[str],
@@ -941,8 +978,9 @@ def plot_every_head(
         matplotlib.figure.Figure: the figure, with its view data attached.
 
     Raises:
-        ValueError: unless every block's weights are ``(num_heads, seq_len, seq_len)`` with
-            one label per position.
+        ValueError: if ``weights`` holds no block, or a block's weights (named by its index)
+            are not a non-empty 3-D ``torch.Tensor`` of the same shape as block 0's, or they
+            are not ``(num_heads, seq_len, seq_len)`` with one label per position.
 
     Source:
         No paper: one matplotlib ``imshow`` of the tiled weights; the view is
@@ -954,7 +992,7 @@ def plot_every_head(
     from mha_ref.tutorial.fonts import use_cjk_font_for
     from mha_ref.tutorial.live_views import attach_layer_head_view
 
-    stacked = torch.stack(list(weights)) if not isinstance(weights, torch.Tensor) else weights
+    stacked = _stack_blocks(list(weights))  # a 4-D tensor is checked block by block, too
     if stacked.dim() != 4 or stacked.shape[2:] != (len(labels), len(labels)):
         raise ValueError(
             f"plot_every_head: weights must be (num_heads, seq_len, seq_len) per block with "
@@ -1050,26 +1088,48 @@ def group_similarities(similarity: torch.Tensor, num_kv_heads: int) -> tuple[flo
         tuple[float, float]: ``(within, across)``, each over the distinct pairs.
 
     Raises:
-        ValueError: unless ``similarity`` is square and ``num_kv_heads`` divides its size
-            with at least two heads per group (otherwise a group has no pair to compare).
+        TypeError: if ``similarity`` is not a floating-point ``torch.Tensor`` (a bool or
+            integer tensor is refused), or ``num_kv_heads`` is not an int.
+        ValueError: unless ``similarity`` is 2-D and square, and ``num_kv_heads`` is at least
+            2 (one group has no pair across groups: that mean would be NaN) and divides its
+            size with at least two heads per group (otherwise a group has no pair to compare).
 
     Source:
         The groups of grouped-query attention, Ainslie et al. 2023, arXiv:2305.13245, Sec. 2.2
         (consecutive query heads share one key/value head, as in ``mha_ref.grouped``).
     """
+    if not isinstance(similarity, torch.Tensor):
+        raise TypeError(
+            f"group_similarities: similarity must be a (num_heads, num_heads) torch.Tensor, got "
+            f"{type(similarity).__name__}; pass the result of pattern_similarity(weights)."
+        )
+    if not similarity.is_floating_point():
+        raise TypeError(
+            f"group_similarities: similarity must be a floating-point tensor of cosine "
+            f"similarities, got dtype {similarity.dtype}; pass pattern_similarity(weights), not "
+            f"a mask or counts (convert with similarity.float() if the numbers are right)."
+        )
+    if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1]:
+        raise ValueError(
+            f"group_similarities: similarity must be (num_heads, num_heads), got shape "
+            f"{tuple(similarity.shape)}; pass pattern_similarity(weights) of one block."
+        )
+    if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int):
+        raise TypeError(
+            f"group_similarities: num_kv_heads must be an int, got "
+            f"{type(num_kv_heads).__name__} ({num_kv_heads!r}); SmolLM2 has 3."
+        )
     num_heads = similarity.shape[0]
     if (
-        similarity.dim() != 2
-        or similarity.shape[1] != num_heads
-        or not isinstance(num_kv_heads, int)
-        or num_kv_heads < 1
+        num_kv_heads < 2
         or num_heads % num_kv_heads != 0
         or num_heads // num_kv_heads < 2
     ):
         raise ValueError(
-            f"group_similarities: similarity must be (num_heads, num_heads) and num_kv_heads a "
-            f"divisor of num_heads leaving at least 2 heads per group, got shape "
-            f"{tuple(similarity.shape)} and num_kv_heads={num_kv_heads!r} (SmolLM2: 9 heads, 3)."
+            f"group_similarities: need num_kv_heads a divisor of num_heads, with at least 2 "
+            f"groups (the mean across groups needs two) and at least 2 heads per group (the "
+            f"mean within a group needs a pair), got num_heads={num_heads} and "
+            f"num_kv_heads={num_kv_heads!r}; SmolLM2 has 9 heads in 3 groups."
         )
     group = torch.arange(num_heads) // (num_heads // num_kv_heads)  # (heads,)
     same = group[:, None] == group[None, :]  # (heads, heads)
