@@ -302,6 +302,41 @@ def test_the_layer_head_overview_names_every_head_of_every_layer():
         )
 
 
+def test_a_rounded_view_tells_a_tiny_positive_weight_from_a_zero():
+    # one layer, one head, one query: a masked key (exactly 0), two positive weights too small
+    # for a thousandth, and two that are not; the row sums to 1
+    row = [0.0, 0.0003, 0.0004999, 0.012, 1.0 - 0.0003 - 0.0004999 - 0.012]
+    w = np.array(row, dtype=np.float64).reshape(1, 1, 1, 5)  # (layers, heads, q, k)
+    fig = plt.figure()
+    data = live_views.attach_layer_head_view(
+        fig, w, ["q"], list("abcde"), vmax=1.0, cmap=plt.get_cmap("viridis"), decimals=3
+    )
+    # the figure's data keeps the tiny ones positive; the page's integers mark them -1
+    assert data["weights"][0][0][:4] == [0.0, 0.0003, 0.0004999, 0.012]
+    page = _round_trip(fig)
+    assert page["weights"][0][0] == [0, -1, -1, 12, 987]
+    # the encoding itself, on data that was not rounded first
+    tiny = {**data, "weights": [[[0.0, 1e-9, 0.0005001, 0.0014999, None]]]}
+    assert json.loads(interactive.view_json(tiny))["weights"] == [[[0, -1, 1, 1, None]]]
+    # the page's script decodes -1 to a flag and shows it as "<0.001", in a rounded title
+    js = (Path(interactive.__file__).with_name("static") / "attention-view.js").read_text()
+    assert "v === -1 ? BELOW_ONE_UNIT" in js and 'roundedTo: "rounded to {d} decimals"' in js
+
+
+@pytest.mark.parametrize(
+    ("decimals", "error", "message"),
+    [(2, ValueError, "decimals must be at least 3 .* got decimals=2"),
+     (3.0, TypeError, r"decimals must be an int or None, got float \(3.0\)"),
+     (True, TypeError, "decimals must be an int or None, got bool")],
+)
+def test_the_layer_head_view_needs_the_3_decimals_it_shows(decimals, error, message):
+    w = np.full((1, 1, 2, 2), 0.5)  # (layers, heads, q, k)
+    with pytest.raises(error, match=message):
+        live_views.attach_layer_head_view(
+            plt.figure(), w, list("ab"), list("ab"), vmax=1.0, cmap=None, decimals=decimals
+        )
+
+
 # -- the live model ------------------------------------------------------------------------------
 
 INDUCTION_CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"

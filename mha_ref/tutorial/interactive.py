@@ -184,16 +184,28 @@ def _hex_to_rgb(colour: str) -> tuple[float, float, float]:
     return tuple(int(colour[k : k + 2], 16) / 255 for k in (1, 3, 5))
 
 
+#: the integer that stands for a positive weight too small to show as a unit (see below)
+_BELOW_ONE_UNIT = -1
+
+
 def _as_integer_weights(data: dict) -> dict:
     """``data`` with weights rounded to ``weights_decimals`` decimals written as integers, in
     units of ``1 / weights_scale`` (``12`` for 0.012 at 3 decimals): the page divides them back.
-    A view of hundreds of heads is about 40% lighter so (``0.012,`` is six characters)."""
+    A view of hundreds of heads is about 40% lighter so (``0.012,`` is six characters).
+
+    A positive weight that rounds to 0 is written ``-1`` (no weight is negative), so that the
+    page can show it as ``<0.001`` and not as a zero; ``0`` stays for an exact zero (a masked
+    position), ``null`` for NaN."""
     scale = 10 ** data["weights_decimals"]
+
+    def integer(value: float) -> int:
+        units = round(value * scale)
+        return _BELOW_ONE_UNIT if units == 0 and value > 0 else units
 
     def integers(values):
         if isinstance(values, list):
             return [integers(v) for v in values]
-        return None if values is None else round(values * scale)
+        return None if values is None else integer(values)
 
     return {**data, "weights": integers(data["weights"]), "weights_scale": scale}
 

@@ -54,15 +54,30 @@ def attach_layer_head_view(
         layer_names: one name per layer (default: ``"layer 0"``, ``"layer 1"``, ...).
         head_names: one name per head of a layer (default: ``"head 0"``, ...); each heatmap is
             named ``"<layer name> <head name>"``.
-        decimals: round the weights to this many decimals first (the view shows 3), to keep a
-            page with hundreds of heads light: the page then receives them as integers, in
-            units of ``10 ** -decimals``, and divides them back; ``None`` keeps every digit.
+        decimals: round the weights to this many decimals first (at least 3, the decimals
+            the view shows), to keep a page with hundreds of heads light: the page then
+            receives them as integers, in units of ``10 ** -decimals``, and divides them back;
+            a positive weight that would round to 0 is kept as it is here and sent as ``-1``,
+            which the page shows as ``<0.001``, not as a zero. ``None`` keeps every digit.
         **options: passed on to :func:`~mha_ref.tutorial.interactive.attach_view_data`
             (``vmax`` and ``cmap`` are needed).
 
     Raises:
-        ValueError: ``weights`` is not 4-D, or the names do not match its layers and heads.
+        TypeError: ``decimals`` is neither ``None`` nor an int.
+        ValueError: ``weights`` is not 4-D, the names do not match its layers and heads, or
+            ``decimals`` is below 3 (the view shows 3 decimals, which the page would not have).
     """
+    if decimals is not None:
+        if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
+            raise TypeError(
+                f"attach_layer_head_view: decimals must be an int or None, got "
+                f"{type(decimals).__name__} ({decimals!r}); pass decimals=3, the view's own."
+            )
+        if decimals < 3:
+            raise ValueError(
+                f"attach_layer_head_view: decimals must be at least 3 (the view shows 3 "
+                f"decimals), got decimals={decimals}; pass decimals=3, or None for every digit."
+            )
     weights = np.asarray(weights)
     if weights.ndim != 4:
         raise ValueError(
@@ -78,7 +93,9 @@ def attach_layer_head_view(
             f"names for {num_layers} layers of {num_heads} heads; give one name each"
         )
     if decimals is not None:
-        weights = np.round(weights, decimals)
+        rounded = np.round(weights, decimals)
+        # a positive weight that rounds to 0 keeps its value: the page marks it "<0.001"
+        weights = np.where((weights > 0) & (rounded == 0), weights, rounded)
     data = attach_view_data(
         fig,
         weights.reshape(num_layers * num_heads, *weights.shape[2:]),

@@ -466,8 +466,9 @@ def test_the_overview_shows_every_head_of_every_layer(watched, site_url, lang):
 def test_the_real_models_overview_holds_all_270_heads_and_reads_their_weights(
     watched, site_url, lang
 ):
-    """Example 16's every-head view: its weights travel as integers (thousandths); the page
-    shows each one as the number it stands for, and the overview has every head of every block."""
+    """Example 16's every-head view: its weights travel as integers (thousandths, -1 for a
+    positive weight below half a thousandth); the page shows each one as the number it stands
+    for, says in the title that it is rounded, and the overview has every head of every block."""
     watch = open_page(watched, site_url, lang, "auto_examples/plot_16_real_model_heads.html")
     page = watch.page
     index = first_view_where(page, lambda data: len(data["weights"]) == 270)
@@ -478,7 +479,13 @@ def test_the_real_models_overview_holds_all_270_heads_and_reads_their_weights(
     view.locator(".mha-attn-heads button", has_text=data["names"][5].split(" ", 2)[-1]).click()
     view.locator("[data-cell='5,3,1']").hover()
     text = view.locator(".mha-attn-readout").text_content()
-    assert readout_number(text) == shown(data["weights"][5][3][1] / 1000), text
+    sent = data["weights"][5][3][1]
+    assert readout_number(text) == ("<0.001" if sent == -1 else shown(sent / 1000)), text
+    title = view.locator(".mha-attn-readout").get_attribute("title")
+    rounded = "四舍五入到 3 位小数" if lang == "zh_CN" else "rounded to 3 decimals"
+    assert title is not None and title.startswith(rounded), title
+    # no weight is negative: -1 marks a positive one below half a thousandth, never a zero
+    assert min(v for head in data["weights"] for row in head for v in row if v is not None) >= -1
     button = view.locator(".mha-attn-overview-toggle")
     button.click()
     overview = view.locator(".mha-attn-overview")

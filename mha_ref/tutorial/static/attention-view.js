@@ -11,7 +11,11 @@
  * picker (arrow keys change the head), the view's buttons, then the grid (arrow keys move between
  * cells, Home/End go to the row's ends, Page Up/Page Down change the head, Enter pins the row)
  * or, in the token view, the query tokens (arrow keys move, Enter pins); Escape unpins. Numbers
- * are shown to 3 decimals, the exact value in the element's title. With several layers, an
+ * are shown to 3 decimals ("<0.001" for a smaller positive one), the exact value in the
+ * element's title. A view of many heads (weights_decimals set) carries its weights rounded, as
+ * integers in units of 1 / weights_scale (12 for 0.012 in thousandths): 0 is an exact zero (a
+ * masked position), -1 a positive weight that rounds to 0, shown "<0.001"; its titles say the
+ * values are rounded instead of giving an exact one. With several layers, an
  * "all layers x heads" overview shows every head at once. When the data carries a model
  * ("live", see mha_ref.tutorial.live_views.attach_live_model), the reader edits the sequence
  * and this script runs the model's forward pass on it. No library, no request: it only reads
@@ -56,6 +60,7 @@
       overview: "All layers × heads",
       overviewLabel: "every head of every layer: rows are layers, columns are heads",
       exact: "exact value",
+      roundedTo: "rounded to {d} decimals",
       liveTitle: "The model, running in this page",
       liveInput: "Sequence",
       liveHelp: "Type or edit tokens ({first} to {last}, 1 to {max} of them; spaces are " +
@@ -114,6 +119,7 @@
       overview: "全部层 × 头",
       overviewLabel: "每一层的每一个头：行是层，列是头",
       exact: "精确值",
+      roundedTo: "四舍五入到 {d} 位小数",
       liveTitle: "在本页中运行的模型",
       liveInput: "序列",
       liveHelp: "输入或修改词元（{first} 到 {last}，1 到 {max} 个；空格会被忽略）；" +
@@ -175,13 +181,20 @@
     return Boolean(window.matchMedia && window.matchMedia("(pointer: coarse)").matches);
   }
 
+  /* the flag a decoded weight carries when it was positive but rounded to 0 (sent as -1): the
+     smallest positive number, so that it sorts above the zeros, is coloured as 0 and reads
+     "<0.001" in rounded(); titleValue() never shows it as a number */
+  var BELOW_ONE_UNIT = Number.MIN_VALUE;
+
   // weights sent as integers (a view of many heads, rounded): back to numbers, once
   function decodeWeights(data) {
     if (!data.weights_scale) return;
     var scale = data.weights_scale;
     data.weights = data.weights.map(function (head) {
       return head.map(function (row) {
-        return row.map(function (v) { return v === null ? null : v / scale; });
+        return row.map(function (v) {
+          return v === null ? null : v === -1 ? BELOW_ONE_UNIT : v / scale;
+        });
       });
     });
     delete data.weights_scale;
@@ -242,11 +255,26 @@
       " “" + d.keys[j] + "”" + w.colon + value;
   };
 
-  /* the exact weight of a cell, for its title; "" where the reader sees no number */
+  /* the words before the values of a title: "exact value", or how they were rounded */
+  View.prototype.titleWords = function () {
+    var d = this.data.weights_decimals;
+    return d ? fill(this.w.roundedTo, { d: d }) : this.w.exact;
+  };
+
+  /* a weight as a title gives it: the shortest decimal of the float the build computed, or,
+     in a rounded view, the number it was rounded to ("<0.001" below one unit) */
+  View.prototype.titleValue = function (v) {
+    var d = this.data.weights_decimals;
+    if (!d) return String(v);
+    if (v === BELOW_ONE_UNIT) return "<" + Math.pow(10, -d).toFixed(d);
+    return v.toFixed(d);
+  };
+
+  /* the exact (or rounded) weight of a cell, for its title; "" where the reader sees no number */
   View.prototype.exact = function (h, i, j) {
     var v = this.data.weights[h][i][j];
     if (this.isBlocked(h, i, j) || v === null || this.data.kind === "mask") return "";
-    return this.w.exact + this.w.colon + String(v);
+    return this.titleWords() + this.w.colon + this.titleValue(v);
   };
 
   View.prototype.hint = function () {
@@ -698,8 +726,8 @@
     var top = shown.map(function (j) {
       return "“" + d.keys[j] + "”" + (d.kind === "mask" ? "" : " " + rounded(d.weights[h][i][j]));
     });
-    var exact = d.kind === "mask" ? "" : w.exact + w.colon + shown.map(function (j) {
-      return "“" + d.keys[j] + "” " + d.weights[h][i][j];
+    var exact = d.kind === "mask" ? "" : this.titleWords() + w.colon + shown.map(function (j) {
+      return "“" + d.keys[j] + "” " + self.titleValue(d.weights[h][i][j]);
     }).join(w.sep);
     this.say(this.name(h) + w.sep + (this.pinned === i ? w.pinned + w.space : "") + w.query +
       w.space + "“" + d.queries[i] + "”" + w.colon +
