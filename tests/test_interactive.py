@@ -319,7 +319,9 @@ def test_a_rounded_view_tells_a_tiny_positive_weight_from_a_zero():
     tiny = {**data, "weights": [[[0.0, 1e-9, 0.0005001, 0.0014999, None]]]}
     assert json.loads(interactive.view_json(tiny))["weights"] == [[[0, -1, 1, 1, None]]]
     # the page's script decodes -1 to a flag and shows it as "<0.001", in a rounded title
-    js = (Path(interactive.__file__).with_name("static") / "attention-view.js").read_text()
+    js = (Path(interactive.__file__).with_name("static") / "attention-view.js").read_text(
+        encoding="utf-8"
+    )
     assert "v === -1 ? BELOW_ONE_UNIT" in js and 'roundedTo: "rounded to {d} decimals"' in js
 
 
