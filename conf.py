@@ -37,6 +37,7 @@ extensions = [
     "sphinx_design",
     "mha_ref_site",  # docs/_ext: per-language settings, staleness, provenance, search fix
     "mha_ref_course",  # docs/_ext: the package's wheel shipped with the site, folded answers
+    "mha_ref_weight",  # docs/_ext: each page loads only the scripts it uses; the phone drawer
 ]
 language = "en"  # always given on the command line: -D language=en or -D language=zh_CN
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -66,7 +67,12 @@ napoleon_numpy_docstring = False
 napoleon_custom_sections = ["Shape", "Source", "Math"]
 
 # -- Math, served with the site (no CDN) ---------------------------------------------------------
-mathjax_path = "mathjax/tex-chtml.js"  # docs/_static/mathjax: a MathJax 3.2.2 subset
+# docs/_static/mathjax: a MathJax 3.2.2 subset. The loader (startup.js) fetches the components
+# below from beside it: TeX input, CommonHTML output (its font comes with it) and the hidden MathML
+# that screen readers read. The combined tex-chtml.js held these and the contextual menu too,
+# 1.16 MB for each page with a formula against 0.76 MB now (noxfile.py: vendor-mathjax).
+mathjax_path = "mathjax/startup.js"
+mathjax3_config = {"loader": {"load": ["input/tex", "output/chtml", "a11y/assistive-mml"]}}
 
 # joblib restarts a worker whose memory grew by 300 MB while it ran an example: a real-model
 # example keeps the model (0.5 GB) loaded for the next one in that worker, on purpose. The
@@ -147,7 +153,9 @@ html_context = {"default_mode": "auto"}
 # No left sidebar: on the top-level pages it would be an empty "Section Navigation", and on the
 # example pages it would take the width that wide figures and shape-commented code lines need
 # (the navbar, the gallery's index and the previous/next links lead from example to example).
-html_sidebars = {"**": []}
+# On a phone, the theme's drawer lists the examples (docs/_templates/examples-nav.html), shown
+# there only: from 960 px up, mha-ref.css hides the primary sidebar again.
+html_sidebars = {"**": ["examples-nav.html"]}
 
 # -- Search: Chinese is segmented by jieba at index time ------------------------------------------
 html_search_options = {"dict": str(ROOT / "docs" / "_ext" / "jieba_userdict.txt")}

@@ -1,6 +1,7 @@
 """What a search engine, a link preview and a printer see: one description and one viewport per
 page, OpenGraph tags, each page's alternate in the other language, a 404 page and a changelog per
-language, the licence in the repository and the wheel, MathJax only where there is math.
+language, the licence in the repository and the wheel, MathJax only where there is math, each
+page's scripts only where it uses them, the examples in the phone drawer.
 
 Skipped, with the reason, when ``nox -s docs`` has not run (``MHA_REF_REQUIRE_BUILT_SITE=1`` turns
 that into a failure, as in CI).
@@ -114,12 +115,52 @@ def test_mathjax_only_on_pages_with_math(lang):
     with_math = 0
     for page in _pages(lang):
         text = page.read_text(encoding="utf-8")
-        loads = "mathjax/tex-chtml.js" in text
+        loads = "mathjax/startup.js" in text
         has_math = bool(re.search(r'class="math(?: notranslate nohighlight)?"', text))
         assert loads == has_math, (page.relative_to(HTML), loads, has_math)
         with_math += has_math
     assert with_math >= 5
-    assert "tex-chtml.js" not in (HTML / lang / "index.html").read_text(encoding="utf-8")
+    assert "mathjax" not in _head(HTML / lang / "index.html")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_each_page_loads_only_the_scripts_it_uses(lang):
+    """The search's scripts and index only on the search page, the views' script and style only
+    where a view is, fit-math.js only with MathJax, every image lazily
+    (docs/_ext/mha_ref_weight.py)."""
+    search_files = ("searchtools.js", "language_data.js", "searchindex.js", "zh-search-fix.js")
+    views = 0
+    for page in _pages(lang):
+        head, text = _head(page), page.read_text(encoding="utf-8")
+        where = page.relative_to(HTML)
+        assert not [name for name in search_files if name in head], where
+        has_view = "data-mha-attn" in text[len(head) :]
+        assert ("attention-view.js" in head) == has_view, (where, has_view)
+        assert ("attention-view.css" in head) == has_view, (where, has_view)
+        assert ("fit-math.js" in head) == ("mathjax/startup.js" in head), where
+        eager = re.findall(r"<img (?![^>]*loading=\"lazy\")[^>]*>", text)
+        assert not eager, (where, eager[:2])
+        views += has_view
+    assert views >= 5, f"only {views} pages with a view in {lang}"
+    for page in (HTML / lang / "_modules").rglob("*.html"):  # the package's source listings
+        head = _head(page)
+        assert not [name for name in search_files if name in head], page.relative_to(HTML)
+    search = _head(HTML / lang / "search.html")
+    for name in ("searchtools.js", "searchindex.js", "zh-search-fix.js"):
+        assert name in search + (HTML / lang / "search.html").read_text(encoding="utf-8"), name
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_phone_drawer_lists_every_example_in_order(lang):
+    examples = sorted(p.stem for p in (ROOT / "gallery" / "en").glob("plot_*.py"))
+    for page in (HTML / lang / "index.html", HTML / lang / "auto_examples" / f"{examples[3]}.html"):
+        text = page.read_text(encoding="utf-8")
+        nav = text[text.index('class="mha-examples-nav"') :]
+        nav = nav[: nav.index("</nav>")]
+        links = re.findall(r'href="(?:auto_examples/)?(plot_[^".]+)\.html"', nav)
+        assert links == examples, (page.relative_to(HTML), links)
+        if "auto_examples" in page.parts:
+            assert re.search(rf'href="{examples[3]}\.html" aria-current="page"', nav)
 
 
 def test_printed_code_and_output_lines_wrap():

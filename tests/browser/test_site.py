@@ -46,10 +46,15 @@ def test_every_page_loads_cleanly_and_round_trips(watched, site_url, lang):
     for rel in pages:
         url = f"{site_url}/{lang}/{rel}"
         page.goto(url, wait_until="load")
+        # figures load lazily (as the reader scrolls): load them all, then look for broken ones
         broken = page.evaluate(
-            "() => Array.from(document.images)"
-            ".filter(img => img.complete && img.naturalWidth === 0 && img.src)"
-            ".map(img => img.src)"
+            """() => Promise.all(Array.from(document.images).map(img => {
+                img.loading = "eager";
+                return img.complete ? null : new Promise(done => {
+                    img.addEventListener("load", done); img.addEventListener("error", done);
+                });
+            })).then(() => Array.from(document.images)
+                .filter(img => img.naturalWidth === 0 && img.src).map(img => img.src))"""
         )
         if broken:
             problems.append(f"{lang}/{rel}: images that did not load: {broken}")
