@@ -26,11 +26,27 @@
     });
   }
 
+  // A formula box that scrolls sideways can be scrolled from the keyboard: it takes the focus
+  // (tabindex 0; WCAG 2.1.1, axe's scrollable-region-focusable). MathJax's contextual menu used to
+  // make every formula focusable; the site loads MathJax without it (conf.py).
+  function focusableWhereItScrolls() {
+    document.querySelectorAll("mjx-container").forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 1) {
+        box.setAttribute("tabindex", "0");
+      } else if (box.getAttribute("tabindex") === "0") {
+        box.removeAttribute("tabindex");
+      }
+    });
+  }
+
   // MathJax typesets after the page has loaded; its promise resolves when the formulas are in
   window.addEventListener("load", function () {
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-      MathJax.startup.promise.then(fit);
+      MathJax.startup.promise.then(fit).then(focusableWhereItScrolls);
     }
   });
-  window.addEventListener("resize", fit);
+  window.addEventListener("resize", function () {
+    fit();
+    focusableWhereItScrolls();
+  });
 })();
