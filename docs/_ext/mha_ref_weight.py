@@ -37,7 +37,8 @@ VIEW_MARKER = "data-mha-attn"
 VIEW_FILES = ("attention-view.js", "attention-view.css")
 SEARCH_ONLY = ("zh-search-fix.js",)
 MATH_ONLY = ("fit-math.js",)
-_IMG_WITHOUT_LOADING = re.compile(r"<img (?![^>]*\bloading=)")
+#: an <img> tag without a loading attribute; the attribute goes last, after src and srcset
+_IMG_WITHOUT_LOADING = re.compile(r"<img\b(?![^>]*\bloading=)([^>]*?)(\s*/?)>")
 
 
 def _name(asset) -> str:
@@ -70,7 +71,7 @@ def _only_what_the_page_uses(
     context["script_files"] = [script for script in scripts if _keeps(script, **flags)]
     context["css_files"] = [css for css in context.get("css_files", []) if _keeps(css, **flags)]
     if body:
-        context["body"] = _IMG_WITHOUT_LOADING.sub('<img loading="lazy" ', body)
+        context["body"] = _IMG_WITHOUT_LOADING.sub(r'<img\1 loading="lazy"\2>', body)
 
 
 def _examples_for_the_drawer(
