@@ -486,6 +486,12 @@ def test_the_real_models_overview_holds_all_270_heads_and_reads_their_weights(
     assert title is not None and title.startswith(rounded), title
     # no weight is negative: -1 marks a positive one below half a thousandth, never a zero
     assert min(v for head in data["weights"] for row in head for v in row if v is not None) >= -1
+    # a 0 is exact (a key the causal mask hides): its title does not call it rounded
+    view.locator("[data-cell='5,3,7']").hover()
+    assert data["weights"][5][3][7] == 0
+    exact = "精确值" if lang == "zh_CN" else "exact value"
+    title = view.locator(".mha-attn-readout").get_attribute("title")
+    assert title is not None and title.startswith(exact), title
     button = view.locator(".mha-attn-overview-toggle")
     button.click()
     overview = view.locator(".mha-attn-overview")

@@ -162,6 +162,28 @@ def test_tables_and_page_links_fit_a_phone_screen(watched, site_url, lang):
     assert not watch.errors, "\n".join(watch.errors)
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_api_page_fits_a_phone_screen(watched, site_url, lang):
+    """At 360 px the API page does not scroll sideways: a long type in a field list
+    (list[mha_ref.tutorial.heads.HeadSummary]) breaks instead of widening the article."""
+    watch = watched()
+    page = watch.page
+    page.set_viewport_size({"width": 360, "height": 740})
+    page.goto(f"{site_url}/{lang}/api.html")
+    wide = page.evaluate(
+        """() => Array.from(document.querySelectorAll('article.bd-article dl.field-list > dd'))
+            .filter(dd => dd.getBoundingClientRect().right
+                > document.documentElement.clientWidth + 1)
+            .slice(0, 3).map(dd => dd.textContent.trim().slice(0, 80))"""
+    )
+    assert not wide, f"{lang}/api.html: field lists past the screen's edge: {wide}"
+    extra = page.evaluate(
+        "() => { const a = document.querySelector('article.bd-article');"
+        " return a.scrollWidth - a.clientWidth; }"
+    )
+    assert extra <= 1, f"{lang}/api.html: the article scrolls sideways by {extra} px"
+
+
 # every table on the page: how far it reaches past the right edge of the screen, and how much of
 # it is hidden in a box that scrolls sideways (the table itself or a container around it)
 TABLE_FIT = """() => {

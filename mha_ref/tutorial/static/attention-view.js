@@ -274,6 +274,8 @@
   View.prototype.exact = function (h, i, j) {
     var v = this.data.weights[h][i][j];
     if (this.isBlocked(h, i, j) || v === null || this.data.kind === "mask") return "";
+    // a 0 is exact even in a rounded view: a positive weight that rounds to 0 is sent as -1
+    if (v === 0) return this.w.exact + this.w.colon + "0";
     return this.titleWords() + this.w.colon + this.titleValue(v);
   };
 
