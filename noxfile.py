@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -128,17 +129,26 @@ def tests(session: nox.Session) -> None:
     install(session, "test", "docs", "real-model-test")
     install_model_file(session)
     session.install(*CONSTRAINTS, "setuptools")  # the wheel test builds without build isolation
+    # one worker per core (pytest-xdist); the tests of one group (the real model's, which load
+    # it once per worker) stay on one worker. ``-- -n 0`` runs everything in this process.
+    parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
     # browser and download tests have their own sessions (Chromium; a fresh environment)
     session.run(
         "pytest",
         "--ignore=tests/browser",
         "--ignore=tests/downloads",
+        "--dist=loadgroup",
+        *parallel,
         *session.posargs,
         env={
             "MPLBACKEND": "Agg",
             "MHA_REF_REQUIRE_REAL_MODEL": "1",
             "HF_HUB_OFFLINE": "1",  # transformers reads the local file, never a model hub
             "TOKENIZERS_PARALLELISM": "false",
+            # the build's cache (checksummed, keyed by the code and arguments that make each
+            # result): a training or the real model's weights the build already computed are read
+            # back, not computed again; without a build, the tests compute and fill it
+            "MHA_REF_CACHE_DIR": str(BUILD / ".cache"),
         },
     )
 
@@ -196,14 +206,35 @@ def downloads(session: nox.Session) -> None:
     # one run per core (pytest-xdist): each script and notebook is a process of its own
     parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
     session.run(
+        *offline_prefix(session),  # what a download does needs no network: proved by having none
         "pytest",
         "-m",
         "downloads",
         "tests/downloads",
         *parallel,
         *session.posargs,
-        env={"MHA_REF_SITE": str(site), "MHA_REF_WHEEL": str(wheels[0])},
+        env={
+            "MHA_REF_SITE": str(site),
+            "MHA_REF_WHEEL": str(wheels[0]),
+            "MHA_REF_PAGES": str(ROOT / "docs"),  # the build's pages, to compare what runs print
+        },
+        external=True,
     )
+
+
+def offline_prefix(session: nox.Session) -> list[str]:
+    """The command prefix that runs a command with no network, or ``[]`` where none can be had.
+
+    ``unshare --net`` gives the command an empty network namespace (it needs root, or a system
+    that lets users make namespaces); the loopback is brought up in it, since a notebook's kernel
+    talks to its client over 127.0.0.1. Elsewhere the command runs with the network, and the log
+    says so.
+    """
+    have_tools = shutil.which("unshare") and shutil.which("ip")
+    if have_tools and subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0:
+        return ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
+    session.warn("cannot make a network namespace here (unshare --net): the runs have the network")
+    return []
 
 
 @nox.session

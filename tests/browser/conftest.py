@@ -102,3 +102,10 @@ def watched(browser, site_url):
     yield make
     for context in contexts:
         context.close()
+
+
+@pytest.fixture(scope="session")
+def axe():
+    """axe-core, run inside the page (``axe-playwright-python`` bundles ``axe.min.js``)."""
+    axe_playwright = pytest.importorskip("axe_playwright_python.sync_playwright")
+    return axe_playwright.Axe()

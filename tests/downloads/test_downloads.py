@@ -1,16 +1,23 @@
-"""Every download the site offers runs on its own: ``nox -s downloads`` (after ``nox -s docs``).
+"""Every download the site offers runs on its own and prints what its page printed.
 
-The session copies the built site to a temporary folder (``MHA_REF_SITE``) and installs the
-package from the wheel found there (``MHA_REF_WHEEL``), with the command the site prints; each
-``.py`` runs with ``python`` and each ``.ipynb`` is executed with nbclient, both from an empty
-temporary folder, so nothing of the source tree is importable.
+``nox -s downloads`` (after ``nox -s docs``) copies the built site to a temporary folder
+(``MHA_REF_SITE``) and installs the package from the wheel found there (``MHA_REF_WHEEL``), with
+the command the site prints; each ``.py`` runs with ``python`` and each ``.ipynb`` is executed with
+nbclient, both from an empty temporary folder, so nothing of the source tree is importable. Where
+the machine allows it (``unshare --net``), the runs have no network at all.
 
-Each example's code runs twice, once per language and once per form: the English ``.py`` with
-``python`` and the Chinese ``.ipynb`` with nbclient. The other two downloads of each example (the
-English notebook, the Chinese script) are checked to hold the very same code as the one of their
-language that ran (their syntax trees, prose and comments aside): the two forms come from one
-source file, and both languages' code is run by the build as well. ``MHA_REF_RUN_EVERY_DOWNLOAD=1``
-runs all four.
+**One fresh execution proves two things.** Each example runs once, in one language and one form
+(:func:`chosen_download`: even-numbered examples in English, odd in Chinese; examples 4k+1 and 4k+2
+as notebooks, the others as scripts, so both languages and both forms run, and every kind of cell
+the site writes: the install cell, Markdown, code, a folded answer's code, a real-model
+notebook), with no cache from the build. What it prints (standard output and error, as
+sphinx-gallery captures them) must equal what the build printed on that language's page, timing
+lines aside: that is the check that the download runs as a reader runs it, and the check that a
+second execution from scratch prints the same numbers as the build (deterministic examples, a cache
+that never changes a number). The other three downloads of each example are checked to hold the
+very same code as the one that ran (the en/zh_CN scripts: ``tests/test_i18n_parity.py``; a script
+and its notebook: :func:`test_the_script_and_the_notebook_hold_the_same_code`).
+``MHA_REF_RUN_EVERY_DOWNLOAD=1`` runs all four.
 
 The common-errors example shows real errors with a context manager that catches and prints them
 (sphinx-gallery 0.22 has no expected-error marker), so every download runs to its end.
@@ -50,8 +57,80 @@ def _ids(paths: list[Path]) -> list[str]:
 SCRIPTS = downloads(".py")
 NOTEBOOKS = downloads(".ipynb")
 EVERY = os.environ.get("MHA_REF_RUN_EVERY_DOWNLOAD") == "1"
-SCRIPTS_RUN = [p for p in SCRIPTS if EVERY or p.relative_to(HTML).parts[0] == "en"]
-NOTEBOOKS_RUN = [p for p in NOTEBOOKS if EVERY or p.relative_to(HTML).parts[0] == "zh_CN"]
+#: where the build wrote each language's example pages (the reST that holds what it printed)
+PAGES = Path(os.environ.get("MHA_REF_PAGES", ROOT / "docs"))
+TIMING_LINE = re.compile(r"^\s*\[timing\]")
+_OUTPUT_BLOCK = re.compile(
+    r"\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n(.*?)(?=\n\S|\Z)", re.S
+)
+
+
+def example_number(path: Path) -> int:
+    """``plot_07_torch_mha_in_practice.py`` -> 7."""
+    return int(re.match(r"plot_(\d+)_", path.name).group(1))
+
+
+def chosen_download(number: int) -> tuple[str, str]:
+    """The one download of example ``number`` that runs: its language and its suffix.
+
+    Even numbers in English, odd in Chinese; numbers 4k+1 and 4k+2 as notebooks, the others as
+    scripts. Over any four consecutive examples that is each language in each form once.
+    """
+    lang = "en" if number % 2 == 0 else "zh_CN"
+    suffix = ".ipynb" if number % 4 in (1, 2) else ".py"
+    return lang, suffix
+
+
+def _runs(paths: list[Path]) -> list[Path]:
+    return [
+        p
+        for p in paths
+        if EVERY or chosen_download(example_number(p)) == (p.relative_to(HTML).parts[0], p.suffix)
+    ]
+
+
+SCRIPTS_RUN = _runs(SCRIPTS)
+NOTEBOOKS_RUN = _runs(NOTEBOOKS)
+
+
+def page_lines(lang: str, name: str) -> list[str]:
+    """What the build printed on the page of example ``name`` in ``lang``: every line of every
+    output block, in order, without the blocks' indentation, trailing spaces, blank lines and
+    timing lines (``[timing] ...``, wall-clock times that differ by nature)."""
+    rst = PAGES / lang / "auto_examples" / f"{name}.rst"
+    if not rst.is_file():
+        pytest.fail(f"{rst} is missing: the build that made the site writes it (nox -s docs)")
+    blocks = _OUTPUT_BLOCK.findall(rst.read_text(encoding="utf-8"))
+    return comparable_lines("\n".join(line.removeprefix("    ") for b in blocks for line in b.split("\n")))
+
+
+def comparable_lines(text: str) -> list[str]:
+    """``text``'s lines without trailing spaces, blank lines and timing lines."""
+    return [
+        line.rstrip()
+        for line in text.splitlines()
+        if line.strip() and not TIMING_LINE.match(line)
+    ]
+
+
+def assert_prints_as_its_page(download: Path, printed: str) -> None:
+    """``printed`` (a run of ``download``) equals what the build printed on the page."""
+    lang = download.relative_to(HTML).parts[0]
+    expected = page_lines(lang, download.stem)
+    got = comparable_lines(printed)
+    if got == expected:
+        return
+    first = next(
+        (i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b),
+        min(len(got), len(expected)),
+    )
+    pytest.fail(
+        f"{lang}/{download.name} printed what its page does not (first difference at printed "
+        f"line {first + 1} of {len(got)}; the page has {len(expected)}):\n"
+        f"  download: {got[first:first + 3]}\n  page:     {expected[first:first + 3]}\n"
+        "A number that differs between two runs of the same code is not deterministic (seed it), "
+        "or the build printed a number from its cache that a fresh run does not compute."
+    )
 
 
 def _env() -> dict[str, str]:
@@ -192,7 +271,7 @@ def test_each_example_is_downloadable_in_both_forms_and_languages():
     }
     assert names["en"] == names["zh_CN"] and len(names["en"]) >= 2, names
     assert sorted(p.stem for p in NOTEBOOKS) == sorted(p.stem for p in SCRIPTS)
-    assert {p.stem for p in SCRIPTS_RUN} == {p.stem for p in NOTEBOOKS_RUN} == set(names["en"])
+    assert {p.stem for p in SCRIPTS_RUN + NOTEBOOKS_RUN} == set(names["en"])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))
@@ -206,27 +285,60 @@ def test_the_script_and_the_notebook_hold_the_same_code(script):
     )
 
 
+def test_the_runs_cover_each_example_language_and_form():
+    """Each example runs once (in one language and form), and the runs cover both languages, both
+    forms, and every kind of cell the site writes into a notebook."""
+    if EVERY:
+        pytest.skip("MHA_REF_RUN_EVERY_DOWNLOAD=1: every download runs")
+    runs = SCRIPTS_RUN + NOTEBOOKS_RUN
+    numbers = sorted(example_number(p) for p in runs)
+    assert numbers == sorted({example_number(p) for p in SCRIPTS}), numbers
+    kinds = {(p.relative_to(HTML).parts[0], p.suffix) for p in runs}
+    assert kinds == {(lang, suffix) for lang in LANGUAGES for suffix in (".py", ".ipynb")}, kinds
+    cells = [json.loads(p.read_text(encoding="utf-8"))["cells"] for p in NOTEBOOKS_RUN]
+    folded = [c for nb in cells for c in nb if c["metadata"].get("jupyter", {}).get("source_hidden")]
+    assert folded, "no notebook that runs has a folded answer"
+    assert any("[tutorial,real-model]" in "".join(nb[0]["source"]) for nb in cells), (
+        "no real-model notebook runs: its first cell (the real-model install) is never run"
+    )
+
+
+def _printed_by_notebook(document) -> str:
+    """What the executed notebook's code cells printed (streams and expression values), in order,
+    the first cell (the install check) aside."""
+    parts = []
+    for cell in document.cells[1:]:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if output.output_type == "stream":
+                parts.append(output.text)
+            elif output.output_type == "execute_result" and "text/plain" in output.data:
+                parts.append(output.data["text/plain"] + "\n")
+    return "".join(parts)
+
+
 @pytest.mark.parametrize("script", SCRIPTS_RUN, ids=_ids(SCRIPTS_RUN))
-def test_script_runs(script, tmp_path):
+def test_script_runs_and_prints_what_its_page_printed(script, tmp_path):
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
+        env={**_env(), "PYTHONUNBUFFERED": "1"},  # standard output and error in their order
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # sphinx-gallery shows both on the page
         text=True,
         timeout=600,  # catches a hang; a slow machine must not fail it
     )
-    assert done.returncode == 0, f"{script.name} failed:\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, f"{script.name} failed:\n{done.stdout[-4000:]}"
+    assert_prints_as_its_page(script, done.stdout)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS_RUN, ids=_ids(NOTEBOOKS_RUN))
-def test_notebook_runs(notebook, tmp_path):
+def test_notebook_runs_and_prints_what_its_page_printed(notebook, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     document = nbformat.read(notebook, as_version=4)
     first = document.cells[0] if document.cells else None
     wheel = _wheels()[0].name
-    assert first is not None and f'pip install "{wheel}[tutorial]"' in first.source, (
+    assert first is not None and f'pip install "{wheel}[' in first.source, (
         f"the first cell must check for the package and say how to install {wheel}"
     )
     client = nbclient.NotebookClient(
@@ -240,3 +352,4 @@ def test_notebook_runs(notebook, tmp_path):
     for name in ("OMP_NUM_THREADS", "MHA_REF_MAX_THREADS", "MPLBACKEND"):
         os.environ[name] = _env()[name]
     client.execute()
+    assert_prints_as_its_page(notebook, _printed_by_notebook(document))

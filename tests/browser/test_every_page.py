@@ -1,0 +1,223 @@
+"""Every page of each language, visited once, with every check that reads a whole page.
+
+One cold visit per page serves all of them (each used to load every page again on its own, six
+times in all):
+
+- **what a first visit costs**: a fresh browser context (nothing cached), the bytes of every
+  response until the network is idle, as a reader arriving from a search engine; figures below
+  the fold load as the reader scrolls (``loading="lazy"``) and are not counted. The budget is a
+  median page of at most 1.2 MB over every page of the language, and over the pages a reader reads
+  (the package's source listings, ``_modules/``, aside);
+- **loads cleanly**: no console error, no request off the local host, every image loads (the lazy
+  ones are made eager and awaited after the bytes are counted);
+- **formulas**: on a page with math, MathJax renders every formula (a TeX error would show red
+  text on the page instead of failing the build);
+- **accessibility**: axe-core (WCAG 2.0/2.1, A and AA) on the light scheme, every rule on every
+  element but colour contrast, which runs on one visible element per text style
+  (``test_accessibility.py`` says why that keeps axe's verdict); then the page is loaded again in
+  the dark scheme, where only colours change, and the sampled contrast audit runs again;
+- **tables on a phone**: at 390 px no table reaches past the screen or hides columns in a box
+  that scrolls sideways;
+- **the language switcher**: its link goes to the same page in the other language, and back.
+
+Each language is one test, so the two run side by side (``nox -s browser`` runs one worker per
+core). The test prints each language's median and heaviest pages.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from conftest import SITE
+from test_accessibility import _violations_sampling_contrast, every_page
+from test_site import LANGUAGES, TABLE_FIT, other, site_pages
+
+pytestmark = pytest.mark.browser
+
+BUDGET_MB = 1.2
+
+#: makes the lazy figures eager and waits for them: the sources of those that did not load
+BROKEN_IMAGES = """() => Promise.all(Array.from(document.images).map(img => {
+    img.loading = "eager";
+    return img.complete ? null : new Promise(done => {
+        img.addEventListener("load", done); img.addEventListener("error", done);
+    });
+})).then(() => Array.from(document.images)
+    .filter(img => img.naturalWidth === 0 && img.src).map(img => img.src))"""
+
+#: TeX that MathJax could not render (shown as red text in the page)
+MATH_ERRORS = (
+    "() => MathJax.startup.document.getMathItemsWithin(document.body)"
+    ".filter(m => m.root && m.root.toString().includes('merror')).map(m => m.math)"
+)
+
+
+def all_pages(lang: str) -> list[str]:
+    """Every HTML page of the language that a reader can open, source listings included."""
+    root = SITE / lang
+    skip = {"_static", "_downloads", "_images", "_sources"}
+    return sorted(
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*.html")
+        if not skip.intersection(path.relative_to(root).parts)
+    )
+
+
+class Visit:
+    """One page in a fresh context: what it loaded, and what went wrong in the page."""
+
+    def __init__(self, browser, site_url: str, scheme: str = "light"):
+        self.site_url = site_url
+        self.context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, color_scheme=scheme
+        )
+        self.page = self.context.new_page()
+        self.sizes: list[int] = []
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        self.page.on("requestfinished", lambda r: self.sizes.append(r.sizes()["responseBodySize"]))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        self.page.on("request", lambda r: self._request(r.url))
+
+    def _request(self, url: str) -> None:
+        if not (url.startswith(self.site_url) or url.startswith(("data:", "blob:", "about:"))):
+            self.external.append(url)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def _check_page(browser, axe, site_url: str, lang: str, rel: str, checks: set[str]):
+    """Visit ``lang/rel`` cold and run ``checks`` on it: its bytes and requests, and problems."""
+    url = f"{site_url}/{lang}/{rel}"
+    problems: list[str] = []
+    visit = Visit(browser, site_url)
+    page = visit.page
+    try:
+        page.goto(url, wait_until="load")
+        page.wait_for_load_state("networkidle")
+        cost = (sum(visit.sizes), len(visit.sizes))
+        if "clean" in checks:
+            broken = page.evaluate(BROKEN_IMAGES)
+            if broken:
+                problems.append(f"{lang}/{rel}: images that did not load: {broken}")
+        if "math" in checks:
+            page.wait_for_function("() => window.MathJax && MathJax.startup?.promise")
+            page.evaluate("() => MathJax.startup.promise")
+            problems += [f"{lang}/{rel}: MathJax could not render {tex}" for tex in
+                         page.evaluate(MATH_ERRORS)]
+        problems += [f"{lang}/{rel}: console: {e}" for e in visit.errors]
+        problems += [f"{lang}/{rel}: request off the local host: {u}" for u in visit.external]
+        if "axe" in checks:
+            if rel == "search.html":
+                page.goto(f"{url}?q=attention", wait_until="load")
+                page.wait_for_function("document.querySelector('#search-results')?.innerText")
+            page.wait_for_timeout(50)
+            problems += _violations_sampling_contrast(axe, page, f"{lang}/{rel} (light)", "light")
+            page.emulate_media(color_scheme="dark")
+            page.reload(wait_until="load")
+            if rel == "search.html":
+                page.wait_for_function("document.querySelector('#search-results')?.innerText")
+            page.wait_for_timeout(50)
+            assert page.evaluate("document.documentElement.dataset.theme") == "dark", (
+                f"{lang}/{rel}: the dark scheme did not take effect"
+            )
+            problems += _violations_sampling_contrast(axe, page, f"{lang}/{rel} (dark)", "dark")
+            page.emulate_media(color_scheme="light")
+            # axe re-reads the style sheets and resolves the theme's `@import "../basic.css"`
+            # against the page instead of the sheet: a 404 of the audit's own, not of the site
+            visit.errors.clear()
+        if "tables" in checks:
+            page.goto(url, wait_until="load")
+            page.set_viewport_size({"width": 390, "height": 800})
+            tables = page.evaluate(TABLE_FIT)
+            stacked = page.locator("article table.mha-stack").count()
+            problems += [
+                f"{lang}/{rel}: table {i} cut off on a phone: {t}"
+                for i, t in enumerate(tables)
+                if t["past_edge"] > 1 or t["hidden"] > 1
+            ]
+            page.set_viewport_size({"width": 1280, "height": 900})
+        else:
+            tables, stacked = [], 0
+        if "switcher" in checks:
+            problems += _round_trip(page, site_url, lang, rel)
+        problems += [f"{lang}/{rel}: console: {e}" for e in visit.errors]
+    finally:
+        visit.close()
+    return cost, problems, len(tables), stacked
+
+
+def _round_trip(page, site_url: str, lang: str, rel: str) -> list[str]:
+    """The switcher goes to the same page in the other language, and its link there comes back."""
+    url = f"{site_url}/{lang}/{rel}"
+    page.goto(url, wait_until="load")
+    there = other(lang).replace("_", "-")
+    switch = page.locator(f".mha-lang-switcher:visible a[hreflang='{there}']")
+    if switch.count() == 0:
+        return [f"{lang}/{rel}: no visible link to the other language"]
+    switch.first.click()
+    page.wait_for_load_state("load")
+    expected = f"{site_url}/{other(lang)}/{rel}"
+    if page.url.split("#")[0] != expected:
+        return [f"{lang}/{rel}: the switcher went to {page.url}, not {expected}"]
+    back = page.locator(f".mha-lang-switcher:visible a[hreflang='{lang.replace('_', '-')}']")
+    back.first.click()
+    page.wait_for_load_state("load")
+    if page.url.split("#")[0] != url:
+        return [f"{lang}/{rel}: the switcher did not come back, landed on {page.url}"]
+    return []
+
+
+def checks_for(lang: str) -> dict[str, set[str]]:
+    """Which checks each page gets: the sets of pages the checks were written for."""
+    readable = set(site_pages(lang))  # not the search page, the indexes or source listings
+    audited = set(every_page(lang))  # the search page and the indexes too
+    root = SITE / lang
+    with_math = {
+        rel for rel in readable if 'class="math' in (root / rel).read_text(encoding="utf-8")
+    }
+    plan = {}
+    for rel in all_pages(lang):
+        checks = {"clean"}
+        if rel in readable:
+            checks |= {"tables", "switcher"}
+        if rel in with_math:
+            checks.add("math")
+        if rel in audited:
+            checks.add("axe")
+        plan[rel] = checks
+    return plan
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_page_once_cold(browser, site_url, axe, lang):
+    plan = checks_for(lang)
+    counts = {check: sum(check in c for c in plan.values()) for check in
+              ("clean", "tables", "switcher", "math", "axe")}
+    # the test saw the site: pages of each kind (a selection gone empty would pass vacuously)
+    assert len(plan) >= 30 and counts["switcher"] >= 5 and counts["math"] >= 5, counts
+    assert counts["axe"] >= 10, counts
+    cost, problems, tables_seen, stacked = {}, [], 0, 0
+    for rel, checks in plan.items():
+        cost[rel], found, tables, stacks = _check_page(browser, axe, site_url, lang, rel, checks)
+        problems += found
+        tables_seen += tables
+        stacked += stacks
+    assert tables_seen >= 10 and stacked >= 5, (tables_seen, stacked)  # it saw real tables
+    everything = statistics.median(size for size, _ in cost.values()) / 1e6
+    read = statistics.median(
+        size for rel, (size, _) in cost.items() if not rel.startswith("_modules/")
+    ) / 1e6
+    requests = statistics.median(count for _, count in cost.values())
+    heaviest = sorted(cost.items(), key=lambda item: -item[1][0])[:3]
+    print(
+        f"{lang}: {len(cost)} pages, median first visit {everything:.2f} MB "
+        f"({read:.2f} MB without the source listings), {requests:.0f} requests; heaviest: "
+        + ", ".join(f"{rel} {size / 1e6:.2f} MB" for rel, (size, _) in heaviest)
+    )
+    assert not problems, "\n".join(problems)
+    assert everything <= BUDGET_MB, f"{lang}: median first visit {everything:.2f} MB"
+    assert read <= BUDGET_MB, f"{lang}: median first visit of a page to read {read:.2f} MB"
