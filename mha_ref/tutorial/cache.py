@@ -123,8 +123,13 @@ def _encode_tensors(value: Any) -> list:
             tensors.append(node.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8))
             return {_TENSOR_TAG: [str(node.dtype).removeprefix("torch."), list(node.shape)]}
         if isinstance(node, dict):
-            if not all(isinstance(k, str) and k != _TENSOR_TAG for k in node):
-                raise TypeError(f"TENSORS stores dicts with str keys (not {_TENSOR_TAG!r})")
+            for k in node:
+                if not isinstance(k, str) or k == _TENSOR_TAG:
+                    raise TypeError(
+                        f"TENSORS stores dicts with str keys other than {_TENSOR_TAG!r}, got "
+                        f"the key {k!r}; make the keys strings, or store the result with the "
+                        f"PICKLE codec"
+                    )
             return {k: skeleton(v) for k, v in node.items()}
         if isinstance(node, list):
             return [skeleton(v) for v in node]

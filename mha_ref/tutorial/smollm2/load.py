@@ -221,7 +221,7 @@ def _read_cached(path: Path) -> tuple[SmolLM2Config, dict, str]:
         arguments,
         lambda: _as_entry(*_read(path)),  # the key covers this module's import closure
         codec=TENSORS,
-        keep_latest=True,  # each entry is 538 MB: keep the newest only
+        keep_latest=True,  # each entry is 540 MB: keep the newest only
     )
     return SmolLM2Config(**saved["config"]), saved["state"], saved["tokenizer"]
 
