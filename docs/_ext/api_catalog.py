@@ -65,8 +65,8 @@ _MARKUP = re.compile(
 _TITLED = re.compile(r"(?P<title>.*?)\s*<(?P<target>[^<>]+)>\s*", re.S)
 #: names a type expression is made of, besides dotted names (``torch.Tensor``)
 _TYPE_NAMES = frozenset(
-    "bool int float complex str bytes None Any object type dict list tuple set frozenset "
-    "Callable Sequence Iterable Iterator Mapping Optional Union Tensor".split()
+    "bool int float complex str bytes memoryview None Any object type dict list tuple set "
+    "frozenset Callable Sequence Iterable Iterator Mapping Optional Union Tensor".split()
 )
 _TYPE_EXPRESSION = re.compile(r"[\w.\[\]|, ]+")
 #: words that stay as they are in any language: identifiers with a digit or an underscore
