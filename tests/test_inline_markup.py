@@ -8,7 +8,8 @@ certain punctuation follows it, and a start-string only after whitespace or cert
 (docutils' inline markup recognition rules, ``docutils.utils.punctuation_chars``). A full-width
 opening parenthesis ``（`` or a Chinese character is neither, so in ``*多头潜在注意力*（…`` the
 emphasis runs on to the next ``*`` that can close it, and the page shows the markup. The fix is
-an escaped space, ``*多头潜在注意力*\\ （…``, which the page does not show.
+an escaped space, ``*多头潜在注意力*\\ （…``, which the page does not show (written ``\\\\ `` in a
+script's docstring, a Python string; ``clean_markdown`` drops it from the notebooks).
 
 **MyST Markdown** (``docs/<lang>/*.md``): parsed with MyST's own Markdown parser, the text a
 reader sees must hold no ``*`` (CommonMark's flanking rules differ from reST's, but fail in the
