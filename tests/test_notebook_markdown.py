@@ -139,6 +139,8 @@ def _plain(text: str) -> str:
     """A title as a reader reads it: no markup, math delimiters or spacing differences."""
     text = re.sub(r"<[^>]+>", "", html.unescape(text))
     text = re.sub(r"\\\(|\\\)|\$|`|\*", "", text)
+    # the page shows Sphinx's smart quotes
+    text = text.translate(str.maketrans("‘’“”", "''\"\""))
     return re.sub(r"\s+", "", text)
 
 
