@@ -335,3 +335,58 @@ def test_the_machine_path_check_would_see_a_leak(tmp_path):
     with zipfile.ZipFile(tmp_path / "examples.zip", "w") as archive:
         archive.writestr("x.ipynb", f'{{"source": "{Path.home()}/notes"}}')
     assert len(leaks(tmp_path, paths)) >= 2
+
+
+# -- raw inline markup: reST or Markdown the parser did not close ---------------------------------
+#: what is not prose in an article: code, signatures' tokens, a parameter's name in a field
+#: list (``**recipe``), math, scripts
+_NOT_PROSE = re.compile(
+    r"<(pre|code|script|style|math|svg)\b.*?</\1>"
+    r"|<span class=\"pre\">.*?</span>"
+    r"|<strong>\*{1,2}\w+</strong>"
+    r"|<(span|div) class=\"math\b[^\"]*\">.*?</\2>"
+    r"|\\\(.*?\\\)|\\\[.*?\\\]",
+    re.DOTALL,
+)
+#: a literal ``*``, ``**`` or double backtick in what a reader reads
+_RAW_MARKUP = re.compile(r"``|\*")
+
+
+def raw_markup_in_article(page_html: str) -> list[str]:
+    """Each literal ``*``/``**``/double backtick in the article text of a page, with the words
+    around it: inline markup that did not close (``*多头潜在注意力*（`` in reST) shows as such."""
+    start = page_html.find("<article")
+    end = page_html.rfind("</article>")
+    article = page_html[start:end] if start >= 0 and end > start else page_html
+    text = html_module.unescape(re.sub(r"<[^>]+>", "", _NOT_PROSE.sub(" ", article)))
+    text = re.sub(r"\s+", " ", text)
+    return [text[max(0, m.start() - 30) : m.end() + 30] for m in _RAW_MARKUP.finditer(text)]
+
+
+def test_the_raw_markup_check_sees_unclosed_markup():
+    """The control for the test below: raw markup is found in prose, not in code or math."""
+    page = (
+        '<article class="bd-article"><p>DeepSeek-V2 的 <em>多头潜在注意力*（MLA）得到 '
+        "``kv_latent_dim`` 个数</em></p><pre>x ** 2</pre><p><code>``a``</code> "
+        '<span class="math notranslate nohighlight">\\(a * b\\)</span> '
+        '<em class="sig-param"><span class="o"><span class="pre">**</span></span></em></p>'
+        "</article>"
+    )
+    found = raw_markup_in_article(page)
+    assert len(found) == 3 and "多头潜在注意力*（MLA）" in found[0], found
+    assert raw_markup_in_article(page.replace("*（", "（").replace("``", "")) == []
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_raw_inline_markup_in_article_text(lang):
+    """No page shows a literal ``*``, ``**`` or double backtick outside code and math: in reST
+    an end-string followed by a full-width ``（`` or a Chinese character does not close, and
+    the paragraph runs on in emphasis with the markup shown (tests/test_inline_markup.py
+    checks the sources for it)."""
+    pages = sorted((HTML / lang).rglob("*.html"))
+    assert len(pages) > 30
+    found = []
+    for page in pages:
+        for where in raw_markup_in_article(page.read_text(encoding="utf-8")):
+            found.append(f"{page.relative_to(HTML)}: {where!r}")
+    assert not found, "raw inline markup in article text:\n" + "\n".join(found[:40])

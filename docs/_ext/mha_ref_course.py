@@ -801,12 +801,41 @@ def _dropdown_to_details(match: re.Match) -> str:
     return f"<details>\n<summary>{title}</summary>\n\n{body}\n\n</details>\n\n"
 
 
+#: a Markdown heading: an ATX line (``## 标题``), or a line with its setext underline (``===``)
+_MD_HEADING = re.compile(
+    r"^( {0,3}#{1,6}(?:[ \t][^\n]*)?$|[^\n]*\S[^\n]*\n {0,3}(?:=+|-+)[ \t]*$)", re.MULTILINE
+)
+_ATX_MARKER = re.compile(r"^ {0,3}#{1,6}[ \t]*")
+#: reST's escaped space after inline markup (``*强调*\ （``): nothing in reST, but a backslash
+#: in Markdown
+_ESCAPED_SPACE = re.compile(r"(?<=[*`_])\\ ")
+#: a reference to an example's page, as sphinx-gallery leaves it in a notebook (it drops the
+#: ``:ref:``): `` `sphx_glr_auto_examples_plot_15_x.py` `` or `` `text <sphx_glr_…>` ``
+_EXAMPLE_REF = re.compile(
+    r"(?::ref:)?`(?:(?P<text>[^`<]*?)\s*<)?sphx_glr_auto_examples_plot_(?P<number>\d+)_\w+\.py>?`"
+)
+_EXAMPLE_WORD = {"en": "Example", "zh_CN": "示例"}
+
+
 def _join_cjk(text: str) -> str:
     """Join the line breaks between two Chinese characters, and drop the spaces beside
-    full-width punctuation, as ``mha_ref_site`` does on the HTML page (outside code fences)."""
+    full-width punctuation, as ``mha_ref_site`` does on the HTML page (outside code fences).
+    A heading stays one line of its own: no line is joined to it or from it."""
     from mha_ref_site import _CJK_LINE_BREAK, _FULL_WIDTH
 
     beside = re.compile(rf"(?<={_FULL_WIDTH})[ \t]+(?=\S)|(?<=\S)[ \t]+(?={_FULL_WIDTH})")
+
+    def outside_headings(piece: str) -> str:
+        # re.split with one group: text, heading, text, heading, ..., text
+        parts = _MD_HEADING.split(piece)
+        for i, part in enumerate(parts):
+            if i % 2:  # a heading: its words only, so that ``## （`` keeps its space
+                marker = _ATX_MARKER.match(part)
+                cut = marker.end() if marker else 0
+                parts[i] = part[:cut] + beside.sub("", part[cut:])
+            else:
+                parts[i] = beside.sub("", _CJK_LINE_BREAK.sub("", part))
+        return "".join(parts)
 
     out, fenced = [], False
     for piece in re.split(r"(^```.*$)", text, flags=re.MULTILINE):
@@ -814,14 +843,18 @@ def _join_cjk(text: str) -> str:
             fenced = not fenced
             out.append(piece)
         else:
-            out.append(piece if fenced else beside.sub("", _CJK_LINE_BREAK.sub("", piece)))
+            out.append(piece if fenced else outside_headings(piece))
     return "".join(out)
 
 
 def clean_markdown(text: str, lang: str) -> str:
-    """A notebook's Markdown cell without reST: answers folded, roles as inline code."""
+    """A notebook's Markdown cell without reST: answers folded, roles as inline code, an
+    example's page label as its name (``示例 15``), no reST escaped spaces."""
     text = _DROPDOWN.sub(_dropdown_to_details, text)
+    word = _EXAMPLE_WORD.get(lang, _EXAMPLE_WORD["en"])
+    text = _EXAMPLE_REF.sub(lambda m: m["text"] or f"{word} {int(m['number'])}", text)
     text = RST_ROLE.sub(role_to_code, text)
+    text = _ESCAPED_SPACE.sub("", text)
     if lang == "zh_CN":
         text = _join_cjk(text)
     return text

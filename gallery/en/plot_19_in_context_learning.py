@@ -5,8 +5,9 @@ Example 19: In-context learning in a real model
 A language model *learns in context* when its prediction of a token improves with the text
 before it. Olsson et al. (2022, "In-context Learning and Induction Heads", `arXiv:2209.11895
 <https://arxiv.org/abs/2209.11895>`_) measure it with an *in-context-learning score*: the loss
-late in the context minus the loss early in it (their 500th token against their 50th), and
-argue from ablations that induction heads carry much of it. This page measures both in
+late in the context minus the loss early in it (their 500th token against their 50th; a
+negative score means the model learned from the context), and argue from ablations that
+induction heads carry much of it. This page measures both in
 SmolLM2-135M-Instruct (the 4-bit quantised file; every number here is this build's
 measurement, on two texts) and reports what comes out, including where it does not match the
 paper's picture.
@@ -74,8 +75,10 @@ print(text_table(["positions", "mean loss"], rows))
 # ------------------------------------------------------
 # The score here is the mean loss at positions ``LATE`` minus the mean at ``EARLY`` (windows
 # of positions, to average the noise of single tokens: the early one centred on Olsson et
-# al.'s token 50, the late one ending after their token 500). Then the
-# same with the induction heads removed: every head whose induction score in example 16 is
+# al.'s token 50, the late one ending after their token 500). A negative score means the later
+# tokens are predicted better (the model learned from the context); the more negative, the
+# more it learned. Then the same with the induction heads removed: every head whose induction
+# score in example 16 is
 # above 0.3, mean-ablated together (example 17's mode), and, as controls, three random sets of
 # as many other heads of the same blocks, ablated the same way.
 
@@ -125,14 +128,15 @@ print(text_table(
 # %%
 # What this build measures: the texts' own scores lie on both sides of zero, and over the four
 # texts more than three nats apart, so the mean over two texts (and whether the ablation
-# shrinks it) cannot be read: with this few texts it measures what each stretch of text is about, not how much
+# moves it toward 0) cannot be read: with this few texts it measures what each stretch of text is about, not how much
 # the model learns in context. What the texts share is the steep fall of the loss before
 # position 40, which any early window after it misses. Ablating the induction heads raises the
 # loss in most bins by more than every control (the count above), but over the whole text by
 # about as much as two of the three control sets (the mean losses in the table). So these
-# texts neither reproduce Olsson et al.'s argument (a score that shrinks when the induction
-# heads go) nor refute it: that needs many texts. Nor do they show that the induction heads
-# matter more for real text than other heads of their blocks: the margin over the controls is
+# texts neither reproduce Olsson et al.'s argument (a negative score that moves toward 0,
+# less in-context learning, when the induction heads go) nor refute it: that needs many
+# texts. Nor do they show that the induction heads matter more for real text than other heads
+# of their blocks: the margin over the controls is
 # of the size of the differences between the controls.
 #
 # Why example 10, not real text, shows the phase change: the project's issue for this page
@@ -184,6 +188,6 @@ print(", ".join(f"{float(losses.mean()):.3f}" for losses in result["control_loss
 #   read.
 # - Mean-ablating the heads with an induction score above 0.3 raises the loss; in most bins of
 #   positions by more than three control sets of as many other heads of the same blocks, over
-#   the whole text by about as much as two of them. Whether it shrinks the score cannot be
-#   read from two texts.
+#   the whole text by about as much as two of them. Whether it moves the score toward 0
+#   (less in-context learning) cannot be read from two texts.
 # - The phase change in which induction heads form is shown on example 10's synthetic task.

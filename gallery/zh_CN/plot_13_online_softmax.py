@@ -4,7 +4,7 @@
 
 论文里写的注意力先算出每个查询行的全部分数（每个头 ``(L, S)``），再做 softmax，再对值加权求和。
 序列一长，分数就成了这一层里最大的张量；把它写进内存再读出来，花的时间比算术本身还多。
-FlashAttention（Dao 等，2022）从不保存这些分数：它借助 *在线 softmax*（Milakov 与 Gimelshein（2018）
+FlashAttention（Dao 等，2022）从不保存这些分数：它借助 *在线 softmax*\\ （Milakov 与 Gimelshein（2018）
 用这种方法计算归一化因子；对加权后的值维护随时重新缩放的累加器，出自 Rabe 与 Staats（2021），
 FlashAttention 以此为基础），沿着键一块一块地往前走，结果是 **精确的**，不是近似。
 

@@ -3,7 +3,7 @@
 =======================
 
 分组查询注意力（:ref:`sphx_glr_auto_examples_plot_15_grouped_heads_decode.py`）让几个查询头共用
-键/值头，从而缩小 KV 缓存。DeepSeek-V2 的 *多头潜在注意力*（multi-head latent attention，MLA）
+键/值头，从而缩小 KV 缓存。DeepSeek-V2 的 *多头潜在注意力*\\ （multi-head latent attention，MLA）
 保留每个头自己的键和值，却两者都不缓存：每个词元只被压缩一次，得到 ``kv_latent_dim`` 个数的潜在向量
 ``c = W^DKV h``，每个头再用自己的上投影从它重建出键和值。位置信息不能放进潜在向量里（RoPE 的旋转会
 夹在两个本该事先相乘的矩阵之间），所以旁边另外缓存一个很小的、各头共用的 *解耦 RoPE 键*。
