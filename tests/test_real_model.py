@@ -16,6 +16,10 @@ import torch
 
 from mha_ref.tutorial.smollm2 import files
 
+# the real model is read once per test process: its tests share one worker (nox -s tests runs
+# pytest-xdist with --dist=loadgroup)
+pytestmark = pytest.mark.xdist_group("real_model")
+
 REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
 
 

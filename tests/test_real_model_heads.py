@@ -16,6 +16,10 @@ from test_real_model import _model_or_skip
 
 from mha_ref.tutorial.smollm2 import heads as lab
 
+# the real model is read once per test process: its tests share one worker (nox -s tests runs
+# pytest-xdist with --dist=loadgroup)
+pytestmark = pytest.mark.xdist_group("real_model")
+
 
 @pytest.fixture(scope="module")
 def model():

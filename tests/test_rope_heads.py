@@ -18,6 +18,10 @@ from mha_ref import apply_rotary
 from mha_ref.tutorial import rope_heads
 from mha_ref.tutorial.cache import CACHE_ENV_VAR
 
+# the real model is read once per test process: its tests share one worker (nox -s tests runs
+# pytest-xdist with --dist=loadgroup)
+pytestmark = pytest.mark.xdist_group("real_model")
+
 CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
 REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
 
