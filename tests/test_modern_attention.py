@@ -506,6 +506,83 @@ def test_caches_refuse_what_does_not_fit():
         module.decode(torch.zeros(1, 1, 8), RollingKVCache(1, 1, 2, 4))
 
 
+_BAD_POSITIONS = [  # positions for x of shape (2, 5, 16), the error, words of its message
+    (torch.tensor([-1, 0, 1, 2, 3]), ValueError, ["non-negative", "minimum of -1"]),
+    (torch.arange(5.0), TypeError, ["integer tensor", "torch.float32", "torch.arange"]),
+    (torch.arange(4), ValueError, ["(seq_len,) = (5,)", "positions.shape=(4,)",
+                                   "x.shape=(2, 5, 16)", "torch.arange(start, start + 5)"]),
+    (torch.arange(5).expand(2, 5), ValueError, ["(seq_len,) = (5,)", "(2, 5)"]),
+    ([0, 1, 2, 3, 4], TypeError, ["torch.Tensor", "list", "dtype=torch.long"]),
+]
+_BEYOND_TABLE = (  # only with RoPE: without it there is no table, so no largest position
+    torch.tensor([0, 1, 2, 3, 12]), ValueError,
+    ["below max_len=12", "position of 12", "MultiHeadLatentAttention with max_len=13"],
+)
+
+
+@pytest.mark.parametrize(
+    ("rope_dim", "positions", "error", "words"),
+    [(4, *case) for case in [*_BAD_POSITIONS, _BEYOND_TABLE]]
+    + [(0, *case) for case in _BAD_POSITIONS],
+)
+def test_mla_checks_positions_as_grouped_query_attention(rope_dim, positions, error, words):
+    """Negative positions used to wrap silently: [-1, 0, 1, 2, 3] gave [11, 0, 1, 2, 3]."""
+    module = MultiHeadLatentAttention(16, 2, 8, 8, rope_dim, max_len=12)
+    x = torch.randn(2, 5, 16)  # (N, L, embed_dim)
+    for absorbed in (False, True):
+        with pytest.raises(error) as info:
+            module(x, positions=positions, absorbed=absorbed)
+        assert all(word in str(info.value) for word in words), str(info.value)
+
+
+def test_mla_rotary_table_bounds_the_default_and_the_decoded_positions():
+    module = MultiHeadLatentAttention(16, 2, 8, 8, 4, max_len=4)
+    with pytest.raises(ValueError, match=r"below max_len=4 .* position of 4\. Build "
+                                         r"MultiHeadLatentAttention with max_len=5"):
+        module(torch.randn(1, 5, 16))
+    cache = module.new_cache(1, 8)  # the cache could hold more tokens than the table covers
+    module.decode(torch.randn(1, 4, 16), cache)
+    with pytest.raises(ValueError, match="below max_len=4"):
+        module.decode(torch.randn(1, 1, 16), cache)
+    assert cache.cached_len == 4  # nothing was appended
+
+
+@pytest.mark.parametrize(
+    ("folded", "words"),
+    [
+        ("transposed", ["(num_heads, kv_latent_dim, embed_dim) = (2, 8, 16)",
+                        "(embed_dim, num_heads, kv_latent_dim) = (16, 2, 8)",
+                        "shapes (16, 2, 8) and (2, 8, 16)", "module.absorbed_weights()"]),
+        ("one", ["one tensor of shape (2, 8, 16)", "module.absorbed_weights()"]),
+        ("other module", ["shapes (2, 4, 16) and (16, 2, 4)", "of this same module"]),
+    ],
+)
+def test_mla_decode_checks_absorbed_weights(folded, words):
+    torch.manual_seed(0)
+    module = MultiHeadLatentAttention(16, 2, 8, 8, 4)
+    query_weight, output_weight = module.absorbed_weights()  # (2, 8, 16), (16, 2, 8)
+    given = {
+        "transposed": (output_weight, query_weight),
+        "one": query_weight,
+        "other module": MultiHeadLatentAttention(16, 2, 4, 8, 4).absorbed_weights(),
+    }[folded]
+    cache = module.new_cache(1, 4)
+    with pytest.raises(ValueError) as info:
+        module.decode(torch.randn(1, 1, 16), cache, absorbed_weights=given)
+    assert all(word in str(info.value) for word in words), str(info.value)
+    with pytest.raises(ValueError, match="absorbed_weights was given with absorbed=False"):
+        module.decode(
+            torch.randn(1, 1, 16), cache, absorbed=False, absorbed_weights=(query_weight,
+                                                                            output_weight)
+        )
+    with pytest.raises(TypeError, match=r"absorbed_weights\[0\]\.dtype \(torch.float64\)"):
+        module.decode(
+            torch.randn(1, 1, 16), cache,
+            absorbed_weights=(query_weight.double(), output_weight.double()),
+        )
+    assert cache.cached_len == 0
+
+
 def test_sink_logits_and_lse_shapes_are_checked():
     query, key, value = _qkv(3, 3)
     with pytest.raises(ValueError, match="sink_logits must have shape"):
