@@ -234,6 +234,20 @@ def test_kv_cache_append_crop_and_errors():
         cache.append(torch.randn(2, 4, 1, 8), torch.randn(2, 4, 1, 8))
 
 
+def test_kv_cache_append_names_keys_and_values_of_different_lengths():
+    """It used to fail inside the buffer write with a bare RuntimeError about sizes."""
+    cache = KVCache(1, 2, 10, 4, dtype=F64)
+    key = torch.randn(1, 2, 2, 4, dtype=F64)  # (batch, num_kv_heads, 2, head_dim)
+    value = torch.randn(1, 2, 3, 4, dtype=F64)  # (batch, num_kv_heads, 3, head_dim)
+    with pytest.raises(ValueError) as info:
+        cache.append(key, value)
+    message = str(info.value)
+    for words in ("key and value", "same number of new tokens", "key.shape=(1, 2, 2, 4)",
+                  "value.shape=(1, 2, 3, 4)", "Pass the keys and values of the same"):
+        assert words in message, message
+    assert cache.cached_len == 0
+
+
 def test_decode_rejects_a_cache_of_another_layer():
     module = GroupedQueryAttention(16, 4, 2)
     x = torch.randn(1, 1, 16)

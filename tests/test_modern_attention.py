@@ -501,6 +501,10 @@ def test_caches_refuse_what_does_not_fit():
     latent.append(torch.zeros(1, 2, 4), torch.zeros(1, 2, 2))
     with pytest.raises(ValueError, match="max_len=2"):
         latent.append(torch.zeros(1, 1, 4), torch.zeros(1, 1, 2))
+    latent.crop(0)
+    with pytest.raises(ValueError, match=r"latent.shape=\(1, 1, 4\) \(new_len 1\) and "
+                                         r"rope_key.shape=\(1, 2, 2\) \(new_len 2\)\. Pass"):
+        latent.append(torch.zeros(1, 1, 4), torch.zeros(1, 2, 2))
     module = MultiHeadLatentAttention(8, 2, 4)
     with pytest.raises(TypeError, match="LatentKVCache"):
         module.decode(torch.zeros(1, 1, 8), RollingKVCache(1, 1, 2, 4))
