@@ -18,10 +18,10 @@ rotates each key at its own position in the text before appending it (as
 ``GroupedQueryAttention`` does for its ``KVCache``), and the ``positions`` property reports the
 position in the text of the token in each slot. Attention does not care about the order of the
 keys it sums over, so the ring's slot order is harmless, and decoding equals full attention with
-the sliding-window mask.
-It is not the whole of StreamingLLM's cache: StreamingLLM also numbers the positions within the
-cache (0, 1, 2, ... in slot order, Sec. 3.2), which is what lets it decode past the model's
-pre-training length; here positions keep growing with the text.
+the sliding-window mask. It is not the whole of StreamingLLM's cache: StreamingLLM also numbers
+the positions within the cache (``0, 1, 2, ...`` over the tokens it holds, in text order; Sec.
+3.2), which is what lets it decode past the model's pre-training length; here positions keep
+growing with the text.
 """
 
 from __future__ import annotations
