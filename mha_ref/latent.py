@@ -524,8 +524,8 @@ class MultiHeadLatentAttention(nn.Module):
             ValueError: If shapes do not fit the layer or the cache, the cache is full, the
                 new tokens' positions reach ``max_len`` (the rotary table's size), or
                 ``absorbed_weights`` is not the pair :meth:`absorbed_weights` returns (shapes
-                ``(num_heads, kv_latent_dim, embed_dim)`` and ``(embed_dim, num_heads,
-                kv_latent_dim)``) or is given with ``absorbed=False``.
+                ``(num_heads, kv_latent_dim, embed_dim)`` and
+                ``(embed_dim, num_heads, kv_latent_dim)``) or is given with ``absorbed=False``.
         """
         self._check_x(x)
         check.require_bool("absorbed", absorbed)
