@@ -147,7 +147,8 @@ def attention_with_sink(
         scores = query_c @ key_c.transpose(-2, -1) * scale  # (..., H, L, S)
         if attn_mask is not None:
             scores = _apply_mask(scores, attn_mask)  # (..., H, L, S), blocked -> -inf
-        sink = sink_logits.to(compute_dtype)[:, None, None].expand(scores.shape[:-1] + (1,))
+        sink = sink_logits.to(compute_dtype)[:, None, None]  # (H, 1, 1)
+        sink = sink.expand(scores.shape[:-1] + (1,))  # (..., H, L, 1)
         with_sink = torch.cat((scores, sink), dim=-1)  # (..., H, L, S + 1), the sink column last
         # a row of -inf only (every key blocked, sink -inf) gets weights 0; a NaN stays NaN
         weights = _softmax_over_keys(with_sink)[..., :-1]  # (..., H, L, S), sink share dropped

@@ -173,7 +173,8 @@ def _tiled_attention(
     # a row with no allowed key keeps max -inf (output 0); a NaN score makes the max NaN, and
     # the NaN reaches the output, as in scaled_dot_product_attention
     no_keys = torch.isneginf(running_max)  # (..., L, 1), True for fully masked rows
-    output = torch.where(no_keys, 0.0, output / running_sum.masked_fill(no_keys, 1.0))
+    normaliser = running_sum.masked_fill(no_keys, 1.0)  # (..., L, 1), no division by 0
+    output = torch.where(no_keys, 0.0, output / normaliser)  # (..., L, value_dim)
     lse = (running_max + torch.log(running_sum)).squeeze(-1)  # (..., L), -inf if no key
     return output.to(query.dtype), lse  # (..., L, value_dim), (..., L)
 

@@ -286,6 +286,11 @@ def test_sink_attention_in_16_bit_computes_in_float32(dtype):
     expected = _sink_reference(query, key, value, sinks)  # (N, H, L, value_dim)
     eps = torch.finfo(dtype).eps
     torch.testing.assert_close(output.double(), expected, rtol=eps, atol=1e-6)
+    # inside autocast, float32 inputs are cast to the autocast dtype first, as for SDPA
+    inputs = [t.float() for t in (query, key, value)]  # exact: dtype widened
+    with torch.autocast("cpu", dtype=dtype):
+        autocast_output = attention_with_sink(*inputs, sinks.float())  # (N, H, L, value_dim)
+    assert autocast_output.dtype == dtype and torch.equal(autocast_output, output)
     # float16 scores above 65504 (200 * 200 * 8 / sqrt(8) = 113137) are not lost
     query = torch.full((1, 1, 2, 8), 200.0, dtype=dtype)  # (1, 1, L, 8)
     key = torch.cat((query[:, :, :1], query * 0.75), dim=2)  # (1, 1, 3, 8): key 0 wins
