@@ -244,12 +244,12 @@ def require_finite_scale(scale: object) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def require_tensor(name: str, value: object) -> None:
-    """Raise TypeError unless ``value`` is a ``torch.Tensor``."""
+def require_tensor(name: str, value: object, dtype: str = "torch.float32") -> None:
+    """Raise TypeError unless ``value`` is a ``torch.Tensor``; the fix converts to ``dtype``."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor, got {type(value).__name__}. "
-            f"Convert it first, for example {name} = torch.as_tensor({name}, dtype=torch.float32)."
+            f"Convert it first, for example {name} = torch.as_tensor({name}, dtype={dtype})."
         )
 
 

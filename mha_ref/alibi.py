@@ -21,11 +21,14 @@ __all__ = ["alibi_slopes", "alibi_bias"]
 def alibi_slopes(num_heads: int) -> torch.Tensor:
     r"""The slope of each head: a geometric sequence starting at, and with ratio, ``2 ** (-8 / n)``.
 
-    Math: for a power of two :math:`n`, :math:`m_h = 2^{-8h/n}` for :math:`h = 1, \dots, n`
-    (8 heads: :math:`1/2, 1/4, \dots, 1/256`). For another :math:`n`, with :math:`p` the largest
-    power of two below :math:`n`: the :math:`p` slopes of :math:`p` heads, then every other
-    slope of :math:`2p` heads (the odd-numbered ones), until there are :math:`n`; this is the
-    rule of the paper's reference code.
+    Math: for a power of two :math:`n`, :math:`m_h = 2^{-8h/n}` with the heads numbered
+    :math:`h = 1, \dots, n` (from 1, as in the paper; 8 heads: :math:`1/2, 1/4, \dots, 1/256`).
+    The tensor's index counts from 0, as every head index in ``mha_ref`` does, so entry ``i``
+    is :math:`m_{i+1} = 2^{-8(i+1)/n}`: head 0's slope is :math:`2^{-8/n}`, not :math:`1`.
+    For another :math:`n`, with :math:`p` the largest power of two below :math:`n`: the
+    :math:`p` slopes of :math:`p` heads, then every other slope of :math:`2p` heads (the
+    odd-numbered ones, :math:`h = 1, 3, 5, \dots`), until there are :math:`n`; this is the rule
+    of the paper's reference code.
 
     Args:
         num_heads: Number of attention heads.

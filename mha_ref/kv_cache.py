@@ -113,12 +113,19 @@ class KVCache:
         Raises:
             TypeError: If ``key`` or ``value`` is not a tensor or has another dtype than the
                 cache.
-            ValueError: If their shape does not fit the cache, they are on another device, or
-                the cache would exceed ``max_len``.
+            ValueError: If their shape does not fit the cache, they hold different numbers of
+                tokens, they are on another device, or the cache would exceed ``max_len``.
         """
         for name, tensor in (("key", key), ("value", value)):
             check.require_tensor(name, tensor)
             self._check_new(name, tensor)
+        if key.shape[2] != value.shape[2]:
+            raise ValueError(
+                f"key and value must hold the same number of new tokens (dim 2, new_len): "
+                f"each token stores one key and one value. Got key.shape={tuple(key.shape)} "
+                f"(new_len {key.shape[2]}) and value.shape={tuple(value.shape)} (new_len "
+                f"{value.shape[2]}). Pass the keys and values of the same new tokens."
+            )
         self._append(key, value)
         return self.keys, self.values
 

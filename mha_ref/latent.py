@@ -34,7 +34,7 @@ from torch import nn
 from mha_ref import _validation as check
 from mha_ref.functional import _merge_heads, _split_heads, scaled_dot_product_attention
 from mha_ref.masks import _causal_mask
-from mha_ref.rope import RotaryEmbedding
+from mha_ref.rope import RotaryEmbedding, _require_positions
 
 __all__ = ["MultiHeadLatentAttention", "LatentKVCache", "latent_cache_bytes_per_token"]
 
@@ -139,8 +139,11 @@ class LatentKVCache:
             check.require_same_device(name, tensor, "the cache", buffer.device)
         if latent.shape[1] != rope_key.shape[1]:
             raise ValueError(
-                f"latent and rope_key must hold the same number of tokens, got "
-                f"{latent.shape[1]} and {rope_key.shape[1]}."
+                f"latent and rope_key must hold the same number of new tokens (dim 1, new_len): "
+                f"each token stores one of each. Got latent.shape={tuple(latent.shape)} "
+                f"(new_len {latent.shape[1]}) and rope_key.shape={tuple(rope_key.shape)} "
+                f"(new_len {rope_key.shape[1]}). Pass the latents and RoPE keys of the same "
+                f"tokens (module.compress(x, positions))."
             )
         self._append(latent, rope_key)
         return self.latents, self.rope_keys
@@ -454,25 +457,27 @@ class MultiHeadLatentAttention(nn.Module):
                 ``(N, num_heads, L, L)``.
             is_causal: Apply the causal mask (a ``bool``); not together with ``attn_mask``.
             need_weights: Also return the weights ``(N, num_heads, L, L)``.
-            positions: Keyword-only. Token positions ``(L,)``. Default: ``torch.arange(L)``.
+            positions: Keyword-only. Token positions ``(L,)``, an integer tensor of values in
+                ``0 .. max_len - 1``. Default: ``torch.arange(L)``.
             absorbed: Keyword-only. Use the absorbed form. Default: ``False``.
 
         Returns:
             tuple[torch.Tensor, torch.Tensor | None]: ``(output, weights)``.
 
         Raises:
-            TypeError: If ``x`` is not a floating tensor of the parameters' dtype, or
-                ``is_causal``/``absorbed`` is not a ``bool``.
-            ValueError: If ``x`` has the wrong shape or device, or ``attn_mask`` and
-                ``is_causal`` are both given.
+            TypeError: If ``x`` is not a floating tensor of the parameters' dtype,
+                ``is_causal``/``absorbed`` is not a ``bool``, or ``positions`` is not an
+                integer tensor.
+            ValueError: If ``x`` has the wrong shape or device, ``attn_mask`` and
+                ``is_causal`` are both given, or ``positions`` is not ``(L,)``, has a negative
+                position or one at or beyond ``max_len``.
         """
         self._check_x(x)
         check.require_bool("is_causal", is_causal)
         check.require_bool("absorbed", absorbed)
         check.require_not_mask_and_causal(attn_mask, is_causal)
         seq_len = x.shape[1]
-        if positions is None:
-            positions = torch.arange(seq_len, device=x.device)  # (L,)
+        positions = self._check_positions(positions, x)  # (L,)
         if is_causal:
             attn_mask = _causal_mask(seq_len, seq_len, device=x.device)  # (L, L)
         latents, rope_keys = self.compress(x, positions)  # (N, L, d_c), (N, L, d_R)
@@ -514,9 +519,13 @@ class MultiHeadLatentAttention(nn.Module):
             torch.Tensor: ``(N, new_len, embed_dim)``.
 
         Raises:
-            TypeError: If ``x`` is not of the parameters' dtype or ``cache`` is not a
-                ``LatentKVCache``.
-            ValueError: If shapes do not fit the layer or the cache, or the cache is full.
+            TypeError: If ``x`` or ``absorbed_weights`` is not of the parameters' dtype, or
+                ``cache`` is not a ``LatentKVCache``.
+            ValueError: If shapes do not fit the layer or the cache, the cache is full, the
+                new tokens' positions reach ``max_len`` (the rotary table's size), or
+                ``absorbed_weights`` is not the pair :meth:`absorbed_weights` returns (shapes
+                ``(num_heads, kv_latent_dim, embed_dim)`` and
+                ``(embed_dim, num_heads, kv_latent_dim)``) or is given with ``absorbed=False``.
         """
         self._check_x(x)
         check.require_bool("absorbed", absorbed)
@@ -525,7 +534,10 @@ class MultiHeadLatentAttention(nn.Module):
                 f"cache must be a LatentKVCache, got {type(cache).__name__}. Build it with "
                 f"module.new_cache(batch, max_len)."
             )
+        if absorbed_weights is not None:
+            self._check_absorbed_weights(absorbed_weights, absorbed)
         new_len, start = x.shape[1], cache.cached_len
+        self._check_rope_table(start + new_len)
         positions = torch.arange(start, start + new_len, device=x.device)  # (new_len,)
         latent, rope_key = self.compress(x, positions)  # (N, new_len, d_c), (N, new_len, d_R)
         latents, rope_keys = cache.append(latent, rope_key)  # (N, S, d_c), (N, S, d_R)
@@ -535,6 +547,66 @@ class MultiHeadLatentAttention(nn.Module):
                 x, positions, latents, rope_keys, mask, False, absorbed_weights
             )[0]  # (N, new_len, embed_dim)
         return self._attend_naive(x, positions, latents, rope_keys, mask, False)[0]
+
+    def _check_absorbed_weights(self, absorbed_weights: object, absorbed: bool) -> None:
+        """Raise unless ``absorbed_weights`` is this module's pair from :meth:`absorbed_weights`."""
+        if not absorbed:
+            raise ValueError(
+                "absorbed_weights was given with absorbed=False, where the naive form rebuilds "
+                "the keys and values and never reads it. Pass absorbed=True to use it, or "
+                "leave absorbed_weights out."
+            )
+        heads, latent, embed = self.num_heads, self.kv_latent_dim, self.embed_dim
+        expected = ((heads, latent, embed), (embed, heads, latent))
+        pair = absorbed_weights
+        is_pair = isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
+            isinstance(weight, torch.Tensor) for weight in pair
+        )
+        got = tuple(tuple(weight.shape) for weight in pair) if is_pair else None
+        if got != expected:
+            described = f"shapes {got[0]} and {got[1]}" if is_pair else _describe_pair(pair)
+            raise ValueError(
+                f"absorbed_weights must be the pair (query_weight, output_weight) of shapes "
+                f"(num_heads, kv_latent_dim, embed_dim) = {expected[0]} and "
+                f"(embed_dim, num_heads, kv_latent_dim) = {expected[1]} for this module, got "
+                f"{described}. Pass absorbed_weights=module.absorbed_weights() of this same "
+                f"module (computed once, before the decode loop)."
+            )
+        parameter = self.kv_down.weight
+        for name, weight in zip(("absorbed_weights[0]", "absorbed_weights[1]"), pair, strict=True):
+            check.require_matching_dtype(name, weight, parameter.dtype)
+            check.require_matching_device(name, weight, parameter.device)
+
+    def _check_positions(self, positions: object, x: torch.Tensor) -> torch.Tensor:
+        """Validate ``positions`` as ``GroupedQueryAttention`` does; default ``arange(seq_len)``.
+
+        Shape: x ``(N, L, embed_dim)``; positions and output ``(L,)``, an integer tensor.
+        """
+        seq_len = x.shape[1]
+        if positions is None:  # built here, 0 ... seq_len - 1: only its length needs a check
+            self._check_rope_table(seq_len)
+            return torch.arange(seq_len, device=x.device)  # (L,)
+        check.require_tensor("positions", positions, dtype="torch.long")
+        if positions.dim() != 1 or positions.shape[0] != seq_len:
+            raise ValueError(
+                f"positions must have shape (seq_len,) = ({seq_len},), one position per token "
+                f"of x (batch, seq_len, embed_dim), shared by the batch, got positions.shape="
+                f"{tuple(positions.shape)} for x.shape={tuple(x.shape)}. Pass "
+                f"torch.arange(start, start + {seq_len})."
+            )
+        _require_positions(positions, x)  # an integer dtype, no negative position
+        if positions.numel() > 0:
+            self._check_rope_table(int(positions.max()) + 1)
+        return positions
+
+    def _check_rope_table(self, num_positions: int) -> None:
+        """Raise unless the rotary table covers positions ``0 ... num_positions - 1``."""
+        if self.rope is not None and num_positions > self.rope.max_len:
+            raise ValueError(
+                f"positions must be below max_len={self.rope.max_len} (the rotary table's "
+                f"size), got a position of {num_positions - 1}. Build "
+                f"MultiHeadLatentAttention with max_len={num_positions} or more."
+            )
 
     def _check_x(self, x: object) -> None:
         check.require_tensor("x", x)
@@ -546,6 +618,16 @@ class MultiHeadLatentAttention(nn.Module):
         check.require_floating("x", x)
         check.require_matching_dtype("x", x, self.kv_down.weight.dtype)
         check.require_matching_device("x", x, self.kv_down.weight.device)
+
+
+def _describe_pair(value: object) -> str:
+    """How a value that is not a pair of tensors looks, for an error message."""
+    if isinstance(value, (tuple, list)):
+        kinds = ", ".join(type(item).__name__ for item in value)
+        return f"a {type(value).__name__} of {len(value)} item(s) ({kinds})"
+    if isinstance(value, torch.Tensor):
+        return f"one tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
 
 
 def _require_rope_dim(rope_dim: object, head_dim: int) -> None:

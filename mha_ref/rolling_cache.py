@@ -2,14 +2,26 @@ r"""A KV cache of fixed size for sliding-window attention: a ring buffer over th
 
 With a sliding window of ``window`` keys (see ``mha_ref.sliding_window_mask``), a decoding
 token never looks further back than ``window - 1`` positions, so the cache never needs more than
-``window`` keys and values per head: the slot of the token ``window`` steps back is overwritten
-by the newest one (slot ``position % window``). Memory stays constant however long the text,
-and one decode step costs ``O(window)`` instead of ``O(position)``.
+``window`` keys and values per head. Memory stays constant however long the text, and one decode
+step costs ``O(window)`` instead of ``O(position)``.
 
-Attention does not care about the order of the keys it sums over (the positions are already in
-the keys, rotated by RoPE before they are cached), so the ring's slot order is harmless. Keeping
-the first ``num_sinks`` tokens for good as well gives StreamingLLM's cache (Xiao et al. 2023):
-models put much of their attention on the first tokens, and evicting them hurts.
+**Eviction rule.** The token at position ``p`` is written to slot ``p % window``, overwriting the
+token at position ``p - window``: the oldest one held, and the first one the window no longer
+reaches. With ``num_sinks`` first tokens kept for good, those take slots ``0 .. num_sinks - 1``
+and are never overwritten, and every later token goes to slot
+``num_sinks + (p - num_sinks) % window`` of the ring. This is StreamingLLM's eviction rule
+(Xiao et al. 2023): models put much of their attention on the first tokens, and evicting them
+hurts.
+
+**Positions are not renumbered.** The cache stores keys as it is given them: a model with RoPE
+rotates each key at its own position in the text before appending it (as
+``GroupedQueryAttention`` does for its ``KVCache``), and the ``positions`` property reports the
+position in the text of the token in each slot. Attention does not care about the order of the
+keys it sums over, so the ring's slot order is harmless, and decoding equals full attention with
+the sliding-window mask. It is not the whole of StreamingLLM's cache: StreamingLLM also numbers
+the positions within the cache (``0, 1, 2, ...`` over the tokens it holds, in text order; Sec.
+3.2), which is what lets it decode past the model's pre-training length; here positions keep
+growing with the text.
 """
 
 from __future__ import annotations
@@ -31,6 +43,12 @@ class RollingKVCache:
     exactly full attention with the mask
     ``sliding_window_mask(n, window=window)`` (``num_sinks=0``), or that mask with the first
     ``num_sinks`` columns allowed too (StreamingLLM); the tests check both, step by step.
+
+    Eviction: once the ``num_sinks + window`` slots are full, the new token overwrites the
+    token ``window`` positions before it (slot :meth:`slot_of`); the first ``num_sinks`` tokens
+    are never overwritten. Positions are not renumbered: the keys are stored as given (rotated
+    at their own positions by a model with RoPE), and ``positions`` gives each slot's position
+    in the text, where StreamingLLM numbers positions within the cache (Sec. 3.2).
 
     Args:
         batch: Number of sequences decoded together.

@@ -373,7 +373,7 @@ def _require_pairing(pairing: object) -> None:
 
 
 def _require_positions(positions: object, x: torch.Tensor, max_len: int | None = None) -> None:
-    check.require_tensor("positions", positions)
+    check.require_tensor("positions", positions, dtype="torch.long")
     if positions.dtype.is_floating_point or positions.dtype.is_complex or (
         positions.dtype == torch.bool
     ):

@@ -24,8 +24,11 @@ from mha_ref import _validation as check
 from mha_ref.functional import (
     _and_causal,
     _apply_mask,
+    _autocast_inputs,
     _check_sdpa_inputs,
+    _compute_dtype,
     _default_scale,
+    _softmax_over_keys,
 )
 from mha_ref.masks import _causal_mask
 
@@ -82,7 +85,9 @@ def attention_with_sink(
     :math:`o_i = \sum_j w_{ij} v_j`: the sink's share :math:`1 - \sum_j w_{ij}` reads nothing.
     ``sink_logits = -inf`` gives ordinary attention, ``0`` gives :func:`softmax_plus_one`.
     Masks follow ``scaled_dot_product_attention``; a row whose keys are all blocked puts all
-    its weight on the sink (output ``0``). No dropout.
+    its weight on the sink (output ``0``, also with a sink of ``-inf``). A NaN in a query, key
+    or sink logit gives NaN in the rows it reaches, as in ``scaled_dot_product_attention``.
+    No dropout.
 
     Args:
         query: Queries.
@@ -97,8 +102,13 @@ def attention_with_sink(
     Shape:
         - query: ``(..., num_heads, L, head_dim)``; key ``(..., num_heads, S, head_dim)``;
           value ``(..., num_heads, S, value_dim)``.
-        - sink_logits: ``(num_heads,)``, the dtype of ``query``.
+        - sink_logits: ``(num_heads,)``, floating point, cast to the dtype of the scores.
         - Output: ``(..., num_heads, L, value_dim)``; weights ``(..., num_heads, L, S)``.
+        - dtypes: ``query``, ``key``, ``value`` share one floating-point dtype; ``float16``
+          and ``bfloat16`` are computed in ``float32`` (scores, softmax, weighted sum) and the
+          output and weights return in the input's dtype, as in
+          ``scaled_dot_product_attention``, so scores beyond ``float16``'s range (``65504``)
+          stay exact; inside ``torch.autocast`` the inputs are cast as there.
 
     Returns:
         torch.Tensor or tuple[torch.Tensor, torch.Tensor]: the output, or
@@ -114,8 +124,10 @@ def attention_with_sink(
         (a learned bias in the softmax's denominator per head); Xiao et al. 2023,
         arXiv:2309.17453.
     """
+    query, key, value, attn_mask = _autocast_inputs(query, key, value, attn_mask)
     _check_sdpa_inputs(query, key, value, attn_mask, 0.0, is_causal, scale, False)
     check.require_tensor("sink_logits", sink_logits)
+    check.require_floating("sink_logits", sink_logits)
     num_heads = query.shape[-3] if query.dim() >= 3 else None
     if num_heads is None or tuple(sink_logits.shape) != (num_heads,):
         raise ValueError(
@@ -124,15 +136,22 @@ def attention_with_sink(
             f"sink_logits.shape={tuple(sink_logits.shape)}."
         )
     scale = _default_scale(query.shape[-1]) if scale is None else float(scale)
-    scores = query @ key.transpose(-2, -1) * scale  # (..., H, L, S)
     if is_causal:
         allowed = _causal_mask(query.shape[-2], key.shape[-2], device=query.device)  # (L, S)
         attn_mask = allowed if attn_mask is None else _and_causal(attn_mask, allowed)
-    if attn_mask is not None:
-        scores = _apply_mask(scores, attn_mask)  # (..., H, L, S), blocked -> -inf
-    sink = sink_logits.to(scores.dtype)[:, None, None].expand(scores.shape[:-1] + (1,))
-    with_sink = torch.cat((scores, sink), dim=-1)  # (..., H, L, S + 1), the sink column last
-    weights = torch.softmax(with_sink, dim=-1)[..., :-1]  # (..., H, L, S), sink share dropped
-    weights = torch.nan_to_num(weights, nan=0.0)  # a sink of -inf on a fully blocked row
-    output = weights @ value  # (..., H, L, value_dim)
+    compute_dtype = _compute_dtype(query.dtype)  # float32 for float16 / bfloat16
+    with torch.autocast(query.device.type, enabled=False):
+        query_c = query.to(compute_dtype)  # (..., H, L, head_dim)
+        key_c = key.to(compute_dtype)  # (..., H, S, head_dim)
+        value_c = value.to(compute_dtype)  # (..., H, S, value_dim)
+        scores = query_c @ key_c.transpose(-2, -1) * scale  # (..., H, L, S)
+        if attn_mask is not None:
+            scores = _apply_mask(scores, attn_mask)  # (..., H, L, S), blocked -> -inf
+        sink = sink_logits.to(compute_dtype)[:, None, None]  # (H, 1, 1)
+        sink = sink.expand(scores.shape[:-1] + (1,))  # (..., H, L, 1)
+        with_sink = torch.cat((scores, sink), dim=-1)  # (..., H, L, S + 1), the sink column last
+        # a row of -inf only (every key blocked, sink -inf) gets weights 0; a NaN stays NaN
+        weights = _softmax_over_keys(with_sink)[..., :-1]  # (..., H, L, S), sink share dropped
+        output = weights @ value_c  # (..., H, L, value_dim)
+    output, weights = output.to(query.dtype), weights.to(query.dtype)  # the input's dtype
     return (output, weights) if return_weights else output

@@ -71,8 +71,9 @@ def tiled_attention(
     Masks follow ``scaled_dot_product_attention``: a bool ``attn_mask`` is ``True`` where the
     query **may attend**, a float mask is added to the scores, ``is_causal=True`` applies the
     top-left causal triangle (together with ``attn_mask``, if given). A row whose keys are all
-    blocked gets output ``0``, as in ``scaled_dot_product_attention``: its running sum stays
-    ``0``. No dropout (the online softmax is an inference and training kernel trick; use
+    blocked gets output ``0``, as in ``scaled_dot_product_attention``: its running maximum
+    stays ``-inf``. A NaN in a query or key gives NaN in the rows it reaches, as there. No
+    dropout (the online softmax is an inference and training kernel trick; use
     ``scaled_dot_product_attention`` for dropout).
 
     Args:
@@ -169,8 +170,11 @@ def _tiled_attention(
         running_sum = running_sum * correction + probs.sum(dim=-1, keepdim=True)  # (..., L, 1)
         output = output * correction + probs @ value_block  # (..., L, value_dim)
         running_max = new_max  # (..., L, 1)
-    has_keys = running_sum > 0  # (..., L, 1), False for fully masked rows
-    output = torch.where(has_keys, output / running_sum.masked_fill(~has_keys, 1.0), 0.0)
+    # a row with no allowed key keeps max -inf (output 0); a NaN score makes the max NaN, and
+    # the NaN reaches the output, as in scaled_dot_product_attention
+    no_keys = torch.isneginf(running_max)  # (..., L, 1), True for fully masked rows
+    normaliser = running_sum.masked_fill(no_keys, 1.0)  # (..., L, 1), no division by 0
+    output = torch.where(no_keys, 0.0, output / normaliser)  # (..., L, value_dim)
     lse = (running_max + torch.log(running_sum)).squeeze(-1)  # (..., L), -inf if no key
     return output.to(query.dtype), lse  # (..., L, value_dim), (..., L)
 

@@ -59,6 +59,34 @@ def test_tiled_with_bool_and_float_masks_and_fully_masked_rows():
         assert not got.isnan().any()
 
 
+@pytest.mark.parametrize("where", ["key", "query_row"])
+def test_tiled_propagates_nan_as_scaled_dot_product_attention(where):
+    """A NaN key makes every row NaN, a NaN query row its own row: never a silent 0."""
+    q, k, v = _qkv(query_len=9, key_len=11)
+    if where == "key":
+        k[0, 1, 4, 2] = float("nan")  # one feature of key 4, batch 0, head 1
+    else:
+        q[1, 0, 5] = float("nan")  # query row 5, batch 1, head 0
+    allowed = torch.ones(9, 11, dtype=torch.bool)  # (L, S)
+    allowed[7] = False  # a fully masked row keeps its documented output 0
+    allowed[8, 4] = False  # key 4 blocked for row 8: its NaN does not reach that row
+    expected = scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (2, 3, 9, 5)
+    # torch's own kernel without a mask (with one, its CPU kernel spreads the NaN further)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v)  # (2, 3, 9, 5)
+    for block_size in (1, 4, 11):
+        got = tiled_attention(q, k, v, attn_mask=allowed, block_size=block_size)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12, equal_nan=True)
+        unmasked = tiled_attention(q, k, v, block_size=block_size)  # (2, 3, 9, 5)
+        torch.testing.assert_close(unmasked, theirs, rtol=0, atol=1e-12, equal_nan=True)
+    nan_rows = got.isnan().any(-1)  # (2, 3, 9)
+    if where == "key":
+        assert nan_rows[0, 1, :7].all() and not nan_rows[0, 1, 7:].any()
+        assert nan_rows.sum() == 7  # rows 0-6 of the one head with the NaN key
+    else:
+        assert nan_rows[1, 0, 5] and nan_rows.sum() == 1
+    assert torch.equal(got[..., 7, :], torch.zeros_like(got[..., 7, :]))
+
+
 def test_tiled_mask_and_causal_together_and_key_broadcast_mask():
     q, k, v = _qkv(query_len=20, key_len=20)
     allowed = torch.rand(20, 20, generator=torch.Generator().manual_seed(2)) > 0.3
@@ -204,6 +232,20 @@ def test_kv_cache_append_crop_and_errors():
         cache.append(torch.randn(2, 4, 10, 8, dtype=F64), torch.randn(2, 4, 10, 8, dtype=F64))
     with pytest.raises(TypeError, match="dtype"):
         cache.append(torch.randn(2, 4, 1, 8), torch.randn(2, 4, 1, 8))
+
+
+def test_kv_cache_append_names_keys_and_values_of_different_lengths():
+    """It used to fail inside the buffer write with a bare RuntimeError about sizes."""
+    cache = KVCache(1, 2, 10, 4, dtype=F64)
+    key = torch.randn(1, 2, 2, 4, dtype=F64)  # (batch, num_kv_heads, 2, head_dim)
+    value = torch.randn(1, 2, 3, 4, dtype=F64)  # (batch, num_kv_heads, 3, head_dim)
+    with pytest.raises(ValueError) as info:
+        cache.append(key, value)
+    message = str(info.value)
+    for words in ("key and value", "same number of new tokens", "key.shape=(1, 2, 2, 4)",
+                  "value.shape=(1, 2, 3, 4)", "Pass the keys and values of the same"):
+        assert words in message, message
+    assert cache.cached_len == 0
 
 
 def test_decode_rejects_a_cache_of_another_layer():

@@ -259,6 +259,87 @@ def test_add_zero_attn_is_a_zero_sink_before_the_output_projection():
     torch.testing.assert_close(got, expected, **TOL)
 
 
+def _sink_reference(query, key, value, sink_logits, attn_mask=None):
+    """The formula in float64, from the same (rounded) inputs: softmax over [scores, sink]."""
+    query, key, value, sink_logits = (t.double() for t in (query, key, value, sink_logits))
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (N, H, L, S)
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, -math.inf)  # (N, H, L, S)
+    sink = sink_logits[:, None, None].expand(*scores.shape[:-1], 1)  # (N, H, L, 1)
+    weights = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]  # (N, H, L, S)
+    return weights @ value  # (N, H, L, value_dim)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sink_attention_in_16_bit_computes_in_float32(dtype):
+    """Scores, softmax and sum in float32: the output is the exact one rounded once to dtype.
+
+    Computed in the 16-bit dtype itself, the error was 50 to 85 times the dtype's epsilon.
+    """
+    gen = torch.Generator().manual_seed(0)
+    query = (torch.randn(2, 3, 6, 16, generator=gen) * 6).to(dtype)  # (N, H, L, head_dim)
+    key = (torch.randn(2, 3, 6, 16, generator=gen) * 6).to(dtype)  # (N, H, S, head_dim)
+    value = torch.randn(2, 3, 6, 16, generator=gen).to(dtype)  # (N, H, S, value_dim)
+    sinks = torch.randn(3, generator=gen).to(dtype)  # (H,)
+    output, weights = attention_with_sink(query, key, value, sinks, return_weights=True)
+    assert output.dtype == weights.dtype == dtype
+    expected = _sink_reference(query, key, value, sinks)  # (N, H, L, value_dim)
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(output.double(), expected, rtol=eps, atol=1e-6)
+    # inside autocast, float32 inputs are cast to the autocast dtype first, as for SDPA
+    inputs = [t.float() for t in (query, key, value)]  # exact: dtype widened
+    with torch.autocast("cpu", dtype=dtype):
+        autocast_output = attention_with_sink(*inputs, sinks.float())  # (N, H, L, value_dim)
+    assert autocast_output.dtype == dtype and torch.equal(autocast_output, output)
+    # float16 scores above 65504 (200 * 200 * 8 / sqrt(8) = 113137) are not lost
+    query = torch.full((1, 1, 2, 8), 200.0, dtype=dtype)  # (1, 1, L, 8)
+    key = torch.cat((query[:, :, :1], query * 0.75), dim=2)  # (1, 1, 3, 8): key 0 wins
+    value = torch.randn(1, 1, 3, 4, generator=gen).to(dtype)  # (1, 1, 3, 4)
+    got = attention_with_sink(query, key, value, torch.zeros(1, dtype=dtype))  # (1, 1, 2, 4)
+    assert torch.equal(got, value[:, :, :1].expand(1, 1, 2, 4))
+
+
+def test_sink_attention_propagates_nan_but_keeps_fully_blocked_rows_at_zero():
+    """A NaN key, query row or sink logit gives NaN where it reaches, as in SDPA, not 0."""
+    gen = torch.Generator().manual_seed(3)
+    query = torch.randn(1, 2, 4, 8, generator=gen, **F64)  # (1, H, L, 8)
+    key = torch.randn(1, 2, 5, 8, generator=gen, **F64)  # (1, H, S, 8)
+    value = torch.randn(1, 2, 5, 3, generator=gen, **F64)  # (1, H, S, 3)
+    sinks = torch.tensor([0.5, -math.inf], **F64)  # (H,): head 1 is ordinary attention
+    allowed = torch.ones(4, 5, dtype=torch.bool)  # (L, S)
+    allowed[3] = False  # row 3 sees no key: all its weight on the sink, output 0
+    nan_key, nan_query, nan_sink = key.clone(), query.clone(), sinks.clone()
+    nan_key[0, 0, 2, 1] = math.nan  # key 2 of head 0
+    nan_query[0, 1, 1] = math.nan  # query row 1 of head 1
+    nan_sink[0] = math.nan  # the sink logit of head 0
+    for args, nan_rows in (
+        ((query, nan_key, value, sinks), [(0, 0), (0, 1), (0, 2)]),
+        ((nan_query, key, value, sinks), [(1, 1)]),
+        ((query, key, value, nan_sink), [(0, 0), (0, 1), (0, 2), (0, 3)]),
+    ):
+        output = attention_with_sink(*args, attn_mask=allowed)  # (1, H, L, 3)
+        expected = _sink_reference(*args, attn_mask=allowed)  # (1, H, L, 3)
+        torch.testing.assert_close(output[0, 0, :3], expected[0, 0, :3], equal_nan=True)
+        got_nan = [tuple(i) for i in output[0].isnan().any(-1).nonzero().tolist()]
+        assert got_nan == nan_rows
+        for head in (0, 1):  # the fully blocked row stays 0 unless its sink logit is NaN
+            if (head, 3) not in nan_rows:
+                assert torch.equal(output[0, head, 3], torch.zeros(3, **F64))
+    # a fully blocked row with a sink of -inf has no logit at all: weights 0, output 0
+    output, weights = attention_with_sink(
+        query, key, value, sinks, attn_mask=allowed, return_weights=True
+    )
+    assert torch.equal(output[0, 1, 3], torch.zeros(3, **F64))
+    assert torch.equal(weights[0, 1, 3], torch.zeros(5, **F64))
+    assert not output.isnan().any()
+    # head 1 (sink -inf) is the package's SDPA, NaN row and fully blocked row included
+    plain = scaled_dot_product_attention(nan_query, key, value, attn_mask=allowed)
+    torch.testing.assert_close(
+        attention_with_sink(nan_query, key, value, sinks, attn_mask=allowed)[:, 1],
+        plain[:, 1], equal_nan=True,
+    )
+
+
 def test_qk_norm_bounds_the_scores_whatever_the_weights():
     torch.manual_seed(3)
     norm = QKNorm(8, kind="rms", **F64)
@@ -425,9 +506,90 @@ def test_caches_refuse_what_does_not_fit():
     latent.append(torch.zeros(1, 2, 4), torch.zeros(1, 2, 2))
     with pytest.raises(ValueError, match="max_len=2"):
         latent.append(torch.zeros(1, 1, 4), torch.zeros(1, 1, 2))
+    latent.crop(0)
+    with pytest.raises(ValueError, match=r"latent.shape=\(1, 1, 4\) \(new_len 1\) and "
+                                         r"rope_key.shape=\(1, 2, 2\) \(new_len 2\)\. Pass"):
+        latent.append(torch.zeros(1, 1, 4), torch.zeros(1, 2, 2))
     module = MultiHeadLatentAttention(8, 2, 4)
     with pytest.raises(TypeError, match="LatentKVCache"):
         module.decode(torch.zeros(1, 1, 8), RollingKVCache(1, 1, 2, 4))
+
+
+_BAD_POSITIONS = [  # positions for x of shape (2, 5, 16), the error, words of its message
+    (torch.tensor([-1, 0, 1, 2, 3]), ValueError, ["non-negative", "minimum of -1"]),
+    (torch.arange(5.0), TypeError, ["integer tensor", "torch.float32", "torch.arange"]),
+    (torch.arange(4), ValueError, ["(seq_len,) = (5,)", "positions.shape=(4,)",
+                                   "x.shape=(2, 5, 16)", "torch.arange(start, start + 5)"]),
+    (torch.arange(5).expand(2, 5), ValueError, ["(seq_len,) = (5,)", "(2, 5)"]),
+    ([0, 1, 2, 3, 4], TypeError, ["torch.Tensor", "list", "dtype=torch.long"]),
+]
+_BEYOND_TABLE = (  # only with RoPE: without it there is no table, so no largest position
+    torch.tensor([0, 1, 2, 3, 12]), ValueError,
+    ["below max_len=12", "position of 12", "MultiHeadLatentAttention with max_len=13"],
+)
+
+
+@pytest.mark.parametrize(
+    ("rope_dim", "positions", "error", "words"),
+    [(4, *case) for case in [*_BAD_POSITIONS, _BEYOND_TABLE]]
+    + [(0, *case) for case in _BAD_POSITIONS],
+)
+def test_mla_checks_positions_as_grouped_query_attention(rope_dim, positions, error, words):
+    """Negative positions used to wrap silently: [-1, 0, 1, 2, 3] gave [11, 0, 1, 2, 3]."""
+    module = MultiHeadLatentAttention(16, 2, 8, 8, rope_dim, max_len=12)
+    x = torch.randn(2, 5, 16)  # (N, L, embed_dim)
+    for absorbed in (False, True):
+        with pytest.raises(error) as info:
+            module(x, positions=positions, absorbed=absorbed)
+        assert all(word in str(info.value) for word in words), str(info.value)
+
+
+def test_mla_rotary_table_bounds_the_default_and_the_decoded_positions():
+    module = MultiHeadLatentAttention(16, 2, 8, 8, 4, max_len=4)
+    with pytest.raises(ValueError, match=r"below max_len=4 .* position of 4\. Build "
+                                         r"MultiHeadLatentAttention with max_len=5"):
+        module(torch.randn(1, 5, 16))
+    cache = module.new_cache(1, 8)  # the cache could hold more tokens than the table covers
+    module.decode(torch.randn(1, 4, 16), cache)
+    with pytest.raises(ValueError, match="below max_len=4"):
+        module.decode(torch.randn(1, 1, 16), cache)
+    assert cache.cached_len == 4  # nothing was appended
+
+
+@pytest.mark.parametrize(
+    ("folded", "words"),
+    [
+        ("transposed", ["(num_heads, kv_latent_dim, embed_dim) = (2, 8, 16)",
+                        "(embed_dim, num_heads, kv_latent_dim) = (16, 2, 8)",
+                        "shapes (16, 2, 8) and (2, 8, 16)", "module.absorbed_weights()"]),
+        ("one", ["one tensor of shape (2, 8, 16)", "module.absorbed_weights()"]),
+        ("other module", ["shapes (2, 4, 16) and (16, 2, 4)", "of this same module"]),
+    ],
+)
+def test_mla_decode_checks_absorbed_weights(folded, words):
+    torch.manual_seed(0)
+    module = MultiHeadLatentAttention(16, 2, 8, 8, 4)
+    query_weight, output_weight = module.absorbed_weights()  # (2, 8, 16), (16, 2, 8)
+    given = {
+        "transposed": (output_weight, query_weight),
+        "one": query_weight,
+        "other module": MultiHeadLatentAttention(16, 2, 4, 8, 4).absorbed_weights(),
+    }[folded]
+    cache = module.new_cache(1, 4)
+    with pytest.raises(ValueError) as info:
+        module.decode(torch.randn(1, 1, 16), cache, absorbed_weights=given)
+    assert all(word in str(info.value) for word in words), str(info.value)
+    with pytest.raises(ValueError, match="absorbed_weights was given with absorbed=False"):
+        module.decode(
+            torch.randn(1, 1, 16), cache, absorbed=False, absorbed_weights=(query_weight,
+                                                                            output_weight)
+        )
+    with pytest.raises(TypeError, match=r"absorbed_weights\[0\]\.dtype \(torch.float64\)"):
+        module.decode(
+            torch.randn(1, 1, 16), cache,
+            absorbed_weights=(query_weight.double(), output_weight.double()),
+        )
+    assert cache.cached_len == 0
 
 
 def test_sink_logits_and_lse_shapes_are_checked():

@@ -298,6 +298,34 @@ def test_bad_tokens(model, tokens, error, match):
         model(tokens)
 
 
+def test_text_with_a_lone_surrogate_is_named(model):
+    """The tokenizers package said only "TextInputSequence must be str"."""
+    with pytest.raises(ValueError) as info:
+        model.tokenizer.encode("ab\ud83dc")  # the first half of an emoji's UTF-16 pair
+    message = str(info.value)
+    for words in ("text must be a string that UTF-8 can encode", "lone surrogate '\\ud83d'",
+                  "(U+D83D) at index 2", "errors='replace'"):
+        assert words in message, message
+    whole = "ab\U0001f600c"  # the whole character (U+1F600) is fine
+    assert model.tokenizer.decode(model.tokenizer.encode(whole)) == whole
+
+
+@pytest.mark.parametrize(
+    ("max_new_tokens", "error", "words"),
+    [
+        (-1, ValueError, ["max_new_tokens", "0 or more", "max_new_tokens=-1", "max_new_tokens=20"]),
+        (8190, ValueError, ["max_new_tokens=8190 does not fit", "prompt has 3 tokens",
+                            "context_length is 8192", "max_new_tokens=8189 or less"]),
+        (2.5, TypeError, ["max_new_tokens must be an int", "float"]),
+    ],
+)
+def test_generate_greedy_names_max_new_tokens(model, max_new_tokens, error, words):
+    """-1 used to fail in the cache ("cannot take 3 more"), 8190 in new_caches ("max_len")."""
+    with pytest.raises(error) as info:
+        model.generate_greedy(torch.tensor([1, 2, 3]), max_new_tokens)
+    assert all(word in str(info.value) for word in words), str(info.value)
+
+
 def test_unknown_head_index(model):
     with pytest.raises(ValueError, match=r"no head \(30, 0\): layers are 0 \.\. 29"):
         model.check_head(30, 0)

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mha_ref import _validation as check
 from mha_ref.grouped import GroupedQueryAttention
 from mha_ref.kv_cache import KVCache
 from mha_ref.rope import RotaryEmbedding
@@ -457,14 +458,16 @@ class SmolLM2(nn.Module):
             torch.Tensor: ``(new_len,)`` the generated ids, ``new_len <= max_new_tokens``.
 
         Raises:
-            ValueError: as :meth:`embed`, or if the prompt and the new tokens do not fit in
-                ``context_length``.
+            TypeError: as :meth:`embed`, or if ``max_new_tokens`` is not an int.
+            ValueError: as :meth:`embed`, if ``max_new_tokens`` is negative, or if the prompt
+                and the new tokens do not fit in ``context_length``.
         """
         prompt = self.check_tokens(tokens)  # (1, seq_len)
         if prompt.shape[0] != 1:
             raise ValueError(f"tokens must be one prompt (seq_len,), got {tuple(tokens.shape)}.")
+        _require_max_new_tokens(max_new_tokens, prompt.shape[1], self.config.context_length)
         total = prompt.shape[1] + max_new_tokens
-        caches = self.new_caches(1, total)  # raises if beyond the context
+        caches = self.new_caches(1, total)
         logits = self.decode(prompt, caches)  # (1, seq_len, vocab_size)
         generated = []
         for _ in range(max_new_tokens):
@@ -554,6 +557,24 @@ class SmolLM2(nn.Module):
 
 #: ``<|endoftext|>`` and ``<|im_end|>``: greedy generation stops after either
 _STOP_IDS = (0, 2)
+
+
+def _require_max_new_tokens(max_new_tokens: object, prompt_len: int, context_length: int) -> None:
+    """Raise unless ``max_new_tokens`` is an int in ``0 .. context_length - prompt_len``."""
+    check.require_int("max_new_tokens", max_new_tokens)
+    room = context_length - prompt_len
+    if max_new_tokens < 0:
+        raise ValueError(
+            f"max_new_tokens (the number of tokens to generate) must be 0 or more, got "
+            f"max_new_tokens={max_new_tokens}. Pass the most tokens to add, for example "
+            f"max_new_tokens=20 (generation also stops at <|im_end|>)."
+        )
+    if max_new_tokens > room:
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} does not fit: the prompt has {prompt_len} tokens "
+            f"and the model's context_length is {context_length}, which leaves room for "
+            f"{room} new tokens. Pass max_new_tokens={room} or less, or a shorter prompt."
+        )
 
 
 def next_token_losses(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

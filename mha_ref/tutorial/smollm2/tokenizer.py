@@ -137,7 +137,7 @@ class SmolLM2Tokenizer:
         """The token ids of ``text``; no beginning-of-sequence token is added.
 
         Args:
-            text: any Unicode string.
+            text: any Unicode string that UTF-8 can encode (no lone surrogate).
             control_tokens: Keyword-only. What to do with the spelling of a control token
                 (``"<|im_end|>"``) inside ``text``: ``"error"`` (default) raises,
                 ``"text"`` encodes it as ordinary characters, ``"special"`` makes it the
@@ -151,11 +151,14 @@ class SmolLM2Tokenizer:
 
         Raises:
             TypeError: if ``text`` is not a string.
-            ValueError: if ``control_tokens`` is not one of :data:`CONTROL_TOKEN_MODES`, or it
-                is ``"error"`` and ``text`` spells a control token (the message names it).
+            ValueError: if ``text`` holds a lone surrogate (``"\\ud800"``, half of a UTF-16
+                pair, which UTF-8 cannot encode; the message gives its index), if
+                ``control_tokens`` is not one of :data:`CONTROL_TOKEN_MODES`, or if it is
+                ``"error"`` and ``text`` spells a control token (the message names it).
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}.")
+        _require_utf8(text)
         if control_tokens not in CONTROL_TOKEN_MODES:
             raise ValueError(
                 f"control_tokens must be one of {CONTROL_TOKEN_MODES}, got {control_tokens!r}."
@@ -213,6 +216,22 @@ class SmolLM2Tokenizer:
                 piece = "".join(f"\\x{b:02x}" if b >= 0x80 else chr(b) for b in raw)
             pieces.append(piece)
         return pieces
+
+
+def _require_utf8(text: str) -> None:
+    """Raise ValueError naming the first lone surrogate of ``text``, which UTF-8 cannot encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        char = text[error.start]
+        raise ValueError(
+            f"text must be a string that UTF-8 can encode, the bytes a byte-level tokenizer "
+            f"reads, but it holds the lone surrogate {char!r} (U+{ord(char):04X}) at index "
+            f"{error.start}: half of a UTF-16 pair, not a character. It usually comes from "
+            f"bytes decoded with errors='surrogateescape' or a JSON escape cut in half; decode "
+            f"the source again, or replace it: "
+            f"text.encode('utf-8', errors='replace').decode('utf-8') turns it into '?'."
+        ) from None
 
 
 def _as_id_list(ids: Sequence[int] | torch.Tensor, vocab_size: int) -> list[int]:
