@@ -1,6 +1,8 @@
 """Build every language of the site, sharing the start-up work: ``nox -s docs`` runs this.
 
-    python docs/_ext/build_languages.py OUTDIR [--languages=en,zh_CN] [SPHINX-BUILD OPTIONS...]
+    python docs/_ext/build_languages.py OUTDIR [--languages=en,zh_CN] [--epub | --no-epub]
+                                        [SPHINX-BUILD OPTIONS...]
+    python docs/_ext/build_languages.py --help
 
 builds ``docs/<lang>`` for each language, with the same options as::
 
@@ -34,18 +36,27 @@ The first language that fails stops the build with its exit status. Each languag
 is written to ``OUTDIR/../timings/languages.json``; the first language's includes the imports.
 ``--languages=en`` builds a subset (the build tests use it on a small site).
 
-**An EPUB per language.** Right after a language's HTML, Sphinx's ``epub`` builder writes the
-same pages again from the same doctrees (``-d``), into ``OUTDIR/../epub/<lang>``: the
-environment is loaded, not read again, and no example runs. The EPUB is copied into the
-language's staging folder as ``mha-ref-<lang>.epub`` and published with the site (the
-language's index links to it; ``docs/_ext/mha_ref_epub.py`` says what the EPUB leaves out).
-Its wall time is written as ``<lang>-epub`` in the timings; ``--no-epub`` skips it. A book newer
-than its doctrees and its templates, style sheets, extensions and configuration is kept as it is
-(``epub_is_current``), so that a no-op rebuild stays a no-op.
+**An EPUB per language, when asked.** With ``--epub``, or by default when the environment
+variable ``CI`` is set, right after a language's HTML Sphinx's ``epub`` builder writes the same
+pages again from the same doctrees (``-d``), into ``OUTDIR/../epub/<lang>``: the environment is
+loaded, not read again, and no example runs. The EPUB is copied into the language's staging
+folder as ``mha-ref-<lang>.epub`` and published with the site (the language's index links to it;
+``docs/_ext/mha_ref_epub.py`` says what the EPUB leaves out). Its wall time is written as
+``<lang>-epub`` in the timings. A book newer than its doctrees and its templates, style sheets,
+extensions and configuration is kept as it is (``epub_is_current``), so that a no-op rebuild
+stays a no-op. Without books (``--no-epub``, the default outside CI: they are half the time of a
+one-line edit's rebuild) no book is published, not even an older one, and the index pages say
+that this build wrote none instead of linking one (``-D mha_epub=0``, ``mha_ref_epub.py``).
+
+**This checkout's package.** Before anything is imported, the checkout is put first on
+``sys.path`` (and ``PYTHONPATH``, for the examples' worker processes), and the build stops if
+``mha_ref`` would still be loaded from elsewhere (``checkout_guard.py``): an environment made by
+another checkout would otherwise build that checkout's code into these pages.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import importlib
 import json
@@ -56,6 +67,8 @@ import sys
 import time
 import traceback
 from pathlib import Path
+
+from checkout_guard import WrongCheckoutError, put_checkout_first, require_checkout
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("en", "zh_CN")
@@ -199,6 +212,30 @@ def ship_epub(lang: str, staging: Path) -> None:
     shutil.copyfile(epub_dir(staging) / lang / name, staging / lang / name)
 
 
+def withdraw_books(staging: Path, keep: list[str]) -> list[Path]:
+    """Delete from the staging folder every language's book but those of ``keep``.
+
+    Args:
+        staging: the staging folder (``build/html-staging``).
+        keep: the languages whose book this build wrote, or found current, and shipped.
+
+    Returns:
+        The books deleted. A book that this build did not write or check would be published
+        beside pages it may no longer match (a build without books, or of one language only).
+
+    Source: this project (``docs/_ext/build_languages.py``).
+    """
+    from mha_ref_epub import epub_name
+
+    removed = []
+    for lang in LANGUAGES:
+        book = staging / lang / epub_name(lang)
+        if lang not in keep and book.is_file():
+            book.unlink()
+            removed.append(book)
+    return removed
+
+
 def build_in_child(argv: list[str]) -> int:
     """Run sphinx-build with ``argv`` in a forked child process; return its exit status."""
     sys.stdout.flush()
@@ -225,21 +262,101 @@ def build_in_new_process(argv: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "sphinx", *argv], check=False).returncode
 
 
+def _languages(value: str) -> tuple[str, ...]:
+    """``--languages``: a comma-separated subset of :data:`LANGUAGES`."""
+    chosen = tuple(v for v in value.split(",") if v)
+    unknown = [v for v in chosen if v not in LANGUAGES]
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(LANGUAGES)}, given {value!r}"
+        )
+    return chosen
+
+
+def parse_arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The script's own arguments, and the options it passes on to every Sphinx build.
+
+    Args:
+        argv: the command line after the script's name: OUTDIR first, then this script's
+            options and Sphinx's, in any order.
+
+    Returns:
+        ``(args, sphinx_options)``: ``args.outdir`` (a resolved Path), ``args.languages`` (a
+        tuple), ``args.epub`` (a bool: ``--epub``/``--no-epub``, by default whether ``CI`` is
+        set); the other options, in their order.
+
+    Raises:
+        SystemExit: ``--help`` (status 0, after printing the usage), or a bad command line
+            (status 2, with the problem and the usage): no OUTDIR, an OUTDIR that starts with
+            ``-`` (an option mistyped is not a folder name), an OUTDIR after a Sphinx option,
+            or an unknown language.
+
+    Source: this project (``docs/_ext/build_languages.py``).
+    """
+    summary, _, details = __doc__.partition("\n\n")
+    parser = argparse.ArgumentParser(
+        prog="python docs/_ext/build_languages.py",
+        usage="%(prog)s OUTDIR [--languages=en,zh_CN] [--epub | --no-epub] [SPHINX OPTIONS...]",
+        description=summary,
+        epilog="Any other option goes to every language's sphinx-build, e.g. -j 1 or "
+        "-D abort_on_example_error=1. See the module docstring of docs/_ext/build_languages.py.",
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "outdir",
+        metavar="OUTDIR",
+        help="where the site is published (build/html); Sphinx writes into OUTDIR-staging first",
+    )
+    parser.add_argument(
+        "--languages",
+        type=_languages,
+        default=LANGUAGES,
+        help=f"the languages to build, comma-separated (default: {','.join(LANGUAGES)})",
+    )
+    parser.add_argument(
+        "--epub",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write each language's EPUB and publish it with the site (default: only when the "
+        "environment variable CI is set); without books, no book is published, not even an "
+        "older one",
+    )
+    args, sphinx_options = parser.parse_known_args(argv)
+    if args.outdir.startswith("-"):
+        parser.error(
+            f"OUTDIR: expected a folder name, given {args.outdir!r}, which starts with '-' "
+            f"(a mistyped option?); to build into such a folder, write it as ./{args.outdir}"
+        )
+    if sphinx_options and argv.index(sphinx_options[0]) < argv.index(args.outdir):
+        parser.error(
+            f"OUTDIR: expected it first, before the Sphinx options, given {args.outdir!r} after "
+            f"{sphinx_options[0]!r}; write the folder first, then the options "
+            "(build/html -j 1)"
+        )
+    args.outdir = Path(args.outdir).resolve()
+    if args.epub is None:
+        args.epub = bool(os.environ.get("CI"))
+    return args, sphinx_options
+
+
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
-    outdir, options = Path(argv[0]).resolve(), argv[1:]
-    languages = LANGUAGES
-    with_epub = "--no-epub" not in options
-    options = [o for o in options if o != "--no-epub"]
-    for option in [o for o in options if o.startswith("--languages=")]:
-        languages = tuple(option.removeprefix("--languages=").split(","))
-        options.remove(option)
+    args, options = parse_arguments(argv)
+    outdir, languages, with_epub = args.outdir, args.languages, args.epub
+    if not with_epub:
+        # the index pages say that this build wrote no book, instead of linking one
+        options = ["-D", "mha_epub=0", *options]
+    # this checkout's mha_ref, not the one an environment made elsewhere points to
+    put_checkout_first(ROOT)
+    try:
+        require_checkout(ROOT)
+    except WrongCheckoutError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     staging = staging_dir(outdir)
     (staging / FAILED_NOTE).unlink(missing_ok=True)
     build = build_in_child if hasattr(os, "fork") else build_in_new_process
     timings: dict[str, float] = {}
+    shipped: list[str] = []  # the languages whose book this build wrote or found current
     start = time.perf_counter()
     if build is build_in_child:
         for module in SHARED_MODULES:
@@ -263,11 +380,13 @@ def main(argv: list[str]) -> int:
                 status = build(epub_arguments(lang, staging, options))
             if status == 0:
                 ship_epub(lang, staging)
+                shipped.append(lang)
             timings[f"{lang}-epub"] = round(time.perf_counter() - start, 2)
             start = time.perf_counter()
         if status != 0:
             withdraw(staging, outdir, lang, status)
             return status
+    withdraw_books(staging, keep=shipped)
     publish(staging, outdir)
     timings["publish"] = round(time.perf_counter() - start, 2)
     timings_file = outdir.parent / "timings" / "languages.json"

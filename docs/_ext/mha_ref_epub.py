@@ -3,7 +3,8 @@
 ``docs/_ext/build_languages.py`` builds each language's EPUB right after its HTML, with Sphinx's
 own ``epub`` builder on the same doctrees: nothing is read or executed again, only written. The
 file is shipped with that language's site as ``mha-ref-<lang>.epub`` (:data:`EPUB_NAME`) and the
-``mha-epub`` role links to it.
+``mha-epub`` role links to it. The books are written only when asked (``nox -s docs -- --epub``)
+or in CI; a build without them sets ``mha_epub = False`` and the role then links nothing.
 
 What an EPUB cannot do, and what it gets instead:
 
@@ -102,18 +103,60 @@ def _configure_epub(app: Sphinx, config: Config) -> None:
     config.epub_css_files = [("mha-epub.css", {})]
 
 
+#: what the link to the book becomes in a build that wrote no book (``mha_epub = False``)
+NO_BOOK_NOTE = {
+    "en": " (this build wrote no EPUB: nox -s docs -- --epub writes it)",
+    "zh_CN": "（本次构建没有生成 EPUB：运行 nox -s docs -- --epub 即可生成）",
+}
+
+
 class EpubRole(SphinxRole):
     """``{mha-epub}`read this site offline```: a link to this language's EPUB on the site.
 
     Inside the EPUB itself the link would point at the book from within the book: there it is
-    its text alone (:func:`_epub_doctree`).
+    its text alone (:func:`_epub_doctree`). In a build that writes no book (``-D mha_epub=0``,
+    what ``build_languages.py`` passes without ``--epub``) no book is published, so there is
+    nothing to link: the text is followed by a note that says how to write the book
+    (:data:`NO_BOOK_NOTE`).
     """
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
         lang = self.config.language or "en"
+        docs = getattr(self.env, "mha_epub_docs", set())
+        docs.add(self.env.docname)
+        self.env.mha_epub_docs = docs
+        if not self.config.mha_epub:
+            note = NO_BOOK_NOTE.get(lang, NO_BOOK_NOTE["en"])
+            node = nodes.inline(self.rawtext, self.text + note, classes=["mha-epub-missing"])
+            return [node], []
         uri = posixpath.relpath(epub_name(lang), posixpath.dirname(self.env.docname) or ".")
         node = nodes.reference(self.rawtext, self.text, refuri=uri, classes=["mha-epub"])
         return [node], []
+
+
+def _link_state_changed(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """Read again the pages that link the book when the build starts or stops writing books.
+
+    ``mha_epub`` does not make Sphinx read every page again when it changes (it is one link on
+    the index pages): the pages that use the role are read again instead, so that their link is
+    there exactly when the book is.
+    """
+    before = getattr(env, "mha_epub_built", None)
+    env.mha_epub_built = app.config.mha_epub
+    if before is None or before == app.config.mha_epub:
+        return []
+    return sorted(getattr(env, "mha_epub_docs", set()) & set(env.found_docs) - set(removed))
+
+
+def _purge_doc(app: Sphinx, env, docname: str) -> None:
+    getattr(env, "mha_epub_docs", set()).discard(docname)
+
+
+def _merge_info(app: Sphinx, env, docnames, other) -> None:
+    """Parallel reading: the pages read in a worker that use the role."""
+    mine = getattr(env, "mha_epub_docs", set())
+    mine |= getattr(other, "mha_epub_docs", set()) & set(docnames)
+    env.mha_epub_docs = mine
 
 
 def _xhtml(html_text: str) -> str:
@@ -176,8 +219,14 @@ def _epub_page(app: Sphinx, pagename: str, templatename: str, context: dict, doc
 
 
 def setup(app: Sphinx) -> dict:
+    # whether this build publishes the books (build_languages.py passes -D mha_epub=0 when not);
+    # no rebuild of every page when it changes: _link_state_changed reads the pages that link it
+    app.add_config_value("mha_epub", True, "", types=frozenset({bool}))
     app.connect("config-inited", _configure_epub, priority=880)
     app.add_role("mha-epub", EpubRole())
+    app.connect("env-get-outdated", _link_state_changed)
+    app.connect("env-purge-doc", _purge_doc)
+    app.connect("env-merge-info", _merge_info)
     app.connect("doctree-resolved", _epub_doctree)
     app.connect("html-page-context", _epub_page, priority=999)
     return {
