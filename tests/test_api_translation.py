@@ -151,6 +151,33 @@ def test_translations_keep_the_markup():
     )
 
 
+def test_catalog_has_no_source_locations():
+    """A ``#:`` line moves whenever a line is added above a docstring, so a one-sentence change
+    would be a diff of every entry below it; the catalog keeps none (gettext_location=0)."""
+    text = api_catalog.CATALOG.read_text(encoding="utf-8")
+    located = [line for line in text.splitlines() if line.startswith("#:")]
+    assert not located, f"{len(located)} source locations in the catalog, e.g. {located[:3]}"
+
+
+def test_the_template_keeps_no_location_and_the_catalogs_creation_date(tmp_path):
+    """What ``sphinx-intl update`` copies into the catalog: no locations, and the catalog's own
+    creation date rather than the extraction's, which changes on every run."""
+    from babel.messages.catalog import Catalog
+
+    pot = Catalog(creation_date=api_catalog.read_catalog(api_catalog.CATALOG).creation_date)
+    pot.creation_date = pot.creation_date.replace(year=2031)  # a later extraction
+    pot.add("Splits the heads of ``x``.", locations=[("mha_ref.masks.causal_mask", 7)])
+    pot.add("多头注意力", locations=[("api.md", 3)])  # already Chinese: left out
+    pot_file, template = tmp_path / "api.pot", tmp_path / "template" / "api.pot"
+    api_catalog.write_catalog(pot_file, pot)
+    assert api_catalog.translation_template(pot_file, template) == 1
+    written = api_catalog.read_catalog(template)
+    assert [m.locations for m in written if m.id] == [[]]
+    assert "#:" not in template.read_text(encoding="utf-8")
+    kept = api_catalog.read_catalog(api_catalog.CATALOG).creation_date
+    assert written.creation_date == kept and kept.year != 2031
+
+
 @pytest.mark.build
 def test_catalog_covers_the_current_docstrings(tmp_path):
     """Extract the page's messages as the docs build sees them (the gettext builder on

@@ -243,6 +243,9 @@ def extract_pot(outdir: Path) -> Path:
     command = [
         sys.executable, "-m", "sphinx", "-b", "gettext", "-c", str(ROOT), "-q",
         "-D", f"language={LANGUAGE}", "-D", "plot_gallery=0", "-D", f"locale_dirs={no_catalogs}",
+        # no "#:" source locations: they move with every line added above a docstring, and
+        # would turn a one-sentence change into a diff of every entry below it
+        "-D", "gettext_location=0",
         "-d", str(outdir / ".doctrees"),
         str(srcdir), str(outdir), str(srcdir / f"{DOMAIN}.md"),
     ]  # fmt: skip
@@ -266,16 +269,39 @@ def write_catalog(path: Path, catalog) -> None:
         write_po(f, catalog, width=LINE_WIDTH, ignore_obsolete=True)
 
 
+def stable_form(catalog, creation_date=None):
+    """Give a catalog the form ``api.po`` is kept in, so that a changed sentence is a one-entry
+    diff: no source locations (``#:`` lines, which move whenever a line is added above a
+    docstring) and, when given, the creation date of the catalog it updates (the extraction's
+    date changes on every run; ``sphinx-intl update`` copies the template's into the catalog).
+
+    Args:
+        catalog: a babel ``Catalog``; changed in place.
+        creation_date: the ``POT-Creation-Date`` to keep (a datetime), or None to leave it.
+
+    Returns:
+        The same catalog.
+
+    Source: this project; babel's ``Catalog`` (``babel.messages.catalog``).
+    """
+    for message in catalog:
+        message.locations = []
+    if creation_date is not None:
+        catalog.creation_date = creation_date
+    return catalog
+
+
 def translation_template(pot_file: Path, out_file: Path) -> int:
-    """Copy the template keeping only the messages that need translation; return how many."""
+    """Copy the template keeping only the messages that need translation; return how many.
+
+    The copy is in :func:`stable_form`, with the creation date of ``api.po`` when there is one.
+    """
     catalog = read_catalog(pot_file)
     for message in list(catalog):
         if message.id and not needs_translation(message.id):
             catalog.delete(message.id, context=message.context)
-        elif message.id:
-            # Sphinx locates a docstring's paragraph as "FILE:docstring of OBJECT:LINE", which
-            # babel reads as three locations; keep "OBJECT:LINE", the one a translator needs
-            message.locations = [(name, line) for name, line in message.locations if line]
+    kept_date = read_catalog(CATALOG).creation_date if CATALOG.is_file() else None
+    stable_form(catalog, kept_date)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     write_catalog(out_file, catalog)
     return sum(1 for message in catalog if message.id)
