@@ -103,10 +103,13 @@ def _configure_epub(app: Sphinx, config: Config) -> None:
     config.epub_css_files = [("mha-epub.css", {})]
 
 
-#: what the link to the book becomes in a build that wrote no book (``mha_epub = False``)
+#: the command that writes the books
+EPUB_COMMAND = "nox -s docs -- --epub"
+#: what follows the link's text in a build that wrote no book (``mha_epub = False``): the words
+#: before and after :data:`EPUB_COMMAND`, shown as code (smart quotes would make its dashes one)
 NO_BOOK_NOTE = {
-    "en": " (this build wrote no EPUB: nox -s docs -- --epub writes it)",
-    "zh_CN": "（本次构建没有生成 EPUB：运行 nox -s docs -- --epub 即可生成）",
+    "en": (" (this build wrote no EPUB: ", " writes it)"),
+    "zh_CN": ("（本次构建没有生成 EPUB：运行 ", " 即可生成）"),
 }
 
 
@@ -126,8 +129,11 @@ class EpubRole(SphinxRole):
         docs.add(self.env.docname)
         self.env.mha_epub_docs = docs
         if not self.config.mha_epub:
-            note = NO_BOOK_NOTE.get(lang, NO_BOOK_NOTE["en"])
-            node = nodes.inline(self.rawtext, self.text + note, classes=["mha-epub-missing"])
+            before, after = NO_BOOK_NOTE.get(lang, NO_BOOK_NOTE["en"])
+            node = nodes.inline(self.rawtext, "", classes=["mha-epub-missing"])
+            node += nodes.Text(self.text + before)
+            node += nodes.literal(EPUB_COMMAND, EPUB_COMMAND)
+            node += nodes.Text(after)
             return [node], []
         uri = posixpath.relpath(epub_name(lang), posixpath.dirname(self.env.docname) or ".")
         node = nodes.reference(self.rawtext, self.text, refuri=uri, classes=["mha-epub"])
