@@ -225,8 +225,9 @@ def tests(session: nox.Session) -> None:
 
 #: ``nox -s quick``, the loop around an edit: the attention reference's unit tests (torch alone:
 #: no real model, no training, no built site, no site build) and the checks on the sources
-#: (bilingual parity, section labels, glossary terms, example numbers and reST titles, the course
-#: data and notebooks without reST, the API catalog). tests/test_quick_selection.py (run by
+#: (bilingual parity, section labels, glossary terms, example numbers and reST titles, inline
+#: markup left open, the course data, notebooks without reST and with whole headings, the API
+#: catalog). tests/test_quick_selection.py (run by
 #: ``nox -s tests``, not here: it collects all of these once more) checks that every file here
 #: still contributes tests.
 QUICK_TESTS = (
@@ -238,9 +239,11 @@ QUICK_TESTS = (
     "tests/test_functional.py",
     "tests/test_golden.py",
     "tests/test_i18n_parity.py",
+    "tests/test_inline_markup.py",
     "tests/test_layering.py",
     "tests/test_masks.py",
     "tests/test_modules.py",
+    "tests/test_notebook_markdown.py",
     "tests/test_parity.py",
     "tests/test_positions.py",
     "tests/test_section_labels.py",

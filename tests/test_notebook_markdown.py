@@ -152,6 +152,7 @@ def _page_titles(page: Path) -> list[str]:
     return [_plain(re.sub(r'<a class="headerlink".*?</a>', "", body)) for _, body in titles]
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_notebook_heading_is_a_section_title_of_its_page(lang):
     _built(lang)
@@ -174,6 +175,7 @@ def test_every_notebook_heading_is_a_section_title_of_its_page(lang):
     )
 
 
+@pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_no_internal_page_label_in_a_notebook(lang):
     _built(lang)
