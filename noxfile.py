@@ -199,6 +199,7 @@ def tests(session: nox.Session) -> None:
     install(session, "test", "docs", "real-model-test")
     install_model_file(session)
     session.install(*CONSTRAINTS, "setuptools")  # the wheel test builds without build isolation
+    checkout_first(session)
     # one worker per core (pytest-xdist); the tests of one group (the real model's, which load
     # it once per worker) stay on one worker. ``-- -n 0`` runs everything in this process.
     parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
@@ -295,6 +296,7 @@ def browser(session: nox.Session) -> None:
     (torch, numpy) is installed too. Tests run one per core; ``-- -n 0`` runs them in turn.
     """
     install(session, "test", "browser", "tutorial")
+    checkout_first(session)
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
     # one browser per core (pytest-xdist): the audits run inside the pages, one core each
@@ -356,7 +358,8 @@ def offline_prefix(session: nox.Session) -> list[str]:
     says so.
     """
     have_tools = shutil.which("unshare") and shutil.which("ip")
-    if have_tools and subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0:
+    probe = ["unshare", "--net", "true"]
+    if have_tools and subprocess.run(probe, capture_output=True).returncode == 0:
         return ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
     session.warn("cannot make a network namespace here (unshare --net): the runs have the network")
     return []
@@ -370,6 +373,7 @@ def bench(session: nox.Session) -> None:
     """
     install(session, "tutorial", "real-model")
     install_model_file(session)  # the real model's load and forward times are reported too
+    checkout_first(session)
     out = BUILD / "bench"
     session.run(
         "python",

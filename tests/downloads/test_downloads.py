@@ -101,7 +101,8 @@ def page_lines(lang: str, name: str) -> list[str]:
     if not rst.is_file():
         pytest.fail(f"{rst} is missing: the build that made the site writes it (nox -s docs)")
     blocks = _OUTPUT_BLOCK.findall(rst.read_text(encoding="utf-8"))
-    return comparable_lines("\n".join(line.removeprefix("    ") for b in blocks for line in b.split("\n")))
+    lines = [line.removeprefix("    ") for block in blocks for line in block.split("\n")]
+    return comparable_lines("\n".join(lines))
 
 
 def comparable_lines(text: str) -> list[str]:
@@ -296,7 +297,9 @@ def test_the_runs_cover_each_example_language_and_form():
     kinds = {(p.relative_to(HTML).parts[0], p.suffix) for p in runs}
     assert kinds == {(lang, suffix) for lang in LANGUAGES for suffix in (".py", ".ipynb")}, kinds
     cells = [json.loads(p.read_text(encoding="utf-8"))["cells"] for p in NOTEBOOKS_RUN]
-    folded = [c for nb in cells for c in nb if c["metadata"].get("jupyter", {}).get("source_hidden")]
+    folded = [
+        c for nb in cells for c in nb if c["metadata"].get("jupyter", {}).get("source_hidden")
+    ]
     assert folded, "no notebook that runs has a folded answer"
     assert any("[tutorial,real-model]" in "".join(nb[0]["source"]) for nb in cells), (
         "no real-model notebook runs: its first cell (the real-model install) is never run"
