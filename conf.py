@@ -80,6 +80,19 @@ mathjax3_config = {"loader": {"load": ["input/tex", "output/chtml", "a11y/assist
 warnings.filterwarnings("ignore", message="A worker stopped while some jobs were given")
 
 # -- sphinx-gallery -------------------------------------------------------------------------------
+def _example_workers() -> int | bool:
+    """How many worker processes run the examples: ``MHA_REF_EXAMPLE_WORKERS``, or one per core
+    up to 4 (``False``, the build's own process, on Windows and for 1)."""
+    value = os.environ.get("MHA_REF_EXAMPLE_WORKERS", "")
+    if value and not value.isdigit():
+        raise ValueError(
+            f"MHA_REF_EXAMPLE_WORKERS must be a whole number of workers, got {value!r}; "
+            "unset it to run one worker per core"
+        )
+    workers = int(value) if value else min(os.cpu_count() or 1, 4)
+    return workers if workers > 1 and os.name == "posix" else False
+
+
 sphinx_gallery_conf = {
     "examples_dirs": ["../../gallery/en"],  # replaced per language (docs/_ext/mha_ref_site.py)
     "gallery_dirs": ["auto_examples"],  # -> docs/<lang>/auto_examples
@@ -103,7 +116,9 @@ sphinx_gallery_conf = {
     # examples run side by side in worker processes (joblib), one per core up to 4: on 2 cores
     # that halves the cold build. Each example seeds itself, so what they print does not depend
     # on the order or the worker. Not on Windows (the timing report's lock is POSIX).
-    "parallel": min(os.cpu_count() or 1, 4) if os.name == "posix" else False,
+    # MHA_REF_EXAMPLE_WORKERS=1 runs them in the build's own process: the build tests' tiny sites
+    # do, since starting two workers (each imports torch) costs more than their examples.
+    "parallel": _example_workers(),
     "abort_on_example_error": False,  # run all, then fail the build listing every failure
     "only_warn_on_example_error": False,
     "image_srcset": ["2x"],

@@ -118,10 +118,18 @@ def _make_site(tmp_path: Path) -> Path:
     return site
 
 
-def _build(site: Path, *extra: str) -> subprocess.CompletedProcess:
+#: the examples of these tiny sites run in the build's own process: two worker processes would
+#: each import torch first, which takes longer than the examples (5.5 s of an 11 s build). The
+#: tests of what the workers do (records written from a worker, a worker's failure) run two.
+SERIAL = {"MHA_REF_EXAMPLE_WORKERS": "1"}
+PARALLEL = {"MHA_REF_EXAMPLE_WORKERS": "2"}
+
+
+def _build(site: Path, *extra: str, workers: dict = SERIAL) -> subprocess.CompletedProcess:
     _write_course(site)
     (site / "build" / "timings" / "examples.json").unlink(missing_ok=True)  # see _executed
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    env.update(workers)
     env["MHA_REF_CACHE_DIR"] = str(site / "build" / ".cache")
     command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", ".", "-D", "language=en"]
     command += ["-n", "-W", *extra, "docs/en", "build/html/en"]
@@ -133,6 +141,7 @@ def _build_languages(site: Path, *extra: str) -> subprocess.CompletedProcess:
     _write_course(site)
     (site / "build" / "timings" / "examples.json").unlink(missing_ok=True)  # see _executed
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
+    env.update(SERIAL)
     env["MHA_REF_CACHE_DIR"] = str(site / "build" / ".cache")
     command = [sys.executable, "docs/_ext/build_languages.py", "build/html", "--languages=en"]
     return subprocess.run(
@@ -165,11 +174,11 @@ def site(tmp_path):
 
 
 def test_staleness_follows_the_package_and_the_examples(site):
-    first = _build(site)
+    first = _build(site, workers=PARALLEL)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "split: (2, 2, 5, 4)" in _page(site, "plot_01_shapes")
 
-    unchanged = _build(site)
+    unchanged = _build(site, workers=PARALLEL)
     assert unchanged.returncode == 0, unchanged.stderr[-3000:]
     assert _count_executed(unchanged) == 0
 
@@ -182,7 +191,7 @@ def test_staleness_follows_the_package_and_the_examples(site):
             "def split_heads(x, num_heads):\n"
             "    return _split_heads_before_the_edit(x[:, :1], num_heads)\n"
         )
-    after_edit = _build(site)
+    after_edit = _build(site, workers=PARALLEL)
     assert after_edit.returncode == 0, after_edit.stderr[-3000:]
     assert _count_executed(after_edit) == 2
     assert "split: (2, 2, 1, 4)" in _page(site, "plot_01_shapes")
@@ -190,7 +199,7 @@ def test_staleness_follows_the_package_and_the_examples(site):
     # an edit to one example re-runs that example only
     example = site / "gallery" / "en" / "plot_02_other.py"
     example.write_text(EXAMPLE_OTHER.replace("other example ran", "other example ran again"))
-    one_changed = _build(site)
+    one_changed = _build(site, workers=PARALLEL)
     assert one_changed.returncode == 0, one_changed.stderr[-3000:]
     assert _count_executed(one_changed) == 1
     assert "other example ran again" in _page(site, "plot_02_other")
@@ -252,7 +261,7 @@ def test_a_failing_example_fails_the_build_loudly(site):
     (site / "gallery" / "en" / "plot_02_other.py").write_text(
         EXAMPLE_OTHER + '\nraise RuntimeError("this example is broken")\n'
     )
-    result = _build(site)
+    result = _build(site, workers=PARALLEL)
     log = result.stdout + result.stderr
     assert result.returncode != 0
     assert "plot_02_other.py" in log
