@@ -15,6 +15,7 @@ import torch
 from test_real_model import _model_or_skip
 
 from mha_ref.tutorial.smollm2 import heads as lab
+from mha_ref.tutorial.smollm2 import sink_values
 
 
 @pytest.fixture(scope="module")
@@ -310,14 +311,14 @@ def test_the_first_token_split_adds_up_to_each_head_output(model):
 
     text = model.tokenizer.encode(real_text("statements"))[:48]  # (48,)
     c = model.config
-    values = lab.head_values(model, text)  # (layers, 1, kv_heads, 48, head_dim)
+    values = sink_values.head_values(model, text)  # (layers, 1, kv_heads, 48, head_dim)
     outputs = lab.head_outputs(model, text)  # (layers, 1, 48, heads, head_dim)
     assert values.shape == (c.num_layers, 1, c.num_kv_heads, 48, c.head_dim)
     with torch.no_grad():
         _, weights = model(text, need_weights=True)  # layers x (1, heads, 48, 48)
     for layer in (0, 18):
         out_weight = model.layers[layer].attention.out_proj.weight  # (embed_dim, embed_dim)
-        first, rest = lab.split_by_first_token(weights[layer], values[layer], out_weight)
+        first, rest = sink_values.split_by_first_token(weights[layer], values[layer], out_weight)
         assert first.shape == rest.shape == (1, c.num_heads, 48, c.embed_dim)
         columns = out_weight.unflatten(1, (c.num_heads, c.head_dim))  # (embed, heads, head_dim)
         expected = torch.einsum("ehd,bihd->bhie", columns, outputs[layer])  # (1, heads, 48, E)
@@ -333,15 +334,15 @@ def test_split_by_first_token_on_a_hand_made_case():
     weights = torch.tensor([[[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]] * 2])
     values = torch.tensor([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])  # (1, 1, 3, 2)
     out_weight = torch.tensor([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 0.0, 3.0]])  # (2, 4)
-    first, rest = lab.split_by_first_token(weights, values, out_weight)  # each (1, 2, 3, 2)
+    first, rest = sink_values.split_by_first_token(weights, values, out_weight)  # each (1, 2, 3, 2)
     # head 1's columns scale the value by (2, 3): token 0's value (1, 0) becomes (2, 0)
     torch.testing.assert_close(first[0, 1, 2], torch.tensor([0.4, 0.0]))
     # head 0 at query 2: 0.3 * (0, 1) + 0.5 * (1, 1)
     torch.testing.assert_close(rest[0, 0, 2], torch.tensor([0.5, 0.8]))
     with pytest.raises(ValueError, match="values must be"):
-        lab.split_by_first_token(weights, values[:, :, :2], out_weight)
+        sink_values.split_by_first_token(weights, values[:, :, :2], out_weight)
     with pytest.raises(ValueError, match="out_weight must be"):
-        lab.split_by_first_token(weights, values, out_weight[:, :3])
+        sink_values.split_by_first_token(weights, values, out_weight[:, :3])
 
 
 def test_the_first_token_value_is_small_and_pure_sinks_write_little(model):
@@ -353,7 +354,7 @@ def test_the_first_token_value_is_small_and_pure_sinks_write_little(model):
     from mha_ref.tutorial.smollm2.texts import real_text
 
     text = model.tokenizer.encode(real_text("statements"))  # (L,), the page's text
-    values = lab.head_values(model, text)[:, 0]  # (layers, kv_heads, L, head_dim)
+    values = sink_values.head_values(model, text)[:, 0]  # (layers, kv_heads, L, head_dim)
     norms = values.norm(dim=-1)  # (layers, kv_heads, L)
     ratio = norms[..., 0] / norms[..., 1:].median(dim=-1).values  # (layers, kv_heads)
     assert int((ratio < 0.5).sum()) >= 60
@@ -362,7 +363,9 @@ def test_the_first_token_value_is_small_and_pure_sinks_write_little(model):
     rows = {}
     for layer in range(model.config.num_layers):
         out_weight = model.layers[layer].attention.out_proj.weight
-        first, rest = lab.split_by_first_token(weights[layer], values[layer][None], out_weight)
+        first, rest = sink_values.split_by_first_token(
+            weights[layer], values[layer][None], out_weight
+        )  # each (1, heads, L, embed_dim)
         score = lab.first_token_scores(weights[layer])  # (heads,)
         for head in range(model.config.num_heads):
             rows[layer, head] = (float(score[head]),

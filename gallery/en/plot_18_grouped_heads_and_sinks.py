@@ -29,12 +29,8 @@ import matplotlib.pyplot as plt
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
-    heads_analysis,
-    sink_values_analysis,
-    sinks_analysis,
-    top_heads,
-)
+from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
+from mha_ref.tutorial.smollm2.sink_values import sink_values_analysis
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
@@ -120,9 +116,10 @@ print(f"in blocks 0-3: {int(sinks_per_block[:4].sum())}; in blocks 4-29: "
 # and the first token, seen by every query, is the natural choice (Xiao et al. 2023, Sec. 3.1).
 # If a head used the first token to add nothing, two things would be small: token 0's value,
 # and what the head writes from it after the output projection ``W^O``. Both are measured on the
-# same text (lab code :func:`~mha_ref.tutorial.smollm2.heads.sink_values_analysis`). First the
-# size of token 0's value in each key/value head, against the median size of the other tokens'
-# values (1: as large as a typical token's):
+# same text (lab code
+# :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`). First the size of
+# token 0's value in each key/value head, against the median size of the other tokens' values
+# (1: as large as a typical token's):
 
 values = sink_values_analysis()  # cached: one forward pass, computed once per build
 ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
@@ -147,7 +144,7 @@ print(f"median ratio over all blocks {ratio.median():.3f}; over the {int(has_sin
 # %%
 # A small value can still be written large by ``W^O``, and a head's output also holds what it
 # reads from the other keys. So each head's output after ``W^O`` is split in two
-# (:func:`~mha_ref.tutorial.smollm2.heads.split_by_first_token`): the part from token 0 (its
+# (:func:`~mha_ref.tutorial.smollm2.sink_values.split_by_first_token`): the part from token 0 (its
 # weight on token 0 times token 0's value through the head's columns of ``W^O``) and the part
 # from the other keys; the two add up to the output. The table gives the mean norms over the
 # text's positions, averaged over the heads of each range of first-token score:

@@ -25,12 +25,8 @@ import matplotlib.pyplot as plt
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
-    heads_analysis,
-    sink_values_analysis,
-    sinks_analysis,
-    top_heads,
-)
+from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
+from mha_ref.tutorial.smollm2.sink_values import sink_values_analysis
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
@@ -109,7 +105,7 @@ print(f"块 0-3 中：{int(sinks_per_block[:4].sum())}；块 4-29 中："
 # 一个，而每个查询都能看到的首词元是最自然的选择（Xiao 等人 2023，第 3.1 节）。如果一个头用首词元是为了
 # 什么都不加，那么有两样东西会很小：词元 0 的值，以及这个头经过输出投影 ``W^O`` 之后从它那里写出的
 # 东西。两者都在同一段文本上测量（实验代码
-# :func:`~mha_ref.tutorial.smollm2.heads.sink_values_analysis`）。先看每个键/值头里词元 0 的值有多大，
+# :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`）。先看每个键/值头里词元 0 的值有多大，
 # 与其他词元的值大小的中位数相比（1 表示和一个典型词元的值一样大）：
 
 values = sink_values_analysis()  # 有缓存：一次前向计算，每次构建只算一次
@@ -134,7 +130,7 @@ print(f"所有块上比值的中位数 {ratio.median():.3f}；在含有首词元
 
 # %%
 # 一个小的值仍可能被 ``W^O`` 放大，而一个头的输出还包含它从其他键读到的东西。所以把每个头经过 ``W^O``
-# 之后的输出拆成两部分（:func:`~mha_ref.tutorial.smollm2.heads.split_by_first_token`）：来自词元 0 的
+# 之后的输出拆成两部分（:func:`~mha_ref.tutorial.smollm2.sink_values.split_by_first_token`）：来自词元 0 的
 # 部分（它放在词元 0 上的权重，乘以词元 0 的值经过该头在 ``W^O`` 中那几列的结果），以及来自其他键的
 # 部分；两部分相加就是输出。下表给出在文本各位置上的平均范数，再按首词元分数的区间对其中的头取平均：
 
