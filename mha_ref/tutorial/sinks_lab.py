@@ -1,4 +1,4 @@
-"""Lab code of example 24: heads that may attend to nothing, and QK-norm on example 6's model.
+"""Lab code of example 24: attending to nothing, QK-norm, and FlexAttention's block masks.
 
 Two controlled studies, each a few seconds of CPU per run and cached on disk:
 
