@@ -121,7 +121,7 @@ print(f"in blocks 0-3: {int(sinks_per_block[:4].sum())}; in blocks 4-29: "
 # token 0's value in each key/value head, against the median size of the other tokens' values
 # (1: as large as a typical token's):
 
-values = sink_values_analysis()  # cached: one forward pass, computed once per build
+values = sink_values_analysis()  # cached: computed once per build, for both languages
 ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
 fig = plot_lines(
     blocks,
@@ -203,10 +203,10 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
 # the nearly pure sinks it is smaller than what other heads write. Removing the nine sink
 # heads together costs little: under zero ablation about two hundredths of a nat, less than
 # every control set; under mean ablation (which keeps each head's average output in place)
-# about half a hundredth, within the range of the control sets. The nine heads with the highest first-token score cost more, under
-# mean ablation more than every control set, and the three induction heads among them, alone,
-# cost more than half of it: the cost of that set comes mostly from its induction heads, not
-# from its sinks. What the sinks' constant output is for, and what the first token itself is
+# about half a hundredth, within the range of the control sets. The nine heads with the highest
+# first-token score cost more, under mean ablation more than every control set, and the three
+# induction heads among them, alone, cost more than half of it: the cost of that set comes
+# mostly from its induction heads, not from its sinks. What the sinks' constant output is for, and what the first token itself is
 # worth (removing it, or the sink pattern, as StreamingLLM's sliding window would), are different
 # interventions, not run here.
 #

@@ -108,7 +108,7 @@ print(f"块 0-3 中：{int(sinks_per_block[:4].sum())}；块 4-29 中："
 # :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`）。先看每个键/值头里词元 0 的值有多大，
 # 与其他词元的值大小的中位数相比（1 表示和一个典型词元的值一样大）：
 
-values = sink_values_analysis()  # 有缓存：一次前向计算，每次构建只算一次
+values = sink_values_analysis()  # 有缓存：每次构建只算一次，两种语言共用
 ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
 fig = plot_lines(
     blocks,
