@@ -297,7 +297,7 @@ def _train_defaults() -> dict:
 # FlexAttention's block masks, eager and compiled
 # ------------------------------------------------------------------------------------------------
 
-#: the block size of example 24's block masks: small, so that 12 keys make 3 blocks
+#: the block size of example 24's block masks, small so that 12 keys make 3 blocks
 FLEX_BLOCK_SIZE = 4
 
 
@@ -381,8 +381,8 @@ def flex_padding_check(
 
     Raises:
         ValueError: from :func:`mha_ref.padding_mask` if a length is negative.
-        torch._inductor.exc.InductorError: if ``torch.compile`` cannot build the kernel (for
-            example no C++ compiler: check first with
+        RuntimeError: if ``torch.compile`` cannot build the kernel (inductor's
+            ``InductorError``, for example without a C++ compiler: check first with
             :func:`mha_ref.tutorial.bench.torch_compile_status`).
 
     Source:
