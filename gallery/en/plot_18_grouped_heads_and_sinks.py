@@ -133,13 +133,15 @@ fig = plot_lines(
     logy=True,
     styles={"as large as a typical value": {"ls": "--", "marker": "", "color": "0.5"}},
 )
+fig.axes[0].set_ylim(0.05, 8)  # room above the curves for the legend
+fig.axes[0].legend(fontsize=8, ncol=2, loc="upper center")
 plt.show()
 is_sink = scores["first"] > 0.5  # (num_layers, num_heads)
 has_sink = is_sink.any(dim=1)  # (num_layers,)
-print(f"token 0's value below the median in {int((ratio < 1).sum())} of {ratio.numel()} "
-      f"(block, key/value head) pairs, below half of it in {int((ratio < 0.5).sum())}")
-print(f"median ratio over all blocks {ratio.median():.3f}; over the {int(has_sink.sum())} blocks "
-      f"that hold a head with first-token score > 0.5: {ratio[has_sink].median():.3f}")
+print(f"token 0's value / median value, in {ratio.numel()} (block, key/value head) pairs:")
+print(f"  below 1 in {int((ratio < 1).sum())}, below 0.5 in {int((ratio < 0.5).sum())}")
+print(f"  median {ratio.median():.3f}; in the {int(has_sink.sum())} blocks that hold a head with "
+      f"first-token score > 0.5: {ratio[has_sink].median():.3f}")
 
 # %%
 # A small value can still be written large by ``W^O``, and a head's output also holds what it

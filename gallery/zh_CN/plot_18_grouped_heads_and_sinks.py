@@ -120,13 +120,15 @@ fig = plot_lines(
     logy=True,
     styles={"与典型的值一样大": {"ls": "--", "marker": "", "color": "0.5"}},
 )
+fig.axes[0].set_ylim(0.05, 8)  # 在曲线上方给图例留出位置
+fig.axes[0].legend(fontsize=8, ncol=2, loc="upper center")
 plt.show()
 is_sink = scores["first"] > 0.5  # (num_layers, num_heads)
 has_sink = is_sink.any(dim=1)  # (num_layers,)
-print(f"词元 0 的值低于中位数的（块, 键/值头）组合：{int((ratio < 1).sum())} / {ratio.numel()}；"
-      f"低于中位数一半的：{int((ratio < 0.5).sum())}")
-print(f"所有块上比值的中位数 {ratio.median():.3f}；在含有首词元分数 > 0.5 的头的 "
-      f"{int(has_sink.sum())} 个块上：{ratio[has_sink].median():.3f}")
+print(f"词元 0 的值 / 值的中位数，共 {ratio.numel()} 个（块, 键/值头）组合：")
+print(f"  低于 1 的个数 {int((ratio < 1).sum())}，低于 0.5 的个数 {int((ratio < 0.5).sum())}")
+print(f"  中位数 {ratio.median():.3f}；在含有首词元分数 > 0.5 的头的 {int(has_sink.sum())} 个块上："
+      f"{ratio[has_sink].median():.3f}")
 
 # %%
 # 一个小的值仍可能被 ``W^O`` 放大，而一个头的输出还包含它从其他键读到的东西。所以把每个头经过 ``W^O``
