@@ -202,7 +202,8 @@ if flex is not None:
 # :func:`~mha_ref.tutorial.sinks_lab.flex_padding_check` 为长度分别为 12 和 7 个词元的两个序列，用这两种
 # 方式构建块掩码，再分别用它们运行 FlexAttention，即时执行一次，用 ``torch.compile`` 编译后再运行一次，
 # 输入为 ``float32`` （CPU 上编译后的 FlexAttention 不接受 ``float64``），与 ``float64`` 的显式掩码结果
-# 比较。编译在每次构建时只做一次，而且用这么小的规模，因为编译要花好几秒 CPU 时间。
+# 比较。编译在每次构建时只做一次，而且用这么小的规模，因为编译要花好几秒 CPU 时间。表中每一行依次给出
+# 序列 0 和序列 1 计算的块数，以及与显式结果的最大绝对差。
 
 compile_ok, compile_reason = torch_compile_status("cpu")
 print(f"torch.compile：{'可用' if compile_ok else '跳过'}，{compile_reason}")
@@ -216,8 +217,7 @@ if flex is not None:
         compiled_diff = ", ".join(f"{d:.1e}" for d in r["compiled"]) if r["compiled"] is not None else "跳过"
         padded_rows.append((label, ", ".join(map(str, per_batch)), str(r["blocks_match"]),
                             ", ".join(f"{d:.1e}" for d in r["eager"]), compiled_diff))
-    print(text_table(["块掩码", "计算的块数（序列 0，序列 1）", "块 = 显式掩码的块",
-                      "即时执行：最大绝对差（序列 0，序列 1）", "编译后：最大绝对差（序列 0，序列 1）"], padded_rows))
+    print(text_table(["块掩码", "块数", "= 显式掩码的", "即时执行：最大差", "编译后：最大差"], padded_rows))
 
 # %%
 # 用 ``B=None`` 构建时，块掩码给两个序列用的都是序列 0 的块，所以它的块与显式掩码的块不同。即时执行时，
