@@ -393,13 +393,18 @@ flex = pytest.importorskip("torch.nn.attention.flex_attention")
 
 
 def _flex(query, key, value, mask_mod=None, score_mod=None):
-    """Eager FlexAttention on CPU (compiling is supported but takes about a minute)."""
+    """Eager FlexAttention on CPU (compiled: ``test_flex_block_mask_for_batch_0_only...``).
+
+    The block mask is built with the call's batch size and head count: a ``mask_mod`` that
+    reads ``b`` (padding) needs it once compiled, although eager Flex does not use the blocks.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "called without torch.compile" is expected here
         block_mask = None
         if mask_mod is not None:
+            batch, heads = query.shape[:2]
             block_mask = flex.create_block_mask(
-                mask_mod, None, None, query.shape[-2], key.shape[-2], device="cpu"
+                mask_mod, batch, heads, query.shape[-2], key.shape[-2], device="cpu"
             )
         return flex.flex_attention(
             query, key, value, score_mod=score_mod, block_mask=block_mask,
@@ -458,6 +463,44 @@ def test_flex_alibi_score_mod_equals_explicit_bias():
     bias = bias.masked_fill(~causal_mask(9), -math.inf)
     torch.testing.assert_close(output, scaled_dot_product_attention(query, key, value, bias),
                                **TOL)
+
+
+def test_dense_blocks_marks_blocks_with_an_allowed_pair():
+    from mha_ref.tutorial.sinks_lab import dense_blocks
+
+    mask = padding_mask([12, 7])[:, None, None, :].expand(2, 1, 12, 12)  # (2, 1, 12, 12)
+    blocks = dense_blocks(mask, 4)  # (2, 1, 3, 3)
+    assert blocks[0].all()
+    assert blocks[1, 0].tolist() == [[True, True, False]] * 3
+    # a last, shorter block: 3 queries and 10 keys in blocks of 4
+    bottom_right = dense_blocks(causal_mask(3, 10, alignment="bottom_right"), 4)  # (1, 3)
+    assert bottom_right.tolist() == [[True, True, True]]
+    assert dense_blocks(causal_mask(8), 4).tolist() == [[True, False], [True, True]]
+    with pytest.raises(TypeError, match="bool tensor"):
+        dense_blocks(mask.float(), 4)
+    with pytest.raises(ValueError, match="block_size"):
+        dense_blocks(mask, 0)
+
+
+def test_flex_block_mask_for_batch_0_only_passes_eagerly_and_fails_compiled():
+    """Example 24: with ``B=None`` a batch-dependent ``mask_mod`` gets batch 0's blocks; eager
+    Flex does not use them (right output), compiled Flex does (sequence 1 wrong, measured 1.0);
+    with the true ``B`` the blocks match and the compiled output is right (measured 1.8e-07)."""
+    from mha_ref.tutorial.bench import torch_compile_status
+    from mha_ref.tutorial.sinks_lab import flex_padding_check
+
+    compile_ok, reason = torch_compile_status("cpu")
+    result = flex_padding_check(compiled=compile_ok)
+    assert result["explicit_blocks"].flatten(1).sum(-1).tolist() == [9, 6]
+    assert not result["B=None"]["blocks_match"]
+    assert result["B=batch"]["blocks_match"]
+    for name in ("B=None", "B=batch"):
+        assert max(result[name]["eager"]) < 1e-5
+    if not compile_ok:
+        pytest.skip(f"torch.compile: {reason}")
+    assert max(result["B=batch"]["compiled"]) < 1e-5
+    assert result["B=None"]["compiled"][0] < 1e-5
+    assert result["B=None"]["compiled"][1] > 0.1
 
 
 def test_flex_has_no_cpu_backward_on_the_pinned_torch():

@@ -15,6 +15,7 @@ import torch
 from test_real_model import _model_or_skip
 
 from mha_ref.tutorial.smollm2 import heads as lab
+from mha_ref.tutorial.smollm2 import sink_values
 
 # the real model is read once per test process: its tests share one worker (nox -s tests runs
 # pytest-xdist with --dist=loadgroup)
@@ -303,6 +304,86 @@ def test_pure_sink_heads_cost_less_than_the_induction_heads_among_the_top_sinks(
     assert sinks_cost < 0.035
     assert among_cost > sinks_cost + 0.01
     assert abs(loss(sinks, "mean") - clean) < 0.015
+
+
+def test_the_first_token_split_adds_up_to_each_head_output(model):
+    """Example 18's split: token 0's part plus the other keys' part is the head's output after
+    ``W^O`` (computed independently: the head's ``head_dim`` features captured at ``out_proj``
+    times its columns), the heads' outputs add up to the attention's output, and at position 0,
+    which sees only token 0, the other keys' part is zero."""
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    text = model.tokenizer.encode(real_text("statements"))[:48]  # (48,)
+    c = model.config
+    values = sink_values.head_values(model, text)  # (layers, 1, kv_heads, 48, head_dim)
+    outputs = lab.head_outputs(model, text)  # (layers, 1, 48, heads, head_dim)
+    assert values.shape == (c.num_layers, 1, c.num_kv_heads, 48, c.head_dim)
+    with torch.no_grad():
+        _, weights = model(text, need_weights=True)  # layers x (1, heads, 48, 48)
+    for layer in (0, 18):
+        out_weight = model.layers[layer].attention.out_proj.weight  # (embed_dim, embed_dim)
+        first, rest = sink_values.split_by_first_token(weights[layer], values[layer], out_weight)
+        assert first.shape == rest.shape == (1, c.num_heads, 48, c.embed_dim)
+        columns = out_weight.unflatten(1, (c.num_heads, c.head_dim))  # (embed, heads, head_dim)
+        expected = torch.einsum("ehd,bihd->bhie", columns, outputs[layer])  # (1, heads, 48, E)
+        torch.testing.assert_close(first + rest, expected, rtol=1e-4, atol=1e-4)
+        attended = torch.nn.functional.linear(outputs[layer].flatten(-2), out_weight)  # (1, 48, E)
+        torch.testing.assert_close((first + rest).sum(dim=1), attended, rtol=1e-4, atol=1e-4)
+        assert float(rest[:, :, 0].abs().max()) == 0.0
+        assert float(first.norm(dim=-1).max()) > 0.0
+
+
+def test_split_by_first_token_on_a_hand_made_case():
+    """Two heads sharing one key/value head, three keys: the parts follow the formula."""
+    weights = torch.tensor([[[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]] * 2])
+    values = torch.tensor([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])  # (1, 1, 3, 2)
+    out_weight = torch.tensor([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 0.0, 3.0]])  # (2, 4)
+    first, rest = sink_values.split_by_first_token(weights, values, out_weight)  # each (1, 2, 3, 2)
+    # head 1's columns scale the value by (2, 3): token 0's value (1, 0) becomes (2, 0)
+    torch.testing.assert_close(first[0, 1, 2], torch.tensor([0.4, 0.0]))
+    # head 0 at query 2: 0.3 * (0, 1) + 0.5 * (1, 1)
+    torch.testing.assert_close(rest[0, 0, 2], torch.tensor([0.5, 0.8]))
+    with pytest.raises(ValueError, match="values must be"):
+        sink_values.split_by_first_token(weights, values[:, :, :2], out_weight)
+    with pytest.raises(ValueError, match="out_weight must be"):
+        sink_values.split_by_first_token(weights, values, out_weight[:, :3])
+
+
+def test_the_first_token_value_is_small_and_pure_sinks_write_little(model):
+    """Example 18: token 0's value is below half the median value in most (block, key/value
+    head) pairs (measured 75 of 90, median ratio 0.24); the two heads with first-token score
+    above 0.9 write less than the heads that score 0.5-0.7 (measured 4.8 against 14.0), almost
+    all of it from token 0 (4.6 of 4.8), while those get more from the other keys (11.5) than
+    from token 0 (5.6)."""
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    text = model.tokenizer.encode(real_text("statements"))  # (L,), the page's text
+    values = sink_values.head_values(model, text)[:, 0]  # (layers, kv_heads, L, head_dim)
+    norms = values.norm(dim=-1)  # (layers, kv_heads, L)
+    ratio = norms[..., 0] / norms[..., 1:].median(dim=-1).values  # (layers, kv_heads)
+    assert int((ratio < 0.5).sum()) >= 60
+    with torch.no_grad():
+        _, weights = model(text, need_weights=True)  # layers x (1, heads, L, L)
+    rows = {}
+    for layer in range(model.config.num_layers):
+        out_weight = model.layers[layer].attention.out_proj.weight
+        first, rest = sink_values.split_by_first_token(
+            weights[layer], values[layer][None], out_weight
+        )  # each (1, heads, L, embed_dim)
+        score = lab.first_token_scores(weights[layer])  # (heads,)
+        for head in range(model.config.num_heads):
+            rows[layer, head] = (float(score[head]),
+                                 float(first[0, head, 1:].norm(dim=-1).mean()),
+                                 float(rest[0, head, 1:].norm(dim=-1).mean()),
+                                 float((first + rest)[0, head, 1:].norm(dim=-1).mean()))
+    pure = [r for r in rows.values() if r[0] > 0.9]
+    mixed = [r for r in rows.values() if 0.5 < r[0] <= 0.7]
+    assert len(pure) >= 1 and len(mixed) >= 10
+    pure_output = sum(r[3] for r in pure) / len(pure)
+    mixed_output = sum(r[3] for r in mixed) / len(mixed)
+    assert pure_output < 0.6 * mixed_output
+    assert all(r[1] > 3 * r[2] for r in pure)
+    assert sum(r[2] for r in mixed) > 1.5 * sum(r[1] for r in mixed)
 
 
 def test_the_icl_score_depends_on_the_text(model):

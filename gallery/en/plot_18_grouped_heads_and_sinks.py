@@ -30,6 +30,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
+from mha_ref.tutorial.smollm2.sink_values import sink_values_analysis
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
@@ -113,13 +114,62 @@ print(f"in blocks 0-3: {int(sinks_per_block[:4].sum())}; in blocks 4-29: "
 # value adds little. Example 7's ``add_zero_attn=True`` gives :class:`torch.nn.MultiheadAttention`
 # exactly such a place (a key and value of zeros); a trained model without one makes its own,
 # and the first token, seen by every query, is the natural choice (Xiao et al. 2023, Sec. 3.1).
-# If a sink head used the first token only to add nothing, its output would be small. The mean
-# norm of each head's output on the text:
+# If a head used the first token to add nothing, two things would be small: token 0's value,
+# and what the head writes from it after the output projection ``W^O``. Both are measured on the
+# same text (lab code
+# :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`). First the size of
+# token 0's value in each key/value head, against the median size of the other tokens' values
+# (1: as large as a typical token's):
 
-norms = result["output_norm"]  # (num_layers, num_heads)
+values = sink_values_analysis()  # cached: computed once per build, for both languages
+ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
+fig = plot_lines(
+    blocks,
+    {**{f"key/value head {g}": ratio[:, g].tolist() for g in range(config.num_kv_heads)},
+     "as large as a typical value": [1.0] * config.num_layers},
+    xlabel="block",
+    ylabel="|value of token 0| / median |value|",
+    title="The first token's value against the other tokens'",
+    logy=True,
+    styles={"as large as a typical value": {"ls": "--", "marker": "", "color": "0.5"}},
+)
+fig.axes[0].set_ylim(0.05, 8)  # room above the curves for the legend
+fig.axes[0].legend(fontsize=8, ncol=2, loc="upper center")
+plt.show()
 is_sink = scores["first"] > 0.5  # (num_layers, num_heads)
-print(f"mean output norm: heads with first-token score > 0.5: {norms[is_sink].mean():.3f}; "
-      f"the others: {norms[~is_sink].mean():.3f}")
+has_sink = is_sink.any(dim=1)  # (num_layers,)
+print(f"token 0's value / median value, in {ratio.numel()} (block, key/value head) pairs:")
+print(f"  below 1 in {int((ratio < 1).sum())}, below 0.5 in {int((ratio < 0.5).sum())}")
+print(f"  median {ratio.median():.3f}; in the {int(has_sink.sum())} blocks that hold a head with "
+      f"first-token score > 0.5: {ratio[has_sink].median():.3f}")
+
+# %%
+# A small value can still be written large by ``W^O``, and a head's output also holds what it
+# reads from the other keys. So each head's output after ``W^O`` is split in two
+# (:func:`~mha_ref.tutorial.smollm2.sink_values.split_by_first_token`): the part from token 0 (its
+# weight on token 0 times token 0's value through the head's columns of ``W^O``) and the part
+# from the other keys; the two add up to the output. The table gives the mean norms over the
+# text's positions, averaged over the heads of each range of first-token score:
+
+weight = values["weight_first"]  # (num_layers, num_heads), the first-token score
+ranges = [("<= 0.5", weight <= 0.5), ("0.5 - 0.7", (weight > 0.5) & (weight <= 0.7)),
+          ("0.7 - 0.9", (weight > 0.7) & (weight <= 0.9)), ("> 0.9", weight > 0.9)]
+rows = [[name, int(m.sum()), f"{weight[m].mean():.3f}", f"{values['output'][m].mean():.2f}",
+         f"{values['from_first'][m].mean():.2f}", f"{values['from_rest'][m].mean():.2f}"]
+        for name, m in ranges]  # each m: (num_layers, num_heads)
+print(text_table(["first-token score", "heads", "mean weight on token 0", "|output|",
+                  "|part from token 0|", "|part from other keys|"], rows))
+pure = [(int(layer), int(head)) for layer, head in (weight > 0.9).nonzero()]
+print(f"heads with first-token score > 0.9: {pure}")
+
+# %%
+# What the figure and the table show: token 0's value is smaller than a typical token's in
+# most (block, key/value head) pairs, below half of it in most (the counts above the table).
+# The heads that put nearly all of their weight on token 0 write the smallest mean output in
+# the table, almost all of it from token 0. The heads between 0.5 and 0.9 write more from the
+# other keys than from token 0, although most of their weight is on token 0: their output
+# comes mostly from what they read elsewhere. A mean over all heads above 0.5 mixes the two
+# kinds, and says little about token 0's value.
 
 # %%
 # .. _ex18-what-the-sink-heads-are-worth:
@@ -150,17 +200,15 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
                   "their induction heads"], rows))
 
 # %%
-# The sink heads' output is not smaller than the others' (the norms above), so in this model
-# a first-token head does not simply add nothing: the first token's value is not near zero,
-# and a head whose weight sits almost all on it adds almost the same vector at every position
-# (the first token's value through the head's rows of ``W^O``: that follows from the formula, it
-# is not measured here). Removing the nine sink heads together costs little: under zero
-# ablation about two hundredths of a nat, less than every control set; under mean ablation
-# (which keeps each head's average output in place) about half a hundredth, within the range
-# of the control sets. The nine heads with the highest first-token score cost more, under
-# mean ablation more than every control set, and the three induction heads among them, alone,
-# cost more than half of it: the cost of that set comes mostly from its induction heads, not
-# from its sinks. What the sinks' constant output is for, and what the first token itself is
+# A head whose weight sits almost all on token 0 adds almost the same vector at every position,
+# token 0's value through the head's columns of ``W^O``; the split above measured it, and for
+# the nearly pure sinks it is smaller than what other heads write. Removing the nine sink
+# heads together costs little: under zero ablation about two hundredths of a nat, less than
+# every control set; under mean ablation (which keeps each head's average output in place)
+# about half a hundredth, within the range of the control sets. The nine heads with the highest
+# first-token score cost more, under mean ablation more than every control set, and the three
+# induction heads among them, alone, cost more than half of it: the cost of that set comes
+# mostly from its induction heads, not from its sinks. What the sinks' constant output is for, and what the first token itself is
 # worth (removing it, or the sink pattern, as StreamingLLM's sliding window would), are different
 # interventions, not run here.
 #
@@ -206,8 +254,10 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 #   heads of different groups in most blocks, by a small margin, with or without the first
 #   token; in one group, the strongest induction head, another induction head and a pure sink
 #   all put most of their weight on the first token of the real text.
-# - Many heads, none in the first four blocks, put most of their weight on the first token;
-#   their output is not smaller than other heads'.
+# - Many heads, none in the first four blocks, put most of their weight on the first token.
+#   Its value is smaller than a typical token's in most blocks; the heads that rest on it
+#   almost entirely write less than other heads, nearly all of it from token 0, and the heads
+#   that put only part of their weight there get most of their output from the other keys.
 # - Ablating the nine strongest sink heads that are not induction heads costs two hundredths
 #   of a nat or less: under zero ablation less than as many other heads of their blocks, under
 #   mean ablation within the range of those controls; the nine heads with the highest

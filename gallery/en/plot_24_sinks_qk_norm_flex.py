@@ -41,8 +41,16 @@ from mha_ref import (
     softmax_plus_one,
     tiled_attention,
 )
+from mha_ref.tutorial.bench import torch_compile_status
 from mha_ref.tutorial.plotting import text_table
-from mha_ref.tutorial.sinks_lab import NO_OP_VARIANTS, no_op_runs, qk_norm_runs
+from mha_ref.tutorial.sinks_lab import (
+    FLEX_BLOCK_SIZE,
+    NO_OP_VARIANTS,
+    dense_blocks,
+    flex_padding_check,
+    no_op_runs,
+    qk_norm_runs,
+)
 
 torch.manual_seed(0)
 q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64) for _ in range(3))  # each (batch, num_heads, seq_len, head_dim)
@@ -125,8 +133,13 @@ print(f"seeds above 0.9 accuracy: without QK-norm {solved[False]} of 3, with QK-
 # whether a query may see a key, or a ``score_mod(score, b, h, q_idx, kv_idx)`` that changes a
 # score. Each of the site's masks is written that way and compared with
 # :func:`mha_ref.scaled_dot_product_attention` and the explicit mask, in ``float64``, eagerly
-# (without ``torch.compile``) on the CPU. Then the two things this torch does not do here are
-# tried, and the reason printed.
+# (without ``torch.compile``) on the CPU. A ``mask_mod`` comes with a *block mask*
+# (``create_block_mask``): the grid of queries and keys cut into blocks, here of 4 positions,
+# and the list of the blocks that hold an allowed pair, the only ones a compiled kernel
+# computes. Each block mask is built with the call's batch size ``B`` and head count ``H``, and
+# its blocks (``to_dense()``) are compared with the explicit mask's
+# (:func:`~mha_ref.tutorial.sinks_lab.dense_blocks`). Then the backward pass, which this torch
+# does not run here, is tried, and the reason printed.
 
 flex = None
 try:
@@ -139,10 +152,19 @@ def run_flex(query, key, value, mask_mod=None, score_mod=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the "called without torch.compile" warning is expected
         block_mask = None
-        if mask_mod is not None:
-            block_mask = flex.create_block_mask(mask_mod, None, None, query.shape[-2], key.shape[-2], device="cpu")
-        return flex.flex_attention(query, key, value, score_mod=score_mod, block_mask=block_mask,
-                                   return_aux=flex.AuxRequest(lse=True))
+        if mask_mod is not None:  # B and H of the call: mask_mod may read b and h
+            block_mask = flex.create_block_mask(mask_mod, query.shape[0], query.shape[1], query.shape[-2], key.shape[-2],
+                                                device="cpu", BLOCK_SIZE=FLEX_BLOCK_SIZE)
+        out, aux = flex.flex_attention(query, key, value, score_mod=score_mod, block_mask=block_mask,
+                                       return_aux=flex.AuxRequest(lse=True))
+        return out, aux, block_mask
+
+
+def blocks_match(block_mask, mask, query):
+    if block_mask is None:
+        return "-"  # a score_mod alone: no block mask
+    full = mask.expand(*query.shape[:-1], mask.shape[-1])  # (batch, num_heads, query_len, key_len)
+    return str(torch.equal(block_mask.to_dense().bool(), dense_blocks(full, FLEX_BLOCK_SIZE)))
 
 
 if flex is not None:
@@ -160,22 +182,69 @@ if flex is not None:
     }
     flex_rows = []
     for name, (mods, mask) in cases.items():
-        out, aux = run_flex(fq, fk, fv, **mods)
+        out, aux, block_mask = run_flex(fq, fk, fv, **mods)
         explicit, weights = scaled_dot_product_attention(fq, fk, fv, mask, return_weights=True)
         rebuilt_weights = attention_weights_from_lse(fq, fk, aux.lse.to(torch.float64), mask)
-        flex_rows.append((name, f"{(out - explicit).abs().max().item():.1e}", f"{(rebuilt_weights - weights).abs().max().item():.1e}"))
+        flex_rows.append((name, f"{(out - explicit).abs().max().item():.1e}", f"{(rebuilt_weights - weights).abs().max().item():.1e}",
+                          blocks_match(block_mask, mask, fq)))
     bq = torch.randn(1, 2, 3, 8, dtype=torch.float64)  # (batch, num_heads, new_len, head_dim): 3 new queries
     bk, bv = torch.randn(1, 2, 10, 8, dtype=torch.float64), torch.randn(1, 2, 10, 8, dtype=torch.float64)  # 10 keys
-    out, _ = run_flex(bq, bk, bv, mask_mod=lambda b, h, qi, ki: ki <= qi + 7)
-    explicit = scaled_dot_product_attention(bq, bk, bv, causal_mask(3, 10, alignment="bottom_right"))
-    flex_rows.append(("bottom-right (3 queries, 10 keys)", f"{(out - explicit).abs().max().item():.1e}", "-"))
-    print(text_table(["mask", "max abs diff, output", "weights rebuilt from Flex's LSE vs explicit"], flex_rows))
+    out, _, block_mask = run_flex(bq, bk, bv, mask_mod=lambda b, h, qi, ki: ki <= qi + 7)
+    bottom_right = causal_mask(3, 10, alignment="bottom_right")  # (3, 10)
+    explicit = scaled_dot_product_attention(bq, bk, bv, bottom_right)
+    flex_rows.append(("bottom-right (3 queries, 10 keys)", f"{(out - explicit).abs().max().item():.1e}", "-",
+                      blocks_match(block_mask, bottom_right, bq)))
+    print(text_table(["mask", "max abs diff, output", "weights rebuilt from Flex's LSE vs explicit",
+                      "block mask's blocks = explicit mask's"], flex_rows))
     try:
         run_flex(fq.clone().requires_grad_(True), fk, fv)
         print("FlexAttention backward on CPU: accepted by this torch (not checked here)")
     except NotImplementedError as error:
         print(f"skipped FlexAttention backward on CPU: {str(error).splitlines()[0]}")
-    print("skipped torch.compile(flex_attention): compiling it on the CPU takes about a minute, over this page's budget")
+
+# %%
+# .. _ex24-a-block-mask-built-for-batch-0-only:
+#
+# A block mask built for batch 0 only, eager and compiled
+# -------------------------------------------------------
+# Eager FlexAttention, as above, applies ``mask_mod`` to every query-key pair and does not use
+# the block mask's blocks, so an eager check does not test the block mask. Compiled, it
+# computes only the blocks the block mask lists, and calls ``mask_mod`` only in the blocks it
+# marks as partly allowed: a wrong block mask gives a wrong output. ``create_block_mask`` with
+# ``B=None`` (or ``H=None``) builds one block mask for every batch (or head) from ``b = 0``
+# (``h = 0``) alone; that is right only when ``mask_mod`` does not read ``b`` (``h``). The padding
+# mask reads ``b``. The lab code
+# :func:`~mha_ref.tutorial.sinks_lab.flex_padding_check` builds its block mask both ways for
+# two sequences of 12 and 7 tokens and runs FlexAttention with each, eagerly and compiled with
+# ``torch.compile``, on ``float32`` inputs (compiled FlexAttention on a CPU does not take
+# ``float64``), against the explicit mask in ``float64``. It compiles once per build, at this
+# small size, because compiling takes several seconds of CPU. Each row gives, for sequence 0
+# and then sequence 1, the blocks computed and the largest absolute difference from the
+# explicit result.
+
+compile_ok, compile_reason = torch_compile_status("cpu")
+print(f"torch.compile: {'available' if compile_ok else 'skipped'}, {compile_reason}")
+if flex is not None:
+    check = flex_padding_check(compiled=compile_ok)
+    computed = check["explicit_blocks"].flatten(1).sum(-1).tolist()  # blocks per sequence
+    padded_rows = [("explicit mask", ", ".join(map(str, computed)), "-", "-", "-")]
+    for name, label in (("B=None", "B=None"), ("B=batch", f"B={len(computed)}")):
+        r = check[name]
+        per_batch = [int(r["blocks"][min(b, len(r["blocks"]) - 1)].sum()) for b in range(len(computed))]
+        compiled_diff = ", ".join(f"{d:.1e}" for d in r["compiled"]) if r["compiled"] is not None else "skipped"
+        padded_rows.append((label, ", ".join(map(str, per_batch)), str(r["blocks_match"]),
+                            ", ".join(f"{d:.1e}" for d in r["eager"]), compiled_diff))
+    print(text_table(["block mask", "blocks", "= explicit's", "eager: max diff", "compiled: max diff"], padded_rows))
+
+# %%
+# Built with ``B=None``, the block mask holds sequence 0's blocks for both sequences, so its
+# blocks differ from the explicit mask's. Eagerly, both block masks give the right output (the
+# eager column), which is why an eager check cannot catch it. Compiled, the block mask built
+# with the true ``B`` agrees with the explicit mask to ``float32`` rounding, and the one built
+# with ``B=None`` is wrong for sequence 1 (the last column): the kernel used sequence 0's
+# blocks for it. So: build block masks with the call's ``B`` (and ``H`` when ``mask_mod`` reads
+# ``h``), compare ``block_mask.to_dense()`` with the explicit mask's blocks, and check the
+# compiled call.
 
 # %%
 # .. _ex24-the-weights-a-fused-kernel-does-not-return:
@@ -245,8 +314,11 @@ print(f"row sums: min {band_w.sum(-1).min().item():.6f}, max {band_w.sum(-1).max
 #   stop reading; in this build's runs none did, so this page does not show the effect.
 # * QK-norm on example 6's one-head model at learning rate ``3e-2``: the last QK-norm line counts
 #   the seeds that reach 0.9 accuracy with and without it, at the same budget.
-# * FlexAttention's masks and score modifications equal the explicit ones on this CPU, eagerly;
-#   its backward and compilation were skipped for the printed reasons.
+# * FlexAttention's masks and score modifications equal the explicit ones on this CPU, eagerly,
+#   and the block masks, built with the call's ``B`` and ``H``, list the explicit masks' blocks.
+#   Eager FlexAttention does not use the block mask; compiled, a block mask built with
+#   ``B=None`` for a ``mask_mod`` that reads ``b`` gives a wrong output (printed above).
+#   The backward pass was skipped for the printed reason.
 # * A fused kernel's log-sum-exp is enough to rebuild its weights exactly.
 #
 # Sources: OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", arXiv:2508.10925 (sink

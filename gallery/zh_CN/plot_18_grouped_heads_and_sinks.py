@@ -26,6 +26,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
+from mha_ref.tutorial.smollm2.sink_values import sink_values_analysis
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
@@ -101,13 +102,57 @@ print(f"块 0-3 中：{int(sinks_per_block[:4].sum())}；块 4-29 中："
 # softmax 的权重之和为 1：一个头不能 *什么都不* 关注。一个头在某个位置上没有东西可加，也必须把权重放在
 # 某处，最省事的地方是一个值向量贡献很小的词元。示例 7 的 ``add_zero_attn=True`` 正好给
 # :class:`torch.nn.MultiheadAttention` 提供了这样一个地方（一个全零的键和值）；没有它的训练模型会自己造
-# 一个，而每个查询都能看到的首词元是最自然的选择（Xiao 等人 2023，第 3.1 节）。如果汇点头用首词元只是为了
-# 什么都不加，它的输出就会很小。每个头在这段文本上输出的平均范数：
+# 一个，而每个查询都能看到的首词元是最自然的选择（Xiao 等人 2023，第 3.1 节）。如果一个头用首词元是为了
+# 什么都不加，那么有两样东西会很小：词元 0 的值，以及这个头经过输出投影 ``W^O`` 之后从它那里写出的
+# 东西。两者都在同一段文本上测量（实验代码
+# :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`）。先看每个键/值头里词元 0 的值有多大，
+# 与其他词元的值大小的中位数相比（1 表示和一个典型词元的值一样大）：
 
-norms = result["output_norm"]  # (num_layers, num_heads)
+values = sink_values_analysis()  # 有缓存：每次构建只算一次，两种语言共用
+ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
+fig = plot_lines(
+    blocks,
+    {**{f"键/值头 {g}": ratio[:, g].tolist() for g in range(config.num_kv_heads)},
+     "与典型的值一样大": [1.0] * config.num_layers},
+    xlabel="块",
+    ylabel="|词元 0 的值| / |值| 的中位数",
+    title="首词元的值与其他词元的值相比",
+    logy=True,
+    styles={"与典型的值一样大": {"ls": "--", "marker": "", "color": "0.5"}},
+)
+fig.axes[0].set_ylim(0.05, 8)  # 在曲线上方给图例留出位置
+fig.axes[0].legend(fontsize=8, ncol=2, loc="upper center")
+plt.show()
 is_sink = scores["first"] > 0.5  # (num_layers, num_heads)
-print(f"平均输出范数：首词元分数 > 0.5 的头 {norms[is_sink].mean():.3f}；"
-      f"其余的头 {norms[~is_sink].mean():.3f}")
+has_sink = is_sink.any(dim=1)  # (num_layers,)
+print(f"词元 0 的值 / 值的中位数，共 {ratio.numel()} 个（块, 键/值头）组合：")
+print(f"  低于 1 的个数 {int((ratio < 1).sum())}，低于 0.5 的个数 {int((ratio < 0.5).sum())}")
+print(f"  中位数 {ratio.median():.3f}；在含有首词元分数 > 0.5 的头的 {int(has_sink.sum())} 个块上："
+      f"{ratio[has_sink].median():.3f}")
+
+# %%
+# 一个小的值仍可能被 ``W^O`` 放大，而一个头的输出还包含它从其他键读到的东西。所以把每个头经过 ``W^O``
+# 之后的输出拆成两部分（:func:`~mha_ref.tutorial.smollm2.sink_values.split_by_first_token`）：来自词元 0 的
+# 部分（它放在词元 0 上的权重，乘以词元 0 的值经过该头在 ``W^O`` 中那几列的结果），以及来自其他键的
+# 部分；两部分相加就是输出。下表给出在文本各位置上的平均范数，再按首词元分数的区间对其中的头取平均：
+
+weight = values["weight_first"]  # (num_layers, num_heads)，即首词元分数
+ranges = [("<= 0.5", weight <= 0.5), ("0.5 - 0.7", (weight > 0.5) & (weight <= 0.7)),
+          ("0.7 - 0.9", (weight > 0.7) & (weight <= 0.9)), ("> 0.9", weight > 0.9)]
+rows = [[name, int(m.sum()), f"{weight[m].mean():.3f}", f"{values['output'][m].mean():.2f}",
+         f"{values['from_first'][m].mean():.2f}", f"{values['from_rest'][m].mean():.2f}"]
+        for name, m in ranges]  # 每个 m：(num_layers, num_heads)
+print(text_table(["首词元分数", "头数", "词元 0 上的平均权重", "|输出|",
+                  "|来自词元 0 的部分|", "|来自其他键的部分|"], rows))
+pure = [(int(layer), int(head)) for layer, head in (weight > 0.9).nonzero()]
+print(f"首词元分数 > 0.9 的头：{pure}")
+
+# %%
+# 这张图和这张表说明的是：在大多数（块, 键/值头）组合里，词元 0 的值比典型词元的值小，其中大多数还不到
+# 一半（见表上方打印的计数）。几乎把全部权重都放在词元 0 上的头，写出的平均输出是表中最小的，而且几乎
+# 全部来自词元 0。首词元分数在 0.5 到 0.9 之间的头，虽然大部分权重在词元 0 上，但从其他键写出的比从
+# 词元 0 写出的多：它们的输出主要来自它们在别处读到的东西。把首词元分数高于 0.5 的所有头放在一起取平均，
+# 会把这两类头混在一起，几乎说明不了词元 0 的值。
 
 # %%
 # .. _ex18-what-the-sink-heads-are-worth:
@@ -135,14 +180,13 @@ print(text_table(["方式", "汇点头", "对照（3 次抽取）", "首词元�
                  rows))
 
 # %%
-# 汇点头的输出并不比其他头小（见上面的范数），所以在这个模型里，首词元头并不只是什么都不加：首词元的值
-# 并不接近零；一个几乎把全部权重都放在它上面的头，会在每个位置加上几乎相同的向量（首词元的值经过
-# 该头在 ``W^O`` 中的那几行；这是从公式推出的，这里没有测量）。把九个汇点头一起拿掉，代价很小：零消融
-# 时约为百分之二奈特，比每一组对照都小；均值消融（保留每个头的平均输出）时约为千分之五奈特，落在各组
-# 对照的范围之内。首词元分数最高的九个头代价更大，均值消融时比每一组对照都大；而只拿掉其中的三个归纳头，
-# 代价就超过了这个数的一半：这一组的代价主要来自其中的归纳头，而不是来自汇点头。汇点头那个不变的输出
-# 有什么用，以及首词元本身值多少（拿掉它，或者像 StreamingLLM 的滑动窗口那样拿掉汇点的模式），是另外
-# 的干预，这里没有做。
+# 一个几乎把全部权重都放在词元 0 上的头，会在每个位置加上几乎相同的向量，即词元 0 的值经过该头在
+# ``W^O`` 中那几列的结果；上面的拆分测量了它，对于几乎纯粹的汇点头，它比其他头写出的东西小。把九个
+# 汇点头一起拿掉，代价很小：零消融时约为百分之二奈特，比每一组对照都小；均值消融（保留每个头的平均
+# 输出）时约为千分之五奈特，落在各组对照的范围之内。首词元分数最高的九个头代价更大，均值消融时比每一组
+# 对照都大；而只拿掉其中的三个归纳头，代价就超过了这个数的一半：这一组的代价主要来自其中的归纳头，而不是
+# 来自汇点头。汇点头那个不变的输出有什么用，以及首词元本身值多少（拿掉它，或者像 StreamingLLM 的滑动
+# 窗口那样拿掉汇点的模式），是另外的干预，这里没有做。
 #
 # .. _ex18-exercises:
 #
@@ -181,7 +225,9 @@ print(f"{int(is_sink.sum())} / {config.num_layers * config.num_heads} 个头")
 # - 在 SmolLM2-135M-Instruct（4 位文件）里，大多数块中共用一个键/值头的头比不同组的头更相像，但差距
 #   很小，算不算首词元都是如此；有一组里，最强的归纳头、另一个归纳头和一个纯粹的汇点头在真实文本上
 #   都把大部分权重放在首词元上。
-# - 许多头（前四个块中一个也没有）把大部分权重放在首词元上；它们的输出并不比其他头小。
+# - 许多头（前四个块中一个也没有）把大部分权重放在首词元上。在大多数块里，首词元的值比典型词元的值小；
+#   几乎只停在它上面的头写出的东西比其他头少，而且几乎全部来自词元 0；只把部分权重放在那里的头，输出
+#   大部分来自其他键。
 # - 把九个最强的、不是归纳头的汇点头一起消融，代价不超过百分之二奈特：零消融时比消融同样块中同样数量
 #   的其他头还小，均值消融时落在这些对照的范围之内；首词元分数最高的九个头代价更大，主要是因为其中有
 #   归纳头（见上面的打印）。

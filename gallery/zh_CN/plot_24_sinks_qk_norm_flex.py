@@ -38,8 +38,16 @@ from mha_ref import (
     softmax_plus_one,
     tiled_attention,
 )
+from mha_ref.tutorial.bench import torch_compile_status
 from mha_ref.tutorial.plotting import text_table
-from mha_ref.tutorial.sinks_lab import NO_OP_VARIANTS, no_op_runs, qk_norm_runs
+from mha_ref.tutorial.sinks_lab import (
+    FLEX_BLOCK_SIZE,
+    NO_OP_VARIANTS,
+    dense_blocks,
+    flex_padding_check,
+    no_op_runs,
+    qk_norm_runs,
+)
 
 torch.manual_seed(0)
 q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64) for _ in range(3))  # 各为 (batch, num_heads, seq_len, head_dim)
@@ -114,7 +122,11 @@ print(f"准确率超过 0.9 的种子数：无 QK-norm {solved[False]} / 3，有
 # ``torch.nn.attention.flex_attention`` 接受一个 ``mask_mod(b, h, q_idx, kv_idx)``，返回查询能否看到
 # 某个键；或者一个 ``score_mod(score, b, h, q_idx, kv_idx)``，修改一个分数。本站的每种掩码都这样写
 # 出来，与 :func:`mha_ref.scaled_dot_product_attention` 加显式掩码比较，用 ``float64``，在 CPU 上
-# 即时执行（不用 ``torch.compile``）。然后尝试这个 torch 在这里做不到的两件事，并打印原因。
+# 即时执行（不用 ``torch.compile``）。``mask_mod`` 还要配一个 *块掩码* （``create_block_mask``）：把
+# 查询和键组成的网格切成块（这里每块 4 个位置），列出含有允许的查询-键对的块，编译后的内核只计算这些块。
+# 每个块掩码都用这次调用的批大小 ``B`` 和头数 ``H`` 构建，它的块（``to_dense()``）与显式掩码的块
+# （:func:`~mha_ref.tutorial.sinks_lab.dense_blocks`）比较。然后尝试这个 torch 在这里做不到的反向传播，
+# 并打印原因。
 
 flex = None
 try:
@@ -127,10 +139,19 @@ def run_flex(query, key, value, mask_mod=None, score_mod=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 预期会有“未用 torch.compile 调用”的警告
         block_mask = None
-        if mask_mod is not None:
-            block_mask = flex.create_block_mask(mask_mod, None, None, query.shape[-2], key.shape[-2], device="cpu")
-        return flex.flex_attention(query, key, value, score_mod=score_mod, block_mask=block_mask,
-                                   return_aux=flex.AuxRequest(lse=True))
+        if mask_mod is not None:  # 用这次调用的 B 和 H：mask_mod 可能读取 b 和 h
+            block_mask = flex.create_block_mask(mask_mod, query.shape[0], query.shape[1], query.shape[-2], key.shape[-2],
+                                                device="cpu", BLOCK_SIZE=FLEX_BLOCK_SIZE)
+        out, aux = flex.flex_attention(query, key, value, score_mod=score_mod, block_mask=block_mask,
+                                       return_aux=flex.AuxRequest(lse=True))
+        return out, aux, block_mask
+
+
+def blocks_match(block_mask, mask, query):
+    if block_mask is None:
+        return "-"  # 只有 score_mod：没有块掩码
+    full = mask.expand(*query.shape[:-1], mask.shape[-1])  # (batch, num_heads, query_len, key_len)
+    return str(torch.equal(block_mask.to_dense().bool(), dense_blocks(full, FLEX_BLOCK_SIZE)))
 
 
 if flex is not None:
@@ -148,22 +169,62 @@ if flex is not None:
     }
     flex_rows = []
     for name, (mods, mask) in cases.items():
-        out, aux = run_flex(fq, fk, fv, **mods)
+        out, aux, block_mask = run_flex(fq, fk, fv, **mods)
         explicit, weights = scaled_dot_product_attention(fq, fk, fv, mask, return_weights=True)
         rebuilt_weights = attention_weights_from_lse(fq, fk, aux.lse.to(torch.float64), mask)
-        flex_rows.append((name, f"{(out - explicit).abs().max().item():.1e}", f"{(rebuilt_weights - weights).abs().max().item():.1e}"))
+        flex_rows.append((name, f"{(out - explicit).abs().max().item():.1e}", f"{(rebuilt_weights - weights).abs().max().item():.1e}",
+                          blocks_match(block_mask, mask, fq)))
     bq = torch.randn(1, 2, 3, 8, dtype=torch.float64)  # (batch, num_heads, new_len, head_dim)：3 个新查询
     bk, bv = torch.randn(1, 2, 10, 8, dtype=torch.float64), torch.randn(1, 2, 10, 8, dtype=torch.float64)  # 10 个键
-    out, _ = run_flex(bq, bk, bv, mask_mod=lambda b, h, qi, ki: ki <= qi + 7)
-    explicit = scaled_dot_product_attention(bq, bk, bv, causal_mask(3, 10, alignment="bottom_right"))
-    flex_rows.append(("右下角对齐（3 个查询，10 个键）", f"{(out - explicit).abs().max().item():.1e}", "-"))
-    print(text_table(["掩码", "输出的最大绝对差", "由 Flex 的 LSE 重建的权重与显式权重之差"], flex_rows))
+    out, _, block_mask = run_flex(bq, bk, bv, mask_mod=lambda b, h, qi, ki: ki <= qi + 7)
+    bottom_right = causal_mask(3, 10, alignment="bottom_right")  # (3, 10)
+    explicit = scaled_dot_product_attention(bq, bk, bv, bottom_right)
+    flex_rows.append(("右下角对齐（3 个查询，10 个键）", f"{(out - explicit).abs().max().item():.1e}", "-",
+                      blocks_match(block_mask, bottom_right, bq)))
+    print(text_table(["掩码", "输出的最大绝对差", "由 Flex 的 LSE 重建的权重与显式权重之差",
+                      "块掩码的块 = 显式掩码的块"], flex_rows))
     try:
         run_flex(fq.clone().requires_grad_(True), fk, fv)
         print("CPU 上的 FlexAttention 反向传播：这个 torch 接受（此处未核对）")
     except NotImplementedError as error:
         print(f"跳过 CPU 上的 FlexAttention 反向传播：{str(error).splitlines()[0]}")
-    print("跳过 torch.compile(flex_attention)：在 CPU 上编译约需一分钟，超出本页的时间预算")
+
+# %%
+# .. _ex24-a-block-mask-built-for-batch-0-only:
+#
+# 只为批次 0 构建的块掩码：即时执行与编译
+# ---------------------------------------
+# 即时执行的 FlexAttention（如上）对每一个查询-键对都调用 ``mask_mod``，并不使用块掩码的块，所以即时
+# 执行的检查测不到块掩码。编译之后，它只计算块掩码列出的块，并且只在它标为部分允许的块里调用
+# ``mask_mod``：块掩码错了，输出就错。``create_block_mask`` 取 ``B=None`` （或 ``H=None``）时，只用
+# ``b = 0`` （``h = 0``）为所有批次（或所有头）构建同一个块掩码；只有当 ``mask_mod`` 不读取 ``b``
+# （``h``）时这才是对的。填充掩码读取 ``b``。实验代码
+# :func:`~mha_ref.tutorial.sinks_lab.flex_padding_check` 为长度分别为 12 和 7 个词元的两个序列，用这两种
+# 方式构建块掩码，再分别用它们运行 FlexAttention，即时执行一次，用 ``torch.compile`` 编译后再运行一次，
+# 输入为 ``float32`` （CPU 上编译后的 FlexAttention 不接受 ``float64``），与 ``float64`` 的显式掩码结果
+# 比较。编译在每次构建时只做一次，而且用这么小的规模，因为编译要花好几秒 CPU 时间。表中每一行依次给出
+# 序列 0 和序列 1 计算的块数，以及与显式结果的最大绝对差。
+
+compile_ok, compile_reason = torch_compile_status("cpu")
+print(f"torch.compile：{'可用' if compile_ok else '跳过'}，{compile_reason}")
+if flex is not None:
+    check = flex_padding_check(compiled=compile_ok)
+    computed = check["explicit_blocks"].flatten(1).sum(-1).tolist()  # 每个序列要计算的块数
+    padded_rows = [("显式掩码", ", ".join(map(str, computed)), "-", "-", "-")]
+    for name, label in (("B=None", "B=None"), ("B=batch", f"B={len(computed)}")):
+        r = check[name]
+        per_batch = [int(r["blocks"][min(b, len(r["blocks"]) - 1)].sum()) for b in range(len(computed))]
+        compiled_diff = ", ".join(f"{d:.1e}" for d in r["compiled"]) if r["compiled"] is not None else "跳过"
+        padded_rows.append((label, ", ".join(map(str, per_batch)), str(r["blocks_match"]),
+                            ", ".join(f"{d:.1e}" for d in r["eager"]), compiled_diff))
+    print(text_table(["块掩码", "块数", "= 显式掩码的", "即时执行：最大差", "编译后：最大差"], padded_rows))
+
+# %%
+# 用 ``B=None`` 构建时，块掩码给两个序列用的都是序列 0 的块，所以它的块与显式掩码的块不同。即时执行时，
+# 两个块掩码给出的输出都对（即时执行那一列），所以即时执行的检查发现不了这个问题。编译之后，用真实 ``B``
+# 构建的块掩码与显式掩码在 ``float32`` 舍入误差内一致，而用 ``B=None`` 构建的那个对序列 1 给出错误的
+# 输出（最后一列）：内核给它用的是序列 0 的块。所以：用这次调用的 ``B`` 构建块掩码（``mask_mod`` 读取
+# ``h`` 时还要用 ``H``），把 ``block_mask.to_dense()`` 与显式掩码的块比较，并检查编译后的调用。
 
 # %%
 # .. _ex24-the-weights-a-fused-kernel-does-not-return:
@@ -229,8 +290,9 @@ print(f"行和：最小 {band_w.sum(-1).min().item():.6f}，最大 {band_w.sum(-
 #   所以本页没有显示出这个效果。
 # * 在示例 6 的单头模型上以学习率 ``3e-2`` 使用 QK-norm：QK-norm 一节的最后一行数出了有无 QK-norm
 #   时、在相同预算下准确率达到 0.9 的种子数。
-# * FlexAttention 的掩码和分数修改在这台 CPU 上即时执行时与显式计算相等；它的反向传播和编译因打印的
-#   原因而跳过。
+# * FlexAttention 的掩码和分数修改在这台 CPU 上即时执行时与显式计算相等；用这次调用的 ``B`` 和 ``H``
+#   构建的块掩码列出的正是显式掩码的块。即时执行的 FlexAttention 不使用块掩码；编译之后，对读取 ``b`` 的
+#   ``mask_mod`` 用 ``B=None`` 构建的块掩码给出错误的输出（见上面的打印）。反向传播因打印的原因而跳过。
 # * 融合内核的 log-sum-exp 足以精确重建它的权重。
 #
 # 出处：OpenAI 2025，“gpt-oss-120b & gpt-oss-20b Model Card”，arXiv:2508.10925（汇点 logit）；

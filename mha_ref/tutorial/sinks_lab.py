@@ -1,4 +1,4 @@
-"""Lab code of example 24: heads that may attend to nothing, and QK-norm on example 6's model.
+"""Lab code of example 24: attending to nothing, QK-norm, and FlexAttention's block masks.
 
 Two controlled studies, each a few seconds of CPU per run and cached on disk:
 
@@ -12,26 +12,40 @@ Two controlled studies, each a few seconds of CPU per run and cached on disk:
 * :func:`qk_norm_runs`: example 6's one-head model and training code
   (:func:`mha_ref.tutorial.training.train`), with the attention computed explicitly from the
   same parameters, with or without :class:`mha_ref.QKNorm` on the queries and keys.
+
+And one check of FlexAttention's block masks: :func:`flex_padding_check` runs a padding mask,
+whose ``mask_mod`` depends on the batch index, with a block mask built for batch 0 only and one
+built for every batch, eagerly and compiled, against the explicit mask; :func:`dense_blocks`
+gives the blocks a correct block mask must compute.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mha_ref._validation import require_positive_int
 from mha_ref.functional import scaled_dot_product_attention
-from mha_ref.masks import causal_mask
+from mha_ref.masks import causal_mask, padding_mask
 from mha_ref.qk_norm import QKNorm
 from mha_ref.sinks import attention_with_sink
 from mha_ref.tutorial import training
 from mha_ref.tutorial.cache import cached
 from mha_ref.tutorial.tasks import TinyAttentionModel
 
-__all__ = ["NO_OP_VARIANTS", "QKNormTinyModel", "no_op_runs", "qk_norm_runs"]
+__all__ = [
+    "FLEX_BLOCK_SIZE",
+    "NO_OP_VARIANTS",
+    "QKNormTinyModel",
+    "dense_blocks",
+    "flex_padding_check",
+    "no_op_runs",
+    "qk_norm_runs",
+]
 
 #: the three softmaxes compared
 NO_OP_VARIANTS = ("softmax", "sink logit", "softmax + 1")
@@ -277,3 +291,153 @@ def _train_defaults() -> dict:
     import inspect
 
     return dict(inspect.signature(training.train).parameters)
+
+
+# ------------------------------------------------------------------------------------------------
+# FlexAttention's block masks, eager and compiled
+# ------------------------------------------------------------------------------------------------
+
+#: the block size of example 24's block masks, small so that 12 keys make 3 blocks
+FLEX_BLOCK_SIZE = 4
+
+
+def dense_blocks(mask: torch.Tensor, block_size: int) -> torch.Tensor:
+    """The blocks of an explicit mask that hold at least one allowed pair.
+
+    FlexAttention's ``BlockMask`` cuts the ``(query_len, key_len)`` grid into
+    ``block_size x block_size`` blocks and computes only those that hold an allowed pair; its
+    ``to_dense()`` lists them. This is the same list computed from the explicit mask, so the
+    two can be compared. A length that is not a multiple of ``block_size`` gets a last, shorter
+    block, as in FlexAttention (its missing pairs count as blocked).
+
+    Args:
+        mask: bool ``(..., query_len, key_len)``, ``True`` = may attend (expand it to
+            ``(batch, num_heads, query_len, key_len)`` to compare with ``to_dense()``).
+        block_size: positive int, the block mask's ``BLOCK_SIZE``.
+
+    Returns:
+        torch.Tensor: bool ``(..., ceil(query_len / block_size), ceil(key_len / block_size))``.
+
+    Raises:
+        TypeError: if ``mask`` is not a bool tensor, or ``block_size`` is not an int.
+        ValueError: if ``mask`` has fewer than 2 dimensions or ``block_size`` is not positive.
+
+    Source:
+        PyTorch, ``torch.nn.attention.flex_attention.create_block_mask`` and
+        ``BlockMask.to_dense``.
+    """
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(
+            f"dense_blocks: mask must be a bool tensor (True = may attend), got {got}; "
+            f"pass an explicit mask such as padding_mask(lengths)[:, None, None, :]."
+        )
+    if mask.dim() < 2:
+        raise ValueError(
+            f"dense_blocks: mask must be (..., query_len, key_len), got shape "
+            f"{tuple(mask.shape)}; add the query dimension, e.g. mask[None, :]."
+        )
+    require_positive_int("block_size", block_size, "query and key positions per block")
+    query_len, key_len = mask.shape[-2:]
+    query_blocks, key_blocks = -(-query_len // block_size), -(-key_len // block_size)
+    padded = mask.new_zeros(*mask.shape[:-2], query_blocks * block_size, key_blocks * block_size)
+    padded[..., :query_len, :key_len] = mask  # (..., padded query_len, padded key_len)
+    tiles = padded.unflatten(-1, (key_blocks, block_size)).unflatten(
+        -3, (query_blocks, block_size)
+    )  # (..., query_blocks, block_size, key_blocks, block_size)
+    return tiles.any(dim=-1).any(dim=-2)  # (..., query_blocks, key_blocks)
+
+
+def flex_padding_check(
+    lengths: Sequence[int] = (12, 7), seed: int = 0, compiled: bool = True
+) -> dict:
+    """FlexAttention on a padded batch: a block mask built for batch 0 only, and one per batch.
+
+    The padding mask's ``mask_mod`` is ``kv_idx < lengths[b]``: it depends on the batch index
+    ``b``. ``create_block_mask(mask_mod, B=None, ...)`` evaluates it for ``b = 0`` only and uses
+    those blocks for every batch; ``B=len(lengths)`` evaluates every batch. Each block mask
+    (block size :data:`FLEX_BLOCK_SIZE`) is compared with the blocks of the explicit mask
+    (:func:`dense_blocks`), and FlexAttention runs with it eagerly and compiled
+    (``torch.compile(flex_attention, dynamic=False)``, which needs a C++ compiler on a CPU), on
+    float32 queries, keys and values of shape ``(batch, 2, max(lengths), 8)``, compared with
+    :func:`mha_ref.scaled_dot_product_attention` in float64 on the same inputs with the explicit
+    mask. Compiled FlexAttention on a CPU takes float32, float16 and bfloat16 only. Cached
+    (:mod:`mha_ref.tutorial.cache`): the compilation takes several seconds of CPU.
+
+    Args:
+        lengths: the real tokens of each sequence; ``max(lengths)`` is the padded length.
+        seed: the seed of the random inputs.
+        compiled: also run the compiled FlexAttention (``False`` where
+            :func:`mha_ref.tutorial.bench.torch_compile_status` finds no C++ compiler).
+
+    Returns:
+        dict: for ``"B=None"`` and ``"B=batch"``, a dict with ``"blocks"`` (the block mask's
+        ``to_dense()``, ``(batch or 1, 1, blocks, blocks)`` int), ``"blocks_match"`` (bool, the
+        blocks equal the explicit mask's for every batch), ``"eager"`` and ``"compiled"``
+        (lists of floats, the largest absolute difference from the explicit result, one per
+        sequence; ``"compiled"`` is ``None`` when ``compiled`` is ``False``); and
+        ``"explicit_blocks"``, :func:`dense_blocks` of the explicit mask,
+        ``(batch, 1, blocks, blocks)`` bool.
+
+    Raises:
+        ValueError: from :func:`mha_ref.padding_mask` if a length is negative.
+        RuntimeError: if ``torch.compile`` cannot build the kernel (inductor's
+            ``InductorError``, for example without a C++ compiler: check first with
+            :func:`mha_ref.tutorial.bench.torch_compile_status`).
+
+    Source:
+        PyTorch, ``torch.nn.attention.flex_attention`` (``create_block_mask``'s ``B`` and ``H``:
+        ``None`` broadcasts one block mask over that dimension); eager FlexAttention applies
+        ``mask_mod`` to every pair and does not use the blocks (``math_attention`` in
+        ``torch/_higher_order_ops/flex_attention.py``).
+    """
+    arguments = {"lengths": [int(n) for n in lengths], "seed": seed, "compiled": compiled,
+                 "block_size": FLEX_BLOCK_SIZE}
+    return cached("flex_padding_check", arguments,
+                  lambda: _flex_padding_check(arguments["lengths"], seed, compiled))
+
+
+def _flex_padding_check(lengths: list[int], seed: int, compiled: bool) -> dict:
+    import warnings
+
+    import torch._inductor.config as inductor_config
+    from torch.nn.attention import flex_attention as flex
+
+    batch, seq_len = len(lengths), max(lengths)
+    generator = torch.Generator().manual_seed(seed)
+    query, key, value = (torch.randn(batch, 2, seq_len, 8, generator=generator)
+                         for _ in range(3))  # each (batch, num_heads, seq_len, head_dim)
+    sizes = torch.tensor(lengths)  # (batch,)
+    mask = padding_mask(sizes)[:, None, None, :].expand(batch, 1, seq_len, seq_len)  # (B, 1, L, L)
+    explicit = scaled_dot_product_attention(
+        query.double(), key.double(), value.double(), mask
+    )  # (batch, num_heads, seq_len, head_dim)
+    expected_blocks = dense_blocks(mask, FLEX_BLOCK_SIZE)  # (batch, 1, blocks, blocks)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return kv_idx < sizes[b]
+
+    def differences(output: torch.Tensor) -> list[float]:
+        return [float((output[b].double() - explicit[b]).abs().max()) for b in range(batch)]
+
+    compiled_flex = torch.compile(flex.flex_attention, dynamic=False)
+    result = {"explicit_blocks": expected_blocks}
+    for name, size in (("B=None", None), ("B=batch", batch)):
+        block_mask = flex.create_block_mask(mask_mod, size, None, seq_len, seq_len, device="cpu",
+                                            BLOCK_SIZE=FLEX_BLOCK_SIZE)
+        blocks = block_mask.to_dense()  # (batch or 1, 1, blocks, blocks)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "flex_attention called without torch.compile"
+            eager = flex.flex_attention(query, key, value, block_mask=block_mask)
+        fast = None
+        if compiled:
+            with inductor_config.patch(compile_threads=1):  # no pool of workers left behind
+                fast = compiled_flex(query, key, value, block_mask=block_mask)
+        result[name] = {
+            "blocks": blocks,
+            "blocks_match": bool(torch.equal(blocks.bool().expand_as(expected_blocks),
+                                             expected_blocks)),
+            "eager": differences(eager),
+            "compiled": None if fast is None else differences(fast),
+        }
+    return result
