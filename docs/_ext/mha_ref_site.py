@@ -5,9 +5,11 @@
   example also runs again when a file its output depends on changed: the ``mha_ref`` modules
   in the import closure of the script (``mha_ref.tutorial.sources``), and what every example
   depends on (``conf.py``, this file, the pinned toolchain, the modules this file runs around
-  each example). Each executed example records those files' hashes beside its page
-  (``<name>.deps.json``); the page of every example that ran is written again, so that new
-  figures reach the site even when the text is unchanged.
+  each example), each hashed by its code, not its bytes (a docstring or a comment changes
+  nothing). Each example that ran and succeeded records those hashes beside its page
+  (``<name>.deps.json``), with its script's and its outputs' hashes; an interrupted or failed
+  build leaves the records as they were. The page of every example that ran is written again,
+  so that new figures reach the site even when the text is unchanged.
 - Nothing silently wrong: a generated page whose example was deleted or renamed is removed; an
   example that prints NaN without declaring it, or draws an empty figure, fails the build;
   characters that would end a block of the page's reST are escaped, and the building machine's
@@ -32,7 +34,6 @@ import os
 import re
 import subprocess
 import textwrap
-import time
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -77,18 +78,20 @@ def dependency_files() -> list[Path]:
 
 
 def example_dependencies(script: Path) -> dict[str, str]:
-    """SHA-256 of every file the output of the example ``script`` depends on, by path.
+    """The hash of every file the output of the example ``script`` depends on, by path.
 
     The files of :func:`dependency_files`, the import closure of :data:`AROUND_EVERY_EXAMPLE`,
     and the import closure of the modules the script imports (``mha_ref.tutorial.sources``:
     read from its import statements, parents and data files included). A script whose imports
     cannot be read (a syntax error, an import by a computed name) depends on all of
-    ``mha_ref``.
+    ``mha_ref``. Each file is hashed by what it does, not by its bytes
+    (:func:`mha_ref.tutorial.sources.file_hash`): an edit to a docstring or a comment changes
+    no hash.
     """
     from mha_ref.tutorial import sources
 
     files = {
-        path.relative_to(ROOT).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        path.relative_to(ROOT).as_posix(): sources.file_hash(path)
         for path in dependency_files()
     }
     try:
@@ -100,51 +103,162 @@ def example_dependencies(script: Path) -> dict[str, str]:
     return {**files, **everything}
 
 
+#: beside each generated page while its example runs: what it depends on, until the build
+#: makes it the example's record (:func:`commit_records`)
+RUNNING_SUFFIX = ".deps-running.json"
+
+
+def script_md5(script: Path) -> str:
+    """The MD5 that sphinx-gallery keeps of an example script in ``<name>.py.md5``.
+
+    Its rule (``sphinx_gallery.utils.get_md5sum``, text mode): the text read with universal
+    newlines, encoded as UTF-8.
+    """
+    text = Path(script).read_text(encoding="utf-8", errors="surrogateescape")
+    return hashlib.md5(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+
+
+def example_outputs(generated: Path, stem: str) -> dict[str, str]:
+    """SHA-256 of what running example ``stem`` wrote into ``generated``, by file name: its
+    page (``<stem>.rst``), its provenance, its images and thumbnail."""
+    files = [
+        generated / f"{stem}.rst",
+        generated / f"{stem}{PROVENANCE_SUFFIX}",
+        *generated.glob(f"images/sphx_glr_{stem}_[0-9][0-9][0-9]*"),
+        *generated.glob(f"images/thumb/sphx_glr_{stem}_thumb.*"),
+    ]
+    return {
+        path.relative_to(generated).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(files)
+        if path.is_file()
+    }
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    """Write ``payload`` to ``path`` whole or not at all (an interrupted write leaves the old)."""
+    partial = path.with_name(f"{path.name}.partial")
+    partial.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    os.replace(partial, path)
+
+
+def _read_record(path: Path) -> dict | None:
+    """The record in ``path`` (``script``, ``files``, ``outputs``), or ``None`` if it has none."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not all(
+        isinstance(record.get(key), str if key == "script" else dict)
+        for key in ("script", "files", "outputs")
+    ):
+        return None
+    return record
+
+
+def outdated_examples(gallery: Path, generated: Path, dependencies=example_dependencies
+                      ) -> dict[str, list[str]]:
+    """Decide which examples of ``gallery`` run again, and tell sphinx-gallery.
+
+    The truth is each example's record (``<name>.deps.json``), written only after the example
+    ran and its page was written (:func:`commit_records`): the script it ran, the hash of every
+    file it depended on, and the hash of what it wrote. An example is up to date when all three
+    match today's. sphinx-gallery skips an example whose ``<name>.py.md5`` matches its script,
+    and runs one without that file: so the ``.md5`` of an outdated example is deleted, and that
+    of an up-to-date one is written again if it is missing. No record is ever deleted here.
+    A build interrupted after this leaves every record as it was: undo the edit, and the next
+    build finds the examples up to date again and restores their ``.md5``.
+
+    Args:
+        gallery: the folder of the example scripts (``gallery/<lang>``).
+        generated: the folder sphinx-gallery writes their pages to (``docs/<lang>/auto_examples``).
+        dependencies: maps a script to the hashes of the files it depends on
+            (:func:`example_dependencies`).
+
+    Returns:
+        dict[str, list[str]]: for each example that runs again (its script's name), why: the
+        files that changed, or what is missing.
+    """
+    outdated = {}
+    for leftover in generated.glob(f"*{RUNNING_SUFFIX}"):  # of an interrupted build
+        leftover.unlink()
+    for script in sorted(gallery.glob("*.py")):
+        md5 = generated / f"{script.name}.md5"
+        record = _read_record(generated / f"{script.stem}{DEPS_SUFFIX}")
+        if record is None:
+            reasons = ["(no record of what it ran with)"]
+        elif record["script"] != script_md5(script):
+            reasons = [script.name]
+        else:
+            reasons = _changed_files(record["files"], dependencies(script))
+            if record["outputs"] != example_outputs(generated, script.stem):
+                reasons.append("(its page or images are not those of its last run)")
+        if reasons:
+            md5.unlink(missing_ok=True)
+            outdated[script.name] = reasons
+        elif not md5.is_file() or md5.read_text() != record["script"]:
+            md5.write_text(record["script"])  # up to date: a build was stopped after marking
+    return outdated
+
+
 def _changed_files(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
     """The paths whose hash differs, or that only one of the two records lists."""
     return sorted(p for p in recorded.keys() | current.keys() if recorded.get(p) != current.get(p))
 
 
 def _mark_outdated_examples(gallery: Path, generated: Path) -> None:
-    """Make sphinx-gallery run again every example whose dependencies changed.
-
-    sphinx-gallery skips an example whose ``<name>.py.md5`` matches the script; deleting that
-    file makes it run. An example runs again when no record of its dependencies exists (its
-    first build with this rule) or when a recorded file's hash differs from today's.
-    """
-    for script in sorted(gallery.glob("*.py")):
-        md5 = generated / f"{script.name}.md5"
-        if not md5.is_file():
-            continue  # runs anyway
-        record = generated / f"{script.stem}{DEPS_SUFFIX}"
-        try:
-            recorded = json.loads(record.read_text())["files"]
-        except (OSError, ValueError, KeyError, TypeError):
-            recorded = None
-        if recorded is None:
-            changed = ["(no record of what it ran with)"]
-        else:
-            changed = _changed_files(recorded, example_dependencies(script))
-        if changed:
-            md5.unlink()
-            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3
-                                              else "")
-            logger.info(f"{script.relative_to(ROOT).as_posix()} runs again: {shown} changed")
+    """Log and mark the examples that run again (:func:`outdated_examples`)."""
+    never_ran = {path.name for path in gallery.glob("*.py")
+                 if not (generated / f"{path.stem}.rst").is_file()}
+    for name, changed in outdated_examples(gallery, generated).items():
+        if name in never_ran:
+            continue  # its first run: nothing to explain
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3
+                                          else "")
+        logger.info(f"{(gallery / name).relative_to(ROOT).as_posix()} runs again: {shown} changed")
 
 
-def _record_dependencies(gallery_conf: dict, fname: str) -> None:
-    """Write what the example about to run depends on (:func:`example_dependencies`).
-
-    Written before it runs: sphinx-gallery writes the example's ``.md5`` only after it ran and
-    its page was written, and :func:`_mark_outdated_examples` deleted the old one first, so a
-    record never vouches for a page that an interrupted or failed run left behind.
-    """
+def record_running(gallery_conf: dict, fname: str) -> None:
+    """Write what the example about to run depends on (:func:`example_dependencies`), as
+    ``<name>.deps-running.json``: computed when it starts, in the process that runs it, and
+    made its record only once it succeeded (:func:`commit_records`)."""
     examples = Path(gallery_conf["src_dir"], gallery_conf["examples_dirs"][0]).resolve()
     script = examples / Path(fname).name
-    record = Path(gallery_conf["src_dir"]) / GALLERY_DIR / f"{script.stem}{DEPS_SUFFIX}"
-    record.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"files": example_dependencies(script)}
-    record.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    running = Path(gallery_conf["src_dir"]) / GALLERY_DIR / f"{script.stem}{RUNNING_SUFFIX}"
+    running.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(running, {"files": example_dependencies(script)})
+
+
+def commit_records(generated: Path) -> set[str]:
+    """Make the record of every example that ran and succeeded; forget the others' runs.
+
+    Called once sphinx-gallery has run the examples and written their pages. An example
+    succeeded when sphinx-gallery wrote its ``.md5`` (it does only for an example that ran
+    without an error). Its record (``<name>.deps.json``) then gets what it ran with
+    (``<name>.deps-running.json``), its script's MD5 and the hashes of what it wrote
+    (:func:`example_outputs`). A failed example keeps its old record, so it runs again.
+
+    Args:
+        generated: the folder of the generated pages (``docs/<lang>/auto_examples``).
+
+    Returns:
+        set[str]: the names (``plot_01_shapes``) of the examples that ran, failed ones too.
+    """
+    ran = set()
+    for running in sorted(generated.glob(f"*{RUNNING_SUFFIX}")):
+        stem = running.name.removesuffix(RUNNING_SUFFIX)
+        ran.add(stem)
+        copy, md5 = generated / f"{stem}.py", generated / f"{stem}.py.md5"
+        try:
+            started = json.loads(running.read_text())
+            passed = md5.is_file() and copy.is_file() and md5.read_text() == script_md5(copy)
+        except (OSError, ValueError):
+            passed = False
+        if passed:
+            record = {"script": md5.read_text(), "files": started["files"],
+                      "outputs": example_outputs(generated, stem)}
+            _write_json(generated / f"{stem}{DEPS_SUFFIX}", record)
+        running.unlink()
+    return ran
 
 
 # -- examples that no longer exist ---------------------------------------------------------------
@@ -282,6 +396,15 @@ def _drop_source_maps(app: Sphinx, exception: Exception | None) -> None:
             source_map.unlink()
 
 
+def _commit_records(app: Sphinx) -> None:
+    """Record what each example that ran in this build ran with (:func:`commit_records`)."""
+    _ran_this_build.update(commit_records(Path(app.srcdir) / GALLERY_DIR))
+
+
+#: the examples that ran in this build (``plot_01_shapes``), once sphinx-gallery has run them
+_ran_this_build: set[str] = set()
+
+
 def _rewrite_executed_examples(app: Sphinx, env, added, changed, removed) -> list[str]:
     """Read and write again the page of every example that ran in this build.
 
@@ -290,30 +413,14 @@ def _rewrite_executed_examples(app: Sphinx, env, added, changed, removed) -> lis
     ``_images`` only when the page is written). Without this, an edit to ``mha_ref`` that
     changes a figure but no printed number would leave the old figure on the site.
     """
-    executed = executed_examples(Path(app.srcdir) / GALLERY_DIR, _build_started)
+    executed = {f"{GALLERY_DIR}/{stem}" for stem in _ran_this_build}
     if executed:
         executed = executed | {f"{GALLERY_DIR}/index"}  # the thumbnails
     return sorted((executed & env.found_docs) - set(added) - set(changed))
 
 
-def executed_examples(generated: Path, since: float) -> set[str]:
-    """The example pages (``auto_examples/<name>``) that ran in this build.
-
-    An example ran when its dependency record (written just before it runs, by
-    :func:`_record_dependencies`) is newer than the build's start. A file, not a variable of this
-    process: sphinx-gallery runs the examples in worker processes (``parallel`` in conf.py).
-    """
-    return {
-        f"{GALLERY_DIR}/{record.name.removesuffix(DEPS_SUFFIX)}"
-        for record in generated.glob(f"*{DEPS_SUFFIX}")
-        if record.stat().st_mtime >= since
-    }
-
-
 # -- before every example ----------------------------------------------------------------------
 _started: dict[str, float] = {}
-#: when this process started (the build's start: a language's Sphinx build is one process)
-_build_started = time.time()
 
 
 #: matplotlib's warning for a character its fonts lack: "Glyph 22836 (...) missing from font(s)"
@@ -342,7 +449,7 @@ def reset_example_state(gallery_conf: dict, fname: str, when: str) -> None:
         _record_time(key, time.perf_counter() - _started.pop(key, time.perf_counter()))
     else:
         _freeze_survivors()
-        _record_dependencies(gallery_conf, fname)
+        record_running(gallery_conf, fname)
         _started[key] = time.perf_counter()
 
     random.seed(0)
@@ -917,6 +1024,8 @@ def _draw_once(fig, dpi: float):
 def setup(app: Sphinx) -> dict:
     app.add_search_language(_chinese_search_language())
     app.connect("config-inited", _configure_language, priority=5)  # before sphinx-gallery's 10
+    # after sphinx-gallery ran the examples (its generate_gallery_rst has the default, 500)
+    app.connect("builder-inited", _commit_records, priority=550)
     app.connect("env-get-outdated", _rewrite_executed_examples)
     app.connect("source-read", _clean_example_page, priority=100)  # before any other handler
     app.connect("env-before-read-docs", _check_printed_nan)

@@ -10,7 +10,8 @@ Checked here:
   runs none;
 - selective, never stale: an edit to a module of the lab re-runs exactly the examples whose
   imports reach it (directly or through another module), an edit to ``conf.py`` or to the
-  attention reference re-runs every example, a new module re-runs none;
+  attention reference re-runs every example, a new module re-runs none, and an edit to a
+  docstring or a comment re-runs none;
 - failure is loud: an example that raises fails the build with a non-zero exit that names the
   example and shows the traceback; a Sphinx warning fails the build; an undeclared NaN in the
   printed output and an empty figure fail it too, on every build until fixed;
@@ -320,10 +321,10 @@ def _lab_site(tmp_path: Path) -> Path:
     return site
 
 
-def _edit(path: Path, old: str, new: str) -> None:
+def _edit(path: Path, old: str, new: str, count: int = -1) -> None:
     text = path.read_text()
     assert old in text
-    path.write_text(text.replace(old, new))
+    path.write_text(text.replace(old, new, count))
 
 
 def test_an_edit_reruns_exactly_the_examples_it_can_change(tmp_path):
@@ -356,12 +357,18 @@ def test_an_edit_reruns_exactly_the_examples_it_can_change(tmp_path):
     assert build() == set()
 
     # the attention reference runs around every example (the figure scraper imports the lab,
-    # which imports mha_ref/__init__.py): every example, as does conf.py
-    with (site / "mha_ref" / "masks.py").open("a") as module:
-        module.write("\n# an edit to the reference\n")
+    # which imports mha_ref/__init__.py). An edit to a docstring and a comment there: none
+    masks = site / "mha_ref" / "masks.py"
+    _edit(masks, '"""', '"""An edited first line of the docstring.\n\n', count=1)
+    with masks.open("a") as module:
+        module.write("\n# an edit to a comment of the reference\n")
+    assert build() == set()
+    # an edit to a line of its code: every example, as does an edit to the code of conf.py
+    with masks.open("a") as module:
+        module.write("\n_AN_EDIT_TO_THE_CODE = 1\n")
     assert build() == everything
     with (site / "conf.py").open("a") as conf:
-        conf.write("\n# an edit to the configuration\n")
+        conf.write("\n_an_edit_to_the_configuration = 1\n")
     assert build() == everything
 
 
