@@ -89,8 +89,8 @@ auto_examples/index
 
 
 def _write_course(site: Path) -> None:
-    """The course path must name every example of the site (docs/_ext/mha_ref_course.py checks
-    it): one core entry per example the gallery holds now, the tests add and rename some."""
+    """The course path must name every example of the site (docs/_ext/mha_ref_build/course_path.py
+    checks it): one core entry per example the gallery holds now, the tests add and rename some."""
     entries = [
         f'[{path.stem}]\ntier = "core"\nneeds = []\nread_min = 5\nrun_s = 1\n'
         for path in sorted((site / "gallery" / "en").glob("plot_*.py"))
@@ -103,7 +103,7 @@ def _make_site(tmp_path: Path) -> Path:
     no_cache = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "mha_ref", site / "mha_ref", ignore=no_cache)
     shutil.copy(ROOT / "conf.py", site / "conf.py")
-    # the build ships the package's wheel (docs/_ext/mha_ref_course.py): its metadata too
+    # the build ships the package's wheel (docs/_ext/mha_ref_build/wheel.py): its metadata too
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, site / name)
     shutil.copytree(ROOT / "requirements", site / "requirements")
@@ -599,12 +599,23 @@ def test_a_deleted_or_renamed_example_leaves_nothing_behind(site):
 
 # -- the extension's rules, without a build ---------------------------------------------------
 def _site_extension():
+    """The build's rules for printed NaN and example pages (docs/_ext/mha_ref_build), as one
+    namespace."""
+    import types
+
     sys.path.insert(0, str(ROOT / "docs" / "_ext"))
     try:
-        import mha_ref_site
+        from mha_ref_build import ROOT as EXT_ROOT
+        from mha_ref_build import checks, safe_pages
     finally:
         sys.path.remove(str(ROOT / "docs" / "_ext"))
-    return mha_ref_site
+    return types.SimpleNamespace(
+        ROOT=EXT_ROOT,
+        EXPECTED_NAN_FLAG=checks.EXPECTED_NAN_FLAG,
+        undeclared_nan=checks.undeclared_nan,
+        anonymize_paths=safe_pages.anonymize_paths,
+        escape_line_ends=safe_pages.escape_line_ends,
+    )
 
 
 def test_which_printed_nan_counts():

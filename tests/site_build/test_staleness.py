@@ -132,12 +132,13 @@ def test_a_docstring_edit_keeps_the_cached_training_and_a_code_edit_does_not(sma
 
 # -- the records of what each example ran with -------------------------------------------------
 def _staleness():
+    """docs/_ext/mha_ref_build/staleness.py, imported without Sphinx."""
     sys.path.insert(0, str(ROOT / "docs" / "_ext"))
     try:
-        import mha_ref_site
+        from mha_ref_build import staleness
     finally:
         sys.path.remove(str(ROOT / "docs" / "_ext"))
-    return mha_ref_site
+    return staleness
 
 
 SCRIPT = '"""\nTitle\n=====\n"""\n\nprint("hello")\n'
