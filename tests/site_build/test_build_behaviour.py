@@ -597,63 +597,6 @@ def test_a_deleted_or_renamed_example_leaves_nothing_behind(site):
     assert (generated / "plot_03_renamed.rst").is_file()  # a deletion is the first half of this
 
 
-# -- the extension's rules, without a build ---------------------------------------------------
-def _site_extension():
-    """The build's rules for printed NaN and example pages (docs/_ext/mha_ref_build), as one
-    namespace."""
-    import types
-
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        from mha_ref_build import ROOT as EXT_ROOT
-        from mha_ref_build import checks, safe_pages
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
-    return types.SimpleNamespace(
-        ROOT=EXT_ROOT,
-        EXPECTED_NAN_FLAG=checks.EXPECTED_NAN_FLAG,
-        undeclared_nan=checks.undeclared_nan,
-        anonymize_paths=safe_pages.anonymize_paths,
-        escape_line_ends=safe_pages.escape_line_ends,
-    )
-
-
-def test_which_printed_nan_counts():
-    ext = _site_extension()
-    script = "\n".join(["x = 1"] * 3 + [ext.EXPECTED_NAN_FLAG, "y = 2"])
-    rst = (
-        ".. GENERATED FROM PYTHON SOURCE LINES 1-3\n\n"
-        ".. rst-class:: sphx-glr-script-out\n\n .. code-block:: none\n\n"
-        "    tensor([nan, 1.])\n    -nan and NAN\n    rows with NaN: [4]\n    nanoGPT, banana\n"
-        "\n.. GENERATED FROM PYTHON SOURCE LINES 4-5\n\n"
-        ".. rst-class:: sphx-glr-script-out\n\n .. code-block:: none\n\n    declared: nan\n"
-    )
-    assert ext.undeclared_nan(rst, script) == [
-        (1, 3, "tensor([nan, 1.])"), (1, 3, "-nan and NAN")
-    ]
-
-
-def test_example_pages_lose_the_machine_paths_and_the_line_breaking_characters():
-    ext = _site_extension()
-    import site as site_module
-
-    packages = site_module.getsitepackages()[0]
-    text = (
-        f'File "{ext.ROOT}/gallery/en/plot_x.py", line 3\n'
-        f'File "{packages}/torch/nn/functional.py", line 9\n'
-        f"see {Path.home()}/notes and {ext.ROOT}.\n"
-        "a\u2028b\u2029c\x85d\x00e\rf\tg"
-    )
-    cleaned = ext.anonymize_paths(ext.escape_line_ends(text))
-    assert cleaned == (
-        'File "gallery/en/plot_x.py", line 3\n'
-        'File "torch/nn/functional.py", line 9\n'
-        "see ~/notes and ..\n"
-        "a\\u2028b\\u2029c\\u0085d\\u0000e\\u000df\tg"
-    )
-    assert len(cleaned.splitlines()) == 4
-
-
 def test_a_site_address_turns_on_the_sitemap_and_absolute_opengraph_urls(site, monkeypatch):
     """Without an address (the default: the project has no public one) there is no sitemap and
     no og:url, since both need absolute addresses; ``MHA_REF_SITE_URL`` turns both on."""
