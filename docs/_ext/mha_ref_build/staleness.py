@@ -45,14 +45,16 @@ AROUND_EVERY_EXAMPLE = (
 
 
 #: the modules of this package that run around every example, in the process that runs it (its
-#: state and provenance, the figure scraper, the records): a change to their code runs every
-#: example again. The others change pages, never what an example prints.
+#: state and provenance, the figure scraper, the records), or set what it runs with (settings:
+#: the threads it may take, the training cache): a change to their code runs every example
+#: again. The others change pages, never what an example prints.
 AROUND_EVERY_EXAMPLE_HERE = (
     "__init__.py",
     "example_run.py",
     "figures.py",
     "provenance.py",
     "safe_pages.py",
+    "settings.py",
     "staleness.py",
 )
 
