@@ -7,7 +7,7 @@ Build one language with the source directory of that language and ``-c .``::
 ``nox -s docs`` does the same for every language, each in a child process forked after one
 shared import of torch, matplotlib and Sphinx (``docs/_ext/build_languages.py``). The
 per-language parts (which gallery to execute, which entry of the language switcher is current)
-are set by ``docs/_ext/mha_ref_site.py``.
+are set by ``docs/_ext/mha_ref_build/settings.py``.
 """
 
 import importlib.metadata
@@ -35,8 +35,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "sphinx_copybutton",
     "sphinx_design",
-    "mha_ref_site",  # docs/_ext: per-language settings, staleness, provenance, search fix
-    "mha_ref_course",  # docs/_ext: the package's wheel shipped with the site, folded answers
+    "mha_ref_build",  # docs/_ext/mha_ref_build: one module per job of the build (its setup())
     "mha_ref_weight",  # docs/_ext: each page loads only the scripts it uses; the phone drawer
 ]
 language = "en"  # always given on the command line: -D language=en or -D language=zh_CN
@@ -94,12 +93,12 @@ def _example_workers() -> int | bool:
 
 
 sphinx_gallery_conf = {
-    "examples_dirs": ["../../gallery/en"],  # replaced per language (docs/_ext/mha_ref_site.py)
+    "examples_dirs": ["../../gallery/en"],  # replaced per language (mha_ref_build/settings.py)
     "gallery_dirs": ["auto_examples"],  # -> docs/<lang>/auto_examples
     "filename_pattern": r"\.py$",  # execute every example
     "ignore_pattern": r"__init__\.py|/_",
     "within_subsection_order": "FileNameSortKey",
-    "reset_modules": ("matplotlib", "mha_ref_site.reset_example_state"),
+    "reset_modules": ("matplotlib", "mha_ref_build.example_run.reset_example_state"),
     "reset_modules_order": "both",
     "ignore_repr_types": (
         r"matplotlib\.(text|axes|figure|image|lines|collections|legend|colorbar)"
@@ -122,14 +121,14 @@ sphinx_gallery_conf = {
     "abort_on_example_error": False,  # run all, then fail the build listing every failure
     "only_warn_on_example_error": False,
     "image_srcset": ["2x"],
-    # each figure drawn once at 2x, the 1x image scaled down from it (docs/_ext/mha_ref_site.py)
-    "image_scrapers": ("mha_ref_site.matplotlib_scraper",),
+    # each figure drawn once at 2x, the 1x image scaled down from it (mha_ref_build/figures.py)
+    "image_scrapers": ("mha_ref_build.figures.matplotlib_scraper",),
     # one zip of every script and one of every notebook, on the gallery's index; the build adds
-    # the package's wheel to each (docs/_ext/mha_ref_course.py), so a zip is all a reader needs
+    # the package's wheel to each (docs/_ext/mha_ref_build/wheel.py), so a zip is all a reader needs
     "download_all_examples": True,
-    # set per language by docs/_ext/mha_ref_site.py: checks that mha_ref is installed and says
-    # how to install the wheel shipped with the site (it is not on PyPI, so the notebook must not
-    # pip-install that name)
+    # set per language by docs/_ext/mha_ref_build/settings.py: checks that mha_ref is installed
+    # and says how to install the wheel shipped with the site (it is not on PyPI, so the notebook
+    # must not pip-install that name)
     "first_notebook_cell": None,
     "matplotlib_animations": False,
     "capture_repr": ("_repr_html_", "__repr__"),

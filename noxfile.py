@@ -148,7 +148,7 @@ def docs(session: nox.Session) -> None:
     install(session, "docs")
     install_model_file(session)  # the real-model examples read it
     # the build makes the package's wheel without build isolation, so without network
-    # (docs/_ext/mha_ref_course.py)
+    # (docs/_ext/mha_ref_build/wheel.py)
     session.install(*CONSTRAINTS, "setuptools")
     checkout_first(session)
     fresh = "--fresh" in session.posargs or bool(os.environ.get("CI"))

@@ -4,8 +4,9 @@ Every section of every page (``docs/<lang>/*.md``, MyST: ``(label)=`` on the lin
 heading) and of every example (``gallery/<lang>/plot_*.py``, reST in the text blocks: a
 ``.. _label:`` line and a blank line before the heading) has an explicit label, the same in both
 languages. The label is the section's HTML id (``LabelledSectionIds`` in
-docs/_ext/mha_ref_site.py), so a link to a section names what it points to, survives a section
-added above it, and is the same in both languages (the language switcher passes it on).
+docs/_ext/mha_ref_build/section_ids.py), so a link to a section names what it points to,
+survives a section added above it, and is the same in both languages (the language switcher
+passes it on).
 
 An example's title needs no label in the source: sphinx-gallery writes
 ``.. _sphx_glr_auto_examples_<name>.py:`` in front of it, the target every page links to.

@@ -177,7 +177,8 @@ def _section_ids(page: Path) -> list[str]:
 
 
 def test_section_ids_are_shared_by_the_languages_and_never_numbers():
-    """Every section's id is its explicit label (LabelledSectionIds in docs/_ext/mha_ref_site.py),
+    """Every section's id is its explicit label (LabelledSectionIds in
+    docs/_ext/mha_ref_build/section_ids.py),
     the same in both languages, so that the language switcher passes the id itself
     (lang-switch-anchor.js) and a link to a section says what it points to: never the bare
     ``id7`` that docutils makes of a Chinese heading, nor the English heading's own id."""
@@ -266,7 +267,8 @@ def test_zh_api_page_keeps_every_cross_reference():
 def test_no_space_between_chinese_characters_on_zh_pages():
     """A line break in the source between two Chinese characters, or the space that reST and
     Markdown need around a link or ``code``, shows as a space in the browser; the build removes
-    it between Chinese characters and beside Chinese punctuation (docs/_ext/mha_ref_site.py).
+    it between Chinese characters and beside Chinese punctuation
+    (docs/_ext/mha_ref_build/chinese_text.py).
     Checked in the paragraphs and list items of every zh_CN page, code shown as "x"."""
     cjk = "[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u2014\u201c\u201d]"
     full_width = "[\u3000-\u303f\uff00-\uffef]"

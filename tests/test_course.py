@@ -95,7 +95,7 @@ Next cell.
 
 
 def test_fold_answers_moves_the_next_code_cell_and_its_output_into_the_dropdown():
-    from mha_ref_course import fold_answers
+    from mha_ref_build.exercises import fold_answers
 
     folded = fold_answers(_RST)
     body = folded.split(".. dropdown:: Answer", 1)[1].split("Next cell.")[0]
@@ -105,7 +105,7 @@ def test_fold_answers_moves_the_next_code_cell_and_its_output_into_the_dropdown(
 
 
 def test_fold_answers_leaves_other_dropdowns_alone():
-    from mha_ref_course import fold_answers
+    from mha_ref_build.exercises import fold_answers
 
     plain = _RST.replace("   :class-container: mha-answer\n", "")
     assert fold_answers(plain) == plain
@@ -227,7 +227,12 @@ def test_every_example_page_says_how_to_install_the_package(lang):
     """Each example page's install note links the wheel by its file name alone and shows the
     install command as code; no reST markup leaks into the text (a role followed by "（" once
     swallowed the rest of the Chinese sentence into the link)."""
-    from mha_ref_course import install_command, model_install_command, uses_real_model, wheel_name
+    from mha_ref_build.install import (
+        install_command,
+        model_install_command,
+        uses_real_model,
+        wheel_name,
+    )
 
     _built()
     pages = sorted((HTML / lang / "auto_examples").glob("plot_*.html"))
@@ -254,7 +259,8 @@ def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
     import zipfile
 
     pytest.importorskip("setuptools")
-    from mha_ref_course import make_wheel, wheel_name
+    from mha_ref_build.install import wheel_name
+    from mha_ref_build.wheel import make_wheel
 
     first = make_wheel(tmp_path / "a")
     second = make_wheel(tmp_path / "b")
@@ -303,7 +309,7 @@ def test_zips_get_the_current_wheel_and_examples_zips_none(tmp_path):
     example's zip with a wheel: each is rewritten, its other members kept byte for byte."""
     import zipfile
 
-    import mha_ref_course
+    from mha_ref_build import wheel as wheel_ext
 
     def make(name, members):
         path = tmp_path / name
@@ -319,10 +325,10 @@ def test_zips_get_the_current_wheel_and_examples_zips_none(tmp_path):
     wheel, old, new = "mha_ref-0.1.0-py3-none-any.whl", b"old wheel", b"new wheel"
     everything = make("auto_examples_python.zip", {"plot_01.py": b"print(1)", wheel: old})
     one = make("plot_01.zip", {"plot_01.py": b"print(1)", "plot_01.ipynb": b"{}", wheel: old})
-    mha_ref_course._set_wheel_in_zip(everything, wheel, new)
-    mha_ref_course._set_wheel_in_zip(one, wheel, None)
+    wheel_ext._set_wheel_in_zip(everything, wheel, new)
+    wheel_ext._set_wheel_in_zip(one, wheel, None)
     assert read(everything) == {"plot_01.py": b"print(1)", wheel: new}
     assert read(one) == {"plot_01.py": b"print(1)", "plot_01.ipynb": b"{}"}
     before = everything.stat().st_mtime_ns
-    mha_ref_course._set_wheel_in_zip(everything, wheel, new)  # already right: not rewritten
+    wheel_ext._set_wheel_in_zip(everything, wheel, new)  # already right: not rewritten
     assert everything.stat().st_mtime_ns == before

@@ -22,7 +22,8 @@ HTML = ROOT / "build" / "html"
 LANGUAGES = ("en", "zh_CN")
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
-import mha_ref_course as course_ext  # noqa: E402
+from mha_ref_build import checks, notebooks  # noqa: E402
+from mha_ref_build import course_path as course_ext  # noqa: E402
 
 
 def _built() -> None:
@@ -137,7 +138,7 @@ def test_every_card_and_both_index_pages_show_the_course_path(lang):
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_index_prints_the_cpu_first_install(lang):
     _built()
-    from mha_ref_course import TORCH_CPU_COMMAND, built_torch, install_command, wheel_name
+    from mha_ref_build.install import TORCH_CPU_COMMAND, built_torch, install_command, wheel_name
 
     text = _text((HTML / lang / "index.html").read_text(encoding="utf-8"))
     text = text.replace("&quot;", '"').replace("&#34;", '"')
@@ -150,7 +151,7 @@ def test_index_prints_the_cpu_first_install(lang):
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_example_pages_print_the_cpu_first_install(lang):
     _built()
-    from mha_ref_course import (
+    from mha_ref_build.install import (
         TORCH_CPU_COMMAND,
         built_torch,
         install_command,
@@ -187,15 +188,15 @@ def test_clean_markdown_folds_answers_and_turns_roles_into_code():
         "   Because :func:`~mha_ref.split_heads` and :ref:`the masks <masks>` say so:\n\n"
         "   - a list item\n"
     )
-    md = course_ext.clean_markdown(rst, "en")
+    md = notebooks.clean_markdown(rst, "en")
     assert "<details>\n<summary>Answer</summary>\n\nBecause ``split_heads`` and ``the masks``" in md
     assert "\n- a list item\n\n</details>\n" in md  # dedented: not a Markdown code block
-    assert not course_ext.RST_DIRECTIVE.search(md) and not course_ext.RST_ROLE.search(md)
-    assert course_ext.clean_markdown(md, "en") == md  # idempotent
+    assert not notebooks.RST_DIRECTIVE.search(md) and not notebooks.RST_ROLE.search(md)
+    assert notebooks.clean_markdown(md, "en") == md  # idempotent
 
 
 def test_clean_markdown_joins_chinese_lines_as_the_page_does():
-    md = course_ext.clean_markdown("注意力权重\n之和为 1 （每一行）。\nPyTorch 的\nmask", "zh_CN")
+    md = notebooks.clean_markdown("注意力权重\n之和为 1 （每一行）。\nPyTorch 的\nmask", "zh_CN")
     assert md == "注意力权重之和为 1（每一行）。\nPyTorch 的\nmask"
 
 
@@ -214,7 +215,7 @@ def _shipped_notebooks(lang: str):
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_no_notebook_cell_holds_rest_directives_or_roles(lang):
     _built()
-    from mha_ref_site import _CJK_LINE_BREAK
+    from mha_ref_build.chinese_text import _CJK_LINE_BREAK
 
     seen = answers = 0
     for where, data in _shipped_notebooks(lang):
@@ -225,8 +226,8 @@ def test_no_notebook_cell_holds_rest_directives_or_roles(lang):
             if cell["cell_type"] != "markdown":
                 continue
             text = "".join(cell["source"])
-            assert not course_ext.RST_DIRECTIVE.search(text), (where, text[:300])
-            assert not course_ext.RST_ROLE.search(text), (where, course_ext.RST_ROLE.findall(text))
+            assert not notebooks.RST_DIRECTIVE.search(text), (where, text[:300])
+            assert not notebooks.RST_ROLE.search(text), (where, notebooks.RST_ROLE.findall(text))
             answers += text.count("<details>")
             if lang == "zh_CN":  # no line break between Chinese characters, but after a heading
                 prose = re.sub(r"^ {0,3}#{1,6}[ \t].*$", "", text, flags=re.MULTILINE)
@@ -255,12 +256,12 @@ def test_every_example_ends_with_a_summary(lang, name):
 
 
 def test_formula_check_sees_doubled_backslashes_and_bare_commands():
-    assert course_ext.formula_problem(r"\\mathrm{KL}(P \\,\\|\\, Q)", display=False)
-    assert course_ext.formula_problem(r"mathrm{KL}(P \| Q)", display=False)
-    assert course_ext.formula_problem("a \\\\\\mathrm{b}", display=True)
+    assert checks.formula_problem(r"\\mathrm{KL}(P \\,\\|\\, Q)", display=False)
+    assert checks.formula_problem(r"mathrm{KL}(P \| Q)", display=False)
+    assert checks.formula_problem("a \\\\\\mathrm{b}", display=True)
     fixed = r"\mathrm{KL}(P \,\|\, \mathrm{softmax}(S))"
-    assert course_ext.formula_problem(fixed, display=False) is None
-    assert course_ext.formula_problem("a &= b \\\\\nc &= d", display=True) is None  # a line break
+    assert checks.formula_problem(fixed, display=False) is None
+    assert checks.formula_problem("a &= b \\\\\nc &= d", display=True) is None  # a line break
 
 
 @pytest.mark.built_site
@@ -275,10 +276,10 @@ def test_no_rendered_formula_holds_a_doubled_backslash(lang):
         text = page.read_text(encoding="utf-8")
         for inline in re.findall(r'<span class="math[^"]*">\\\((.*?)\\\)</span>', text, re.S):
             found += 1
-            problem = course_ext.formula_problem(html_lib.unescape(inline), display=False)
+            problem = checks.formula_problem(html_lib.unescape(inline), display=False)
             assert problem is None, (page.relative_to(HTML), inline, problem)
         for block in re.findall(r'<div class="math[^"]*">\s*\\\[(.*?)\\\]\s*</div>', text, re.S):
             found += 1
-            problem = course_ext.formula_problem(html_lib.unescape(block), display=True)
+            problem = checks.formula_problem(html_lib.unescape(block), display=True)
             assert problem is None, (page.relative_to(HTML), block, problem)
     assert found > 20, found

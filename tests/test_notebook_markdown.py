@@ -1,8 +1,8 @@
 """The notebooks' Markdown: headings stay whole, and no internal page label shows.
 
-``clean_markdown`` (``docs/_ext/mha_ref_course.py``) turns a notebook cell's reST into Markdown
-and, in Chinese, joins the line breaks between two Chinese characters, as the HTML page does. A
-Markdown heading is one line, so a heading joined to the line after it swallows the first
+``clean_markdown`` (``docs/_ext/mha_ref_build/notebooks.py``) turns a notebook cell's reST into
+Markdown and, in Chinese, joins the line breaks between two Chinese characters, as the HTML page
+does. A Markdown heading is one line, so a heading joined to the line after it swallows the first
 sentence of its section (``## 投影矩阵（参数）我们直接借用…``). The first tests feed it Markdown,
 without Sphinx; the last ones read the built notebooks (skipped, with the reason, when
 ``nox -s docs`` has not run; ``MHA_REF_REQUIRE_BUILT_SITE=1`` makes that a failure).
@@ -24,7 +24,7 @@ HTML = ROOT / "build" / "html"
 LANGUAGES = ("en", "zh_CN")
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
-import mha_ref_course as course_ext  # noqa: E402
+from mha_ref_build import notebooks as course_ext  # noqa: E402
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
 

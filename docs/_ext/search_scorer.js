@@ -1,5 +1,5 @@
 /*
- * The site's search scorer (Sphinx's `html_search_scorer`, set by docs/_ext/mha_ref_course.py).
+ * The site's search scorer (Sphinx's `html_search_scorer`, set by docs/_ext/mha_ref_build/search.py).
  *
  * Sphinx puts this file into _static/language_data.js, before searchtools.js, whose default
  * Scorer is defined only when none exists: so this object replaces it whole and keeps every

@@ -3,7 +3,7 @@
 :func:`mha_ref.tutorial.plotting.plot_heads` attaches to the figure it returns the exact weights
 it drew, with the token labels, the heatmaps' names, the blocked cells and the colour scale
 (:func:`attach_view_data`). Whoever shows the figure can then also show an interactive view of
-the same numbers: the docs' image scraper (``docs/_ext/mha_ref_site.py``) writes
+the same numbers: the docs' image scraper (``docs/_ext/mha_ref_build/figures.py``) writes
 :func:`view_html` next to each static image, and in a Jupyter notebook ``plot_heads`` displays
 the same view (:func:`view_html` with ``standalone=True``) under the figure.
 

@@ -26,6 +26,11 @@ changed would be a wrong number on a page):
   ``ValueError`` (the tests check that ``mha_ref`` has no such call);
 * every file of the package that is neither Python nor served to a browser (``static/``) is
   data a module might read, and is in every fingerprint.
+
+A fingerprint is of what a file does, not of its bytes (:func:`file_hash`): a Python file is
+hashed as its syntax tree without docstrings (comments are not in the tree, nor are line
+numbers), so an edit to a docstring or a comment neither re-runs an example nor discards a
+cached training; any other file is hashed byte for byte.
 """
 
 from __future__ import annotations
@@ -36,7 +41,14 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["PACKAGE", "fingerprint", "import_closure", "imported_names", "module_file"]
+__all__ = [
+    "PACKAGE",
+    "file_hash",
+    "fingerprint",
+    "import_closure",
+    "imported_names",
+    "module_file",
+]
 
 #: the package whose modules are followed
 PACKAGE = "mha_ref"
@@ -184,7 +196,8 @@ def import_closure(modules: Iterable[str]) -> list[str]:
 
 
 def fingerprint(modules: Iterable[str] | None = None) -> dict[str, str]:
-    """SHA-256 of every file in the import closure of ``modules``, and of the package's data.
+    """The hash (:func:`file_hash`) of every file in the import closure of ``modules``, and of
+    the package's data.
 
     Args:
         modules: module names (see :func:`import_closure`); ``None`` for every module of
@@ -201,9 +214,52 @@ def fingerprint(modules: Iterable[str] | None = None) -> dict[str, str]:
     files += _data_files()
     root = _PACKAGE_DIR.parent
     return {
-        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(set(files))
+        path.relative_to(root).as_posix(): file_hash(path) for path in sorted(set(files))
     }
+
+
+def file_hash(path: Path | str) -> str:
+    """SHA-256 of what a file does: for Python, its code; for any other file, its bytes.
+
+    A Python file is hashed as ``ast.dump`` of its syntax tree with every docstring removed (of
+    the module, of each class and function). Comments and line numbers are not in that dump, so
+    an edit to a docstring or a comment, or a line moved down by one, gives the same hash, and
+    any edit to the code gives another one. A Python file that does not parse is hashed by its
+    bytes: an edit to it still changes the hash. The dump's format is Python's own, so another
+    version of Python may hash the same file differently (everything is then out of date once).
+
+    Args:
+        path: the file.
+
+    Returns:
+        str: 64 hexadecimal digits.
+
+    Raises:
+        OSError: If the file cannot be read (``FileNotFoundError`` when it does not exist).
+    """
+    data = Path(path).read_bytes()
+    if Path(path).suffix == ".py":
+        try:
+            tree = ast.parse(data, filename=str(path))
+        except (SyntaxError, ValueError):  # ValueError: a NUL byte in the source
+            pass
+        else:
+            data = b"python-ast\0" + ast.dump(_without_docstrings(tree)).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _without_docstrings(tree: ast.Module) -> ast.Module:
+    """``tree`` with the docstring of the module and of each class and function removed, in
+    place; a body left empty gets a ``pass``, which the docstring stood for."""
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef)):
+            continue
+        first = node.body[0] if node.body else None
+        if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)):
+            node.body = node.body[1:] or [ast.Pass()]
+    return tree
 
 
 def _data_files() -> list[Path]:

@@ -341,7 +341,8 @@ SEARCHES = [
     ("zh_CN", "张量 形状", "auto_examples/plot_01_shapes.html"),
     ("zh_CN", "填充掩码", "masks.html"),
     ("zh_CN", "因果掩码", "masks.html"),
-    # one-character words: Sphinx's own Chinese index drops them (docs/_ext/mha_ref_site.py)
+    # one-character words: Sphinx's own Chinese index drops them
+    # (docs/_ext/mha_ref_build/chinese_text.py)
     ("zh_CN", "键", "glossary.html"),
     ("zh_CN", "值", "glossary.html"),
 ]

@@ -10,7 +10,8 @@ Checked here:
   runs none;
 - selective, never stale: an edit to a module of the lab re-runs exactly the examples whose
   imports reach it (directly or through another module), an edit to ``conf.py`` or to the
-  attention reference re-runs every example, a new module re-runs none;
+  attention reference re-runs every example, a new module re-runs none, and an edit to a
+  docstring or a comment re-runs none;
 - failure is loud: an example that raises fails the build with a non-zero exit that names the
   example and shows the traceback; a Sphinx warning fails the build; an undeclared NaN in the
   printed output and an empty figure fail it too, on every build until fixed;
@@ -88,8 +89,8 @@ auto_examples/index
 
 
 def _write_course(site: Path) -> None:
-    """The course path must name every example of the site (docs/_ext/mha_ref_course.py checks
-    it): one core entry per example the gallery holds now, the tests add and rename some."""
+    """The course path must name every example of the site (docs/_ext/mha_ref_build/course_path.py
+    checks it): one core entry per example the gallery holds now, the tests add and rename some."""
     entries = [
         f'[{path.stem}]\ntier = "core"\nneeds = []\nread_min = 5\nrun_s = 1\n'
         for path in sorted((site / "gallery" / "en").glob("plot_*.py"))
@@ -102,7 +103,7 @@ def _make_site(tmp_path: Path) -> Path:
     no_cache = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "mha_ref", site / "mha_ref", ignore=no_cache)
     shutil.copy(ROOT / "conf.py", site / "conf.py")
-    # the build ships the package's wheel (docs/_ext/mha_ref_course.py): its metadata too
+    # the build ships the package's wheel (docs/_ext/mha_ref_build/wheel.py): its metadata too
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, site / name)
     shutil.copytree(ROOT / "requirements", site / "requirements")
@@ -329,10 +330,10 @@ def _lab_site(tmp_path: Path) -> Path:
     return site
 
 
-def _edit(path: Path, old: str, new: str) -> None:
+def _edit(path: Path, old: str, new: str, count: int = -1) -> None:
     text = path.read_text()
     assert old in text
-    path.write_text(text.replace(old, new))
+    path.write_text(text.replace(old, new, count))
 
 
 def test_an_edit_reruns_exactly_the_examples_it_can_change(tmp_path):
@@ -365,12 +366,18 @@ def test_an_edit_reruns_exactly_the_examples_it_can_change(tmp_path):
     assert build() == set()
 
     # the attention reference runs around every example (the figure scraper imports the lab,
-    # which imports mha_ref/__init__.py): every example, as does conf.py
-    with (site / "mha_ref" / "masks.py").open("a") as module:
-        module.write("\n# an edit to the reference\n")
+    # which imports mha_ref/__init__.py). An edit to a docstring and a comment there: none
+    masks = site / "mha_ref" / "masks.py"
+    _edit(masks, '"""', '"""An edited first line of the docstring.\n\n', count=1)
+    with masks.open("a") as module:
+        module.write("\n# an edit to a comment of the reference\n")
+    assert build() == set()
+    # an edit to a line of its code: every example, as does an edit to the code of conf.py
+    with masks.open("a") as module:
+        module.write("\n_AN_EDIT_TO_THE_CODE = 1\n")
     assert build() == everything
     with (site / "conf.py").open("a") as conf:
-        conf.write("\n# an edit to the configuration\n")
+        conf.write("\n_an_edit_to_the_configuration = 1\n")
     assert build() == everything
 
 
@@ -597,52 +604,6 @@ def test_a_deleted_or_renamed_example_leaves_nothing_behind(site):
     assert not list(built.glob("_downloads/*/plot_02_other.*"))
     assert "other example ran" in _page(site, "plot_03_renamed")
     assert (generated / "plot_03_renamed.rst").is_file()  # a deletion is the first half of this
-
-
-# -- the extension's rules, without a build ---------------------------------------------------
-def _site_extension():
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        import mha_ref_site
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
-    return mha_ref_site
-
-
-def test_which_printed_nan_counts():
-    ext = _site_extension()
-    script = "\n".join(["x = 1"] * 3 + [ext.EXPECTED_NAN_FLAG, "y = 2"])
-    rst = (
-        ".. GENERATED FROM PYTHON SOURCE LINES 1-3\n\n"
-        ".. rst-class:: sphx-glr-script-out\n\n .. code-block:: none\n\n"
-        "    tensor([nan, 1.])\n    -nan and NAN\n    rows with NaN: [4]\n    nanoGPT, banana\n"
-        "\n.. GENERATED FROM PYTHON SOURCE LINES 4-5\n\n"
-        ".. rst-class:: sphx-glr-script-out\n\n .. code-block:: none\n\n    declared: nan\n"
-    )
-    assert ext.undeclared_nan(rst, script) == [
-        (1, 3, "tensor([nan, 1.])"), (1, 3, "-nan and NAN")
-    ]
-
-
-def test_example_pages_lose_the_machine_paths_and_the_line_breaking_characters():
-    ext = _site_extension()
-    import site as site_module
-
-    packages = site_module.getsitepackages()[0]
-    text = (
-        f'File "{ext.ROOT}/gallery/en/plot_x.py", line 3\n'
-        f'File "{packages}/torch/nn/functional.py", line 9\n'
-        f"see {Path.home()}/notes and {ext.ROOT}.\n"
-        "a\u2028b\u2029c\x85d\x00e\rf\tg"
-    )
-    cleaned = ext.anonymize_paths(ext.escape_line_ends(text))
-    assert cleaned == (
-        'File "gallery/en/plot_x.py", line 3\n'
-        'File "torch/nn/functional.py", line 9\n'
-        "see ~/notes and ..\n"
-        "a\\u2028b\\u2029c\\u0085d\\u0000e\\u000df\tg"
-    )
-    assert len(cleaned.splitlines()) == 4
 
 
 def test_a_site_address_turns_on_the_sitemap_and_absolute_opengraph_urls(site, monkeypatch):
