@@ -24,7 +24,11 @@ from pathlib import Path
 # 8.0 since example 16 shows every head of the real model: its view of 270 heatmaps of 23 x 23
 # weights (as integers, 0.36 MB of page) and the mosaic's figure (0.40 MB at 1x and 2x), per
 # language; at 7.5 the site was 49.44 MB against 48.6.
-BASE_LIMIT_MB_PER_LANGUAGE = 8.0
+# 8.5 since example 18 measures what the sink heads write (a new figure, 0.16 MB at 1x and 2x)
+# and example 24 checks compiled FlexAttention, and the API page and the package's source pages
+# document the checked cache layer, the sink-value split and the block-mask check (measured:
+# +0.49 MB per language at 24 examples; at 8.0 the site was 50.394 MB against 49.6).
+BASE_LIMIT_MB_PER_LANGUAGE = 8.5
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 

@@ -127,7 +127,7 @@ is_sink = scores["first"] > 0.5  # (num_layers, num_heads)
 has_sink = is_sink.any(dim=1)  # (num_layers,)
 print(f"词元 0 的值 / 值的中位数，共 {ratio.numel()} 个（块, 键/值头）组合：")
 print(f"  低于 1 的个数 {int((ratio < 1).sum())}，低于 0.5 的个数 {int((ratio < 0.5).sum())}")
-print(f"  中位数 {ratio.median():.3f}；在含有首词元分数 > 0.5 的头的 {int(has_sink.sum())} 个块上："
+print(f"  中位数 {ratio.median():.3f}；在 {int(has_sink.sum())} 个含有首词元分数 > 0.5 的头的块上："
       f"{ratio[has_sink].median():.3f}")
 
 # %%
