@@ -209,6 +209,7 @@ def tests(session: nox.Session) -> None:
         "--ignore=tests/browser",
         "--ignore=tests/downloads",
         "--dist=loadgroup",
+        "--durations=15",  # where the time went, in every log
         *parallel,
         *session.posargs,
         env={
