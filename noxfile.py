@@ -192,7 +192,7 @@ def tests(session: nox.Session) -> None:
     """Run the test suite (``nox -s tests -- -k parity`` passes arguments to pytest).
 
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
-    The real model's tests (``tests/test_real_model.py``) run here against its file and
+    The real model's tests (``tests/lab/test_real_model.py``) run here against its file and
     ``transformers``' own GGUF loader, offline; a missing file fails them in this session
     (``MHA_REF_REQUIRE_REAL_MODEL=1``) instead of skipping them.
     """
@@ -233,23 +233,23 @@ def tests(session: nox.Session) -> None:
 #: ``nox -s tests``, not here: it collects all of these once more) checks that every file here
 #: still contributes tests.
 QUICK_TESTS = (
-    "tests/test_api_translation.py",
-    "tests/test_course.py",
-    "tests/test_course_path.py",
-    "tests/test_errors.py",
-    "tests/test_example_numbers.py",
-    "tests/test_functional.py",
-    "tests/test_golden.py",
-    "tests/test_i18n_parity.py",
-    "tests/test_inline_markup.py",
-    "tests/test_layering.py",
-    "tests/test_masks.py",
-    "tests/test_modules.py",
-    "tests/test_notebook_markdown.py",
-    "tests/test_parity.py",
-    "tests/test_positions.py",
-    "tests/test_section_labels.py",
-    "tests/test_terms.py",
+    "tests/pages/test_api_translation.py",
+    "tests/pages/test_course.py",
+    "tests/pages/test_course_path.py",
+    "tests/pages/test_example_numbers.py",
+    "tests/pages/test_i18n_parity.py",
+    "tests/pages/test_inline_markup.py",
+    "tests/pages/test_notebook_markdown.py",
+    "tests/pages/test_section_labels.py",
+    "tests/pages/test_terms.py",
+    "tests/reference/test_errors.py",
+    "tests/reference/test_functional.py",
+    "tests/reference/test_golden.py",
+    "tests/reference/test_layering.py",
+    "tests/reference/test_masks.py",
+    "tests/reference/test_modules.py",
+    "tests/reference/test_parity.py",
+    "tests/reference/test_positions.py",
 )
 #: the tests of those files that need a built site (``built_site``), build one (``build``) or
 #: run torch.compile (``compile``, tens of seconds each)
@@ -448,7 +448,7 @@ def translations(session: nox.Session) -> None:
     one-entry diff.
 
     Then translate the empty and fuzzy entries (delete the ``#, fuzzy`` line once a translation
-    is right); ``tests/test_api_translation.py`` fails until none is left. A msgid is the
+    is right); ``tests/pages/test_api_translation.py`` fails until none is left. A msgid is the
     docstring's reST, a msgstr is MyST Markdown, the syntax of the page Sphinx parses it in:
     ``code`` as it is, :func:`x` written {func}`x`, :math:`x` written {math}`x`.
 

@@ -75,7 +75,7 @@ class MultiHeadAttention(nn.MultiheadAttention):
     constructor's checks) are this package's; everything else is inherited.
 
     **Differences from PyTorch, on purpose.** This list is complete (checked with torch 2.13;
-    each item has a test, and ``tests/test_differential.py`` classifies random comparisons
+    each item has a test, and ``tests/reference/test_differential.py`` classifies random comparisons
     into "equal", "both raise" or one of these items); everything else computes as
     ``torch.nn.MultiheadAttention`` on each of its paths.
 

@@ -11,7 +11,8 @@ passes it on).
 An example's title needs no label in the source: sphinx-gallery writes
 ``.. _sphx_glr_auto_examples_<name>.py:`` in front of it, the target every page links to.
 
-Shared by tests/test_section_labels.py (the sources) and tests/test_built_site.py (the HTML).
+Shared by tests/pages/test_section_labels.py (the sources) and tests/pages/test_built_site.py
+(the HTML).
 """
 
 from __future__ import annotations

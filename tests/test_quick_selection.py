@@ -22,16 +22,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: what the session must include, whatever else it runs
 REQUIRED = {
-    "tests/test_i18n_parity.py",  # the two languages' examples and pages in step
-    "tests/test_section_labels.py",  # every section labelled, the same in both languages
-    "tests/test_terms.py",  # one Chinese term per concept, as the glossary gives it
-    "tests/test_example_numbers.py",  # reST titles and their underlines, example numbers
-    "tests/test_course_path.py",  # the course data file, notebooks without reST
-    "tests/test_inline_markup.py",  # reST and Markdown inline markup that the parser leaves open
-    "tests/test_notebook_markdown.py",  # notebook headings whole, no internal labels
-    "tests/test_functional.py",  # the attention reference's core
-    "tests/test_masks.py",
-    "tests/test_modules.py",
+    "tests/pages/test_i18n_parity.py",  # the two languages' examples and pages in step
+    "tests/pages/test_section_labels.py",  # every section labelled, the same in both languages
+    "tests/pages/test_terms.py",  # one Chinese term per concept, as the glossary gives it
+    "tests/pages/test_example_numbers.py",  # reST titles and their underlines, example numbers
+    "tests/pages/test_course_path.py",  # the course data file, notebooks without reST
+    # reST and Markdown inline markup that the parser leaves open
+    "tests/pages/test_inline_markup.py",
+    "tests/pages/test_notebook_markdown.py",  # notebook headings whole, no internal labels
+    "tests/reference/test_functional.py",  # the attention reference's core
+    "tests/reference/test_masks.py",
+    "tests/reference/test_modules.py",
 }
 
 

@@ -11,7 +11,7 @@ once, in the code.
     python docs/_ext/api_catalog.py stat         # how much of api.po is translated
 
 ``nox -s translations`` runs ``pot`` and then ``sphinx-intl update`` on that template; the tests
-(``tests/test_api_translation.py``) use the functions here to check the catalog.
+(``tests/pages/test_api_translation.py``) use the functions here to check the catalog.
 
 A msgid is the docstring's reST; a msgstr is MyST Markdown, because Sphinx parses a translation
 with the parser of the page it belongs to (``api.md``): ``code`` stays as it is, :func:`x` is

@@ -3,8 +3,8 @@
  *
  * The switcher's links (docs/_templates/language-switcher.html) open the same page in the other
  * language, at its top. Every section has an explicit label, the same in both languages
- * (tests/test_section_labels.py checks the sources), and the label is the section's id
- * (LabelledSectionIds in docs/_ext/mha_ref_build/section_ids.py; tests/test_built_site.py checks
+ * (tests/pages/test_section_labels.py checks the sources), and the label is the section's id
+ * (LabelledSectionIds in docs/_ext/mha_ref_build/section_ids.py; tests/pages/test_built_site.py checks
  * that the two languages' pages have the same section ids). So, on a click, this script adds the id of the
  * section the reader is looking at to the link ("#masks-padding"), and the other page opens
  * there. API objects have the same id in both languages too (#mha_ref.MultiHeadAttention), so

@@ -11,7 +11,7 @@ write next to its picture) and on the same script, ``static/attention-view.js``:
   its parameters (float32, base64), and the page's script runs its forward pass on the
   sequence the reader types, in the browser, with no library and no request.
   :func:`live_forward` is that script's forward pass in NumPy, line for line, so that a test
-  can check the exported weights against the model (``tests/test_interactive.py``; the
+  can check the exported weights against the model (``tests/lab/test_interactive.py``; the
   browser test checks the page's own numbers).
 """
 

@@ -6,9 +6,9 @@ two one-factor controls: a plain window as wide as the window plus the kept toke
 cache size, recent tokens instead of the first ones) and the window plus token 0 alone. It
 returns each token's loss. The masks stand for the caches: attending with
 ``sliding_window_mask`` is what a :class:`mha_ref.RollingKVCache` decode computes, token by
-token (``tests/test_modern_attention.py`` checks the equality), at a fraction of the cost of
-decoding 30 layers one token at a time on a CPU. Positions are the tokens' own (RoPE sees
-true distances), not StreamingLLM's positions counted inside the cache.
+token (``tests/reference/test_modern_attention.py`` checks the equality), at a fraction of
+the cost of decoding 30 layers one token at a time on a CPU. Positions are the tokens' own
+(RoPE sees true distances), not StreamingLLM's positions counted inside the cache.
 
 ``rolling_decode_logits`` does decode the real model one token at a time, each block reading
 its keys and values from its own ring buffer, and ``rolling_decode_check`` compares it with the

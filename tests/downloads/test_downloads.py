@@ -15,8 +15,8 @@ sphinx-gallery captures them) must equal what the build printed on that language
 lines aside: that is the check that the download runs as a reader runs it, and the check that a
 second execution from scratch prints the same numbers as the build (deterministic examples, a cache
 that never changes a number). The other three downloads of each example are checked to hold the
-very same code as the one that ran (the en/zh_CN scripts: ``tests/test_i18n_parity.py``; a script
-and its notebook: :func:`test_the_script_and_the_notebook_hold_the_same_code`).
+very same code as the one that ran (the en/zh_CN scripts: ``tests/pages/test_i18n_parity.py``;
+a script and its notebook: :func:`test_the_script_and_the_notebook_hold_the_same_code`).
 ``MHA_REF_RUN_EVERY_DOWNLOAD=1`` runs all four.
 
 The common-errors example shows real errors with a context manager that catches and prints them

@@ -13,7 +13,7 @@ class LabelledSectionIds(SphinxTransform):
     """Put a section's explicit label (``(masks-causal)=``, ``.. _ex04-a-padded-batch:``) first
     among its ids, so that the HTML writer emits ``<section id="masks-causal">`` and the headerlink,
     the page's table of contents and the sidebar use it. Every page has a label on every
-    section, the same in both languages (tests/test_section_labels.py), so a section's address
+    section, the same in both languages (tests/pages/test_section_labels.py), so a section's address
     is shared by the two languages and does not change when a section is added above it.
 
     docutils keeps the id made from the heading first (``building-a-causal-mask``, or ``id5``

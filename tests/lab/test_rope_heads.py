@@ -22,7 +22,7 @@ from mha_ref.tutorial.cache import CACHE_ENV_VAR
 # pytest-xdist with --dist=loadgroup)
 pytestmark = pytest.mark.xdist_group("real_model")
 
-CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
+CACHE = Path(__file__).resolve().parents[2] / "build" / ".cache" / "experiments"
 REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
 
 

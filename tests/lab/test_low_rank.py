@@ -10,7 +10,7 @@ import torch
 from mha_ref.tutorial import low_rank
 from mha_ref.tutorial.cache import CACHE_ENV_VAR
 
-CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
+CACHE = Path(__file__).resolve().parents[2] / "build" / ".cache" / "experiments"
 
 
 @pytest.fixture(scope="module")

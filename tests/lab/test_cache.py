@@ -8,7 +8,7 @@ of a published number: example 16's table of the induction head on a sentence is
 a damaged weights entry as with a sound one (without the check, 16 changed bytes turned its
 0.386 and 0.576 into 0.062 and 0.062).
 
-The real model's tests are skipped without its file (see ``tests/test_real_model.py``); they
+The real model's tests are skipped without its file (see ``tests/lab/test_real_model.py``); they
 build the weights entry once (about 8 s) and repair it twice.
 """
 

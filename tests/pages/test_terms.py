@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GLOSSARY = ROOT / "docs" / "zh_CN" / "glossary.md"
 ZH_FILES = (
     sorted((ROOT / "docs" / "zh_CN").glob("*.md"))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "build" / "html"
 LANGUAGES = ("en", "zh_CN")
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))

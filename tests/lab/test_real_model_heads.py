@@ -3,7 +3,7 @@
 The findings are asserted with margins below what this model measures (the measured values are
 in the comments), so that a wrong model, a wrong score or a broken hook fails, while a change of
 a few per cent in the 4-bit weights' rounding does not. Skipped, saying so, without the model
-file (see ``tests/test_real_model.py``).
+file (see ``tests/lab/test_real_model.py``).
 """
 
 from __future__ import annotations

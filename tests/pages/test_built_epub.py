@@ -24,7 +24,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "build" / "html"
 LANGUAGES = ("en", "zh_CN")
 DC_LANGUAGE = {"en": "en", "zh_CN": "zh-CN"}

@@ -20,7 +20,7 @@ import pytest
 
 sphinx_gallery = pytest.importorskip("sphinx_gallery.py_source_parser")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GALLERY = ROOT / "gallery"
 DOCS = ROOT / "docs"
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")

@@ -17,7 +17,7 @@ import pytest
 
 from mha_ref.tutorial import sources
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODULES = sorted(
     ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
     for path in (ROOT / "mha_ref").rglob("*.py")

@@ -14,7 +14,7 @@ import torch
 from mha_ref.tutorial import induction, induction_training
 from mha_ref.tutorial.cache import CACHE_ENV_VAR
 
-CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
+CACHE = Path(__file__).resolve().parents[2] / "build" / ".cache" / "experiments"
 
 
 # -- the task ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXT = ROOT / "docs" / "_ext"
 BUILD_SCRIPT = EXT / "build_languages.py"
 GUARD = EXT / "checkout_guard.py"

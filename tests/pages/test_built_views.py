@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from mha_ref.tutorial.interactive import view_data  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "build" / "html"
 VIEW = re.compile(
     r'<div class="mha-attn" data-mha-attn="1"><script type="application/json">(.*?)</script>'

@@ -341,7 +341,7 @@ def test_the_layer_head_view_needs_the_3_decimals_it_shows(decimals, error, mess
 
 # -- the live model ------------------------------------------------------------------------------
 
-INDUCTION_CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
+INDUCTION_CACHE = Path(__file__).resolve().parents[2] / "build" / ".cache" / "experiments"
 
 
 @pytest.fixture(scope="module")

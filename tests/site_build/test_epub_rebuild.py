@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("sphinx")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "_ext"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "_ext"))
 
 import build_languages  # noqa: E402
 from mha_ref_epub import epub_name  # noqa: E402

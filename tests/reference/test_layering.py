@@ -10,7 +10,7 @@ from pathlib import Path
 
 import mha_ref
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORE_FILES = sorted((ROOT / "mha_ref").glob("*.py"))
 
 

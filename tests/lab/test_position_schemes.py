@@ -22,7 +22,7 @@ from mha_ref.tutorial import induction, induction_training, positions
 from mha_ref.tutorial.cache import CACHE_ENV_VAR
 from mha_ref.tutorial.induction import AttentionOnlyTransformer, sinusoidal_positions
 
-CACHE = Path(__file__).resolve().parents[1] / "build" / ".cache" / "experiments"
+CACHE = Path(__file__).resolve().parents[2] / "build" / ".cache" / "experiments"
 TOY = dict(vocab_size=24, seq_len=20, embed_dim=32, num_heads=2)
 
 

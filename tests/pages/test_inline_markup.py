@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from docutils.utils import punctuation_chars as pc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("en", "zh_CN")
 
 # -- reST: the recognition rules ------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from gallery_output import generated_pages, output_numbers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "build" / "html"
 LANGUAGES = ("en", "zh_CN")
 
@@ -383,7 +383,7 @@ def test_the_raw_markup_check_sees_unclosed_markup():
 def test_no_raw_inline_markup_in_article_text(lang):
     """No page shows a literal ``*``, ``**`` or double backtick outside code and math: in reST
     an end-string followed by a full-width ``（`` or a Chinese character does not close, and
-    the paragraph runs on in emphasis with the markup shown (tests/test_inline_markup.py
+    the paragraph runs on in emphasis with the markup shown (tests/pages/test_inline_markup.py
     checks the sources for it)."""
     pages = sorted((HTML / lang).rglob("*.html"))
     assert len(pages) > 30

@@ -36,7 +36,7 @@ from mha_ref import MultiHeadAttention, scaled_dot_product_attention
 
 NUM_MHA_EXAMPLES = int(os.environ.get("MHA_REF_DIFFERENTIAL_MHA", 4000))
 NUM_SDPA_EXAMPLES = int(os.environ.get("MHA_REF_DIFFERENTIAL_SDPA", 2500))
-COUNTS_FILE = Path(__file__).resolve().parents[1] / "build" / "differential-counts.json"
+COUNTS_FILE = Path(__file__).resolve().parents[2] / "build" / "differential-counts.json"
 
 #: (atol, rtol) per dtype of the computation; autocast computes in bfloat16.
 TOLERANCE = {

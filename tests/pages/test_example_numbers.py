@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("en", "zh_CN")
 TITLE = {"en": re.compile(r"^Example (\d+): (.+)$"), "zh_CN": re.compile(r"^示例 (\d+)：(.+)$")}
 #: "Example 6", "examples 6 and 9", "Examples 2–9"; "示例 6"、"示例 6 和示例 9"
