@@ -220,7 +220,7 @@ def tests(session: nox.Session) -> None:
             # the build's cache (checksummed, keyed by the code and arguments that make each
             # result): a training or the real model's weights the build already computed are read
             # back, not computed again; without a build, the tests compute and fill it
-            "MHA_REF_CACHE_DIR": str(BUILD / ".cache"),
+            "MHA_REF_CACHE_DIR": str(BUILD / ".cache" / "experiments"),
         },
     )
 
