@@ -414,6 +414,23 @@ def require_same_length(key: torch.Tensor, value: torch.Tensor, seq_dim: int) ->
         )
 
 
+def require_same_new_tokens(
+    name: str, tensor: torch.Tensor, other_name: str, other: torch.Tensor, dim: int, fix: str
+) -> None:
+    """Raise ValueError unless two tensors appended to a cache hold as many new tokens (``dim``).
+
+    Used by the caches' ``append``: each new token stores one of each, so a mismatch would
+    leave the cache's parts out of step. ``fix`` is the sentence that says what to pass.
+    """
+    if tensor.shape[dim] != other.shape[dim]:
+        raise ValueError(
+            f"{name} and {other_name} must hold the same number of new tokens (dim {dim}, "
+            f"new_len): each token stores one of each. Got {name}.shape={_shape(tensor)} "
+            f"(new_len {tensor.shape[dim]}) and {other_name}.shape={_shape(other)} (new_len "
+            f"{other.shape[dim]}). {fix}"
+        )
+
+
 def require_same_head_dim(query: torch.Tensor, key: torch.Tensor) -> None:
     """Raise ValueError unless query and key vectors have the same length (for the dot product)."""
     if query.shape[-1] != key.shape[-1]:

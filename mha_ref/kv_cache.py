@@ -119,13 +119,8 @@ class KVCache:
         for name, tensor in (("key", key), ("value", value)):
             check.require_tensor(name, tensor)
             self._check_new(name, tensor)
-        if key.shape[2] != value.shape[2]:
-            raise ValueError(
-                f"key and value must hold the same number of new tokens (dim 2, new_len): "
-                f"each token stores one key and one value. Got key.shape={tuple(key.shape)} "
-                f"(new_len {key.shape[2]}) and value.shape={tuple(value.shape)} (new_len "
-                f"{value.shape[2]}). Pass the keys and values of the same new tokens."
-            )
+        fix = "Pass the keys and values of the same new tokens."
+        check.require_same_new_tokens("key", key, "value", value, dim=2, fix=fix)
         self._append(key, value)
         return self.keys, self.values
 

@@ -137,14 +137,11 @@ class LatentKVCache:
                 )
             check.require_matching_dtype(name, tensor, buffer.dtype)
             check.require_same_device(name, tensor, "the cache", buffer.device)
-        if latent.shape[1] != rope_key.shape[1]:
-            raise ValueError(
-                f"latent and rope_key must hold the same number of new tokens (dim 1, new_len): "
-                f"each token stores one of each. Got latent.shape={tuple(latent.shape)} "
-                f"(new_len {latent.shape[1]}) and rope_key.shape={tuple(rope_key.shape)} "
-                f"(new_len {rope_key.shape[1]}). Pass the latents and RoPE keys of the same "
-                f"tokens (module.compress(x, positions))."
-            )
+        check.require_same_new_tokens(
+            "latent", latent, "rope_key", rope_key, dim=1,
+            fix="Pass the latents and RoPE keys of the same tokens "
+            "(module.compress(x, positions)).",
+        )
         self._append(latent, rope_key)
         return self.latents, self.rope_keys
 

@@ -198,16 +198,11 @@ def test_an_entry_of_another_codec_is_not_read(tmp_path, monkeypatch, capfd):
 def weights(tmp_path_factory):
     """A sound weights entry in a fresh cache folder, its file's SHA-256, and the clean weights
     as read from the model file itself."""
-    from test_real_model import REQUIRED
+    from test_real_model import require_model_file
 
     from mha_ref.tutorial.smollm2 import files, load
 
-    try:
-        files.model_file()
-    except files.ModelFileError as error:
-        if REQUIRED:
-            pytest.fail(f"MHA_REF_REQUIRE_REAL_MODEL=1 but the model file is missing: {error}")
-        pytest.skip(f"the real model is not installed: {files.INSTALL_COMMAND}")
+    require_model_file()
 
     folder = tmp_path_factory.mktemp("cache")
     with pytest.MonkeyPatch.context() as patch:

@@ -23,13 +23,19 @@ pytestmark = pytest.mark.xdist_group("real_model")
 REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
 
 
-def _model_or_skip():
+def require_model_file() -> None:
+    """Skip the test when the real model's file is not installed, or fail it where it must be
+    (``MHA_REF_REQUIRE_REAL_MODEL=1``, as ``nox -s tests`` sets)."""
     try:
         files.model_file()
     except files.ModelFileError as error:
         if REQUIRED:
             pytest.fail(f"MHA_REF_REQUIRE_REAL_MODEL=1 but the model file is missing: {error}")
         pytest.skip(f"the real model is not installed: {files.INSTALL_COMMAND}")
+
+
+def _model_or_skip():
+    require_model_file()
     from mha_ref.tutorial.smollm2 import load_model
 
     return load_model("cpu")

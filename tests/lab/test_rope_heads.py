@@ -8,7 +8,6 @@ findings are asserted with margins below what the page's text showed.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from mha_ref.tutorial.cache import CACHE_ENV_VAR
 pytestmark = pytest.mark.xdist_group("real_model")
 
 CACHE = Path(__file__).resolve().parents[2] / "build" / ".cache" / "experiments"
-REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
 
 
 class _Config:
@@ -75,14 +73,9 @@ def test_previous_token_scores_of_an_exact_previous_token_head():
 
 @pytest.fixture(scope="module")
 def model():
-    from mha_ref.tutorial.smollm2 import files
+    from test_real_model import require_model_file
 
-    try:
-        files.model_file()
-    except files.ModelFileError as error:
-        if REQUIRED:
-            pytest.fail(f"MHA_REF_REQUIRE_REAL_MODEL=1 but the model file is missing: {error}")
-        pytest.skip(f"the real model is not installed: {files.INSTALL_COMMAND}")
+    require_model_file()
     from mha_ref.tutorial.smollm2 import load_model
 
     torch.set_num_threads(1)
