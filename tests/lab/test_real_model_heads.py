@@ -62,6 +62,24 @@ def test_zero_ablation_equals_zeroing_the_out_proj_columns(model):
     torch.testing.assert_close(hooked, edited, rtol=1e-5, atol=1e-5)
 
 
+def test_rerunning_from_the_first_ablated_block_equals_the_full_forward(model):
+    """ablated_token_losses starts at the first ablated block on the clean streams: the same
+    losses, bit for bit, as the whole model run with the same heads ablated."""
+    tokens = torch.tensor([[1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]])  # (1, 8)
+    streams = lab.clean_streams(model, tokens)
+    assert len(streams) == model.config.num_layers + 1
+    for heads in ([], [(17, 3)], [(5, 1), (18, 6)]):
+        with torch.no_grad(), lab.ablate_heads(model, heads):
+            expected = model.token_losses(tokens)  # (1, 7)
+        got = lab.ablated_token_losses(model, streams, tokens, heads)
+        assert torch.equal(got, expected), heads
+    # the streams of other tokens would silently give another input's losses
+    with pytest.raises(ValueError, match="clean_streams"):
+        lab.ablated_token_losses(model, streams[:-1], tokens, [(17, 3)])
+    with pytest.raises(ValueError, match="clean_streams"):
+        lab.ablated_token_losses(model, streams, tokens[:, :5], [(17, 3)])
+
+
 def test_the_hook_is_removed_and_changes_the_output(model):
     tokens = torch.tensor([[1000, 2000, 3000, 4000, 5000, 6000]])  # (1, 6)
     with torch.no_grad():

@@ -564,6 +564,80 @@ def _second_copy_loss(logits: torch.Tensor, repeated: torch.Tensor) -> torch.Ten
     return next_token_losses(logits, repeated)[:, half_len:].mean()
 
 
+def clean_streams(model, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """The residual stream entering each block, and leaving the last, with nothing ablated.
+
+    An ablation in block ``l`` leaves blocks ``0 .. l - 1`` as they were, so a run with it can
+    start from ``streams[l]`` (:func:`ablated_token_losses`); the result is the same, bit for
+    bit, as a full forward pass, which runs the same blocks on the same tensors.
+
+    Args:
+        model: a loaded ``SmolLM2`` (no ablation in force).
+        tokens: ``(batch, seq_len)`` (or ``(seq_len,)``) torch.long token ids.
+
+    Returns:
+        list[torch.Tensor]: ``num_layers + 1`` tensors ``(batch, seq_len, embed_dim)``
+        float32; entry ``l`` enters block ``l``, the last leaves the last block.
+
+    Raises:
+        TypeError, ValueError: as the model's ``embed`` (ids out of range, too long).
+
+    Source:
+        The residual stream view of a transformer (Elhage et al. 2021, "A Mathematical
+        Framework for Transformer Circuits"); the forward pass is the model's own.
+    """
+    with torch.no_grad():
+        residual = model.embed(tokens)  # (batch, seq_len, embed_dim)
+        streams = [residual]
+        for layer in range(model.config.num_layers):
+            residual, _ = model.run_layers(residual, layer, layer + 1)
+            streams.append(residual)  # stream entering block layer + 1
+    return streams
+
+
+def ablated_token_losses(
+    model, streams: list[torch.Tensor], tokens: torch.Tensor, heads, *, mode: str = "zero",
+    means=None,
+) -> torch.Tensor:
+    """Next-token losses with ``heads`` ablated, rerunning only the blocks from the first
+    ablated one on the clean streams of :func:`clean_streams`.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        streams: ``clean_streams(model, tokens)``.
+        tokens: ``(batch, seq_len)`` torch.long, the ids the streams were computed from.
+        heads: ``(block, head)`` pairs to ablate (none: the clean losses).
+        mode, means: Keyword-only; as :func:`ablate_heads`.
+
+    Returns:
+        torch.Tensor: ``(batch, seq_len - 1)`` float32, nats; entry ``t`` is the loss of
+        predicting token ``t + 1`` (as the model's ``token_losses``, equal to it bit for bit).
+
+    Raises:
+        ValueError: if ``streams`` does not hold ``num_layers + 1`` streams of ``tokens``'
+            batch and length, or as :func:`ablate_heads`.
+
+    Source:
+        Michel et al. 2019, arXiv:1905.10650, Sec. 2 (head masking).
+    """
+    from mha_ref.tutorial.smollm2.model import next_token_losses
+
+    tokens = model.check_tokens(tokens, min_len=2)  # (batch, seq_len)
+    expected = (tokens.shape[0], tokens.shape[1], model.config.embed_dim)
+    if len(streams) != model.config.num_layers + 1 or tuple(streams[0].shape) != expected:
+        raise ValueError(
+            f"streams must be clean_streams(model, tokens): {model.config.num_layers + 1} "
+            f"tensors of shape {expected}; got {len(streams)} of shape "
+            f"{tuple(streams[0].shape) if streams else None}. Compute them with "
+            "clean_streams(model, tokens) for these tokens."
+        )
+    heads = list(heads)
+    first = min((layer for layer, _ in heads), default=model.config.num_layers)
+    with torch.no_grad(), ablate_heads(model, heads, mode=mode, means=means):
+        out, _ = model.run_layers(streams[first], first)  # (batch, seq_len, embed_dim)
+        return next_token_losses(model.unembed(out), tokens)  # (batch, seq_len - 1)
+
+
 def exact_effects(
     model, repeated: torch.Tensor, layers: Sequence[int], *, mode: str = "zero", means=None
 ) -> torch.Tensor:
@@ -592,12 +666,8 @@ def exact_effects(
     """
     _check_repeated(repeated)
     with torch.no_grad():
-        residual = model.embed(repeated)  # (batch, 2n, embed_dim)
-        entering = [residual]
-        for layer in range(model.config.num_layers):
-            residual, _ = model.run_layers(residual, layer, layer + 1)
-            entering.append(residual)  # stream entering block layer + 1
-        clean = _second_copy_loss(model.unembed(residual), repeated)
+        entering = clean_streams(model, repeated)  # num_layers + 1 x (batch, 2n, embed_dim)
+        clean = _second_copy_loss(model.unembed(entering[-1]), repeated)
         effects = torch.zeros(len(layers), model.config.num_heads)  # (window, heads)
         for row, layer in enumerate(layers):
             for head in range(model.config.num_heads):
@@ -774,9 +844,19 @@ def interventions_analysis(num_controls: int = 3) -> dict:
     return cached("smollm2_interventions", arguments, compute)
 
 
-def _losses(model, repeated, text) -> tuple[float, float]:
-    with torch.no_grad():
-        return copy_losses(model, repeated)[1], float(model.token_losses(text).mean())
+def _losses(model, inputs, heads=(), mode="zero", means=None) -> tuple[float, float]:
+    """(second-copy loss, text loss) with ``heads`` ablated; ``inputs`` from :func:`_streamed`."""
+    (repeated, repeated_streams), (text, text_streams) = inputs
+    half_len = repeated.shape[1] // 2
+    copy = ablated_token_losses(model, repeated_streams, repeated, heads, mode=mode, means=means)
+    prose = ablated_token_losses(model, text_streams, text, heads, mode=mode, means=means)
+    return float(copy[:, half_len:].mean()), float(prose.mean())
+
+
+def _streamed(model, *token_sets):
+    """Each ``(batch, seq_len)`` token set with its clean streams."""
+    return [(tokens, clean_streams(model, tokens))
+            for tokens in (model.check_tokens(t, min_len=2) for t in token_sets)]
 
 
 def _interventions(num_controls: int) -> dict:
@@ -787,14 +867,11 @@ def _interventions(num_controls: int) -> dict:
     scores = heads_analysis()["scores"]
     means = head_means(model, text)  # (layers, heads, head_dim), over the real text
     induction = top_heads(scores["induction"], 3)
+    inputs = _streamed(model, repeated, text)  # an ablation reruns the blocks from its own
     single, together = {}, {}
     for mode in ABLATION_MODES:
-        single[mode] = {}
-        for head in induction:
-            with ablate_heads(model, [head], mode=mode, means=means):
-                single[mode][head] = _losses(model, repeated, text)
-        with ablate_heads(model, induction, mode=mode, means=means):
-            together[mode] = _losses(model, repeated, text)
+        single[mode] = {head: _losses(model, inputs, [head], mode, means) for head in induction}
+        together[mode] = _losses(model, inputs, induction, mode, means)
     # the strongest previous-token head in a block before every top induction head
     first_layer = min(layer for layer, _ in induction)
     earlier = scores["previous"].clone()
@@ -823,7 +900,7 @@ def _interventions(num_controls: int) -> dict:
         "seeds": {seed: _seed_ablations(model, seed, induction, previous_head)
                   for seed in OTHER_SEEDS},
         "induction_heads": induction,
-        "clean": _losses(model, repeated, text),
+        "clean": _losses(model, inputs),
         "single": single,
         "together": together,
         "previous_head": previous_head,
@@ -841,9 +918,11 @@ def _seed_ablations(model, seed: int, induction, previous_head) -> dict:
     repeated = random_repeated_tokens(REPEATED["half_len"], REPEATED["batch"], seed=seed,
                                       vocab_size=model.config.vocab_size)  # (2, 100)
 
+    streams = clean_streams(model, repeated)  # an ablation reruns the blocks from its own
+
     def second(heads) -> float:
-        with ablate_heads(model, heads):
-            return copy_losses(model, repeated)[1]
+        losses = ablated_token_losses(model, streams, repeated, heads)  # (2, 2n - 1)
+        return float(losses[:, REPEATED["half_len"]:].mean())
 
     return {
         "clean": second([]),
