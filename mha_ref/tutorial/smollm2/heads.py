@@ -28,6 +28,7 @@ Layers and heads are numbered from 0. The random tokens never include the 17 con
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 
@@ -1216,6 +1217,92 @@ def group_similarities(similarity: torch.Tensor, num_kv_heads: int) -> tuple[flo
     return float(similarity[same & distinct].mean()), float(similarity[~same].mean())
 
 
+def equal_groupings(num_heads: int, num_groups: int) -> list[torch.Tensor]:
+    """Every way to split ``num_heads`` heads into ``num_groups`` unordered groups of equal size.
+
+    Args:
+        num_heads: heads to split (9 in SmolLM2).
+        num_groups: groups, a divisor of ``num_heads`` with at least 2 heads per group.
+
+    Returns:
+        list[torch.Tensor]: one ``(num_heads,)`` torch.long tensor per split, the group of each
+        head (groups numbered by their smallest head); the first is the grouped-query split,
+        consecutive heads together. ``num_heads! / ((size!)^num_groups * num_groups!)`` of
+        them: 280 for 9 heads in 3 groups.
+
+    Raises:
+        ValueError: unless ``num_groups >= 1`` divides ``num_heads`` into groups of at least 2.
+
+    Source:
+        A permutation null for a grouping (Good 2005, "Permutation, Parametric and Bootstrap
+        Tests of Hypotheses", ch. 3): the statistic under every relabelling of the heads.
+    """
+    if num_groups < 1 or num_heads % num_groups != 0 or num_heads // num_groups < 2:
+        raise ValueError(
+            f"equal_groupings: num_groups must divide num_heads into groups of at least 2 "
+            f"heads, got num_heads={num_heads}, num_groups={num_groups}; SmolLM2 has 9 heads "
+            f"in 3 key/value groups."
+        )
+    size = num_heads // num_groups
+    splits: list[list[list[int]]] = []
+
+    def extend(groups: list[list[int]], left: list[int]) -> None:
+        if not left:
+            splits.append(groups)
+            return
+        first, rest = left[0], left[1:]  # the smallest free head opens the next group
+        for others in itertools.combinations(rest, size - 1):
+            extend(groups + [[first, *others]], [h for h in rest if h not in others])
+
+    extend([], list(range(num_heads)))
+    labels = []
+    for groups in splits:
+        label = torch.empty(num_heads, dtype=torch.long)  # (heads,)
+        for g, members in enumerate(groups):
+            label[members] = g
+        labels.append(label)
+    return labels
+
+
+def grouping_gaps(similarity: torch.Tensor, groupings: list[torch.Tensor]) -> torch.Tensor:
+    """Mean similarity within groups minus across groups, for each grouping of the heads.
+
+    Args:
+        similarity: ``(num_heads, num_heads)`` from :func:`pattern_similarity`.
+        groupings: ``(num_heads,)`` group labels each, as :func:`equal_groupings` returns.
+
+    Returns:
+        torch.Tensor: ``(len(groupings),)`` float64, the within minus across gap of each.
+
+    Raises:
+        ValueError: if a grouping does not label every head, or leaves no pair within or
+            across groups.
+
+    Source:
+        As :func:`group_similarities`, for any split of the heads instead of the grouped-query
+        one.
+    """
+    num_heads = similarity.shape[0]
+    distinct = ~torch.eye(num_heads, dtype=torch.bool)  # (heads, heads)
+    gaps = []
+    for label in groupings:
+        if label.shape != (num_heads,):
+            raise ValueError(
+                f"grouping_gaps: each grouping must label the {num_heads} heads, got shape "
+                f"{tuple(label.shape)}; use equal_groupings({num_heads}, num_groups)."
+            )
+        same = label[:, None] == label[None, :]  # (heads, heads)
+        within, across = similarity[same & distinct], similarity[~same]
+        if within.numel() == 0 or across.numel() == 0:
+            raise ValueError(
+                "grouping_gaps: a grouping needs a pair within a group and a pair across "
+                "groups; use equal_groupings(num_heads, num_groups) with 2 or more groups of "
+                "2 or more heads."
+            )
+        gaps.append(within.double().mean() - across.double().mean())
+    return torch.stack(gaps)  # (groupings,)
+
+
 def _matched_controls(
     chosen: Sequence[tuple[int, int]], num_heads: int, excluded: set, draws: int, seed: int
 ) -> list[list[tuple[int, int]]]:
@@ -1256,6 +1343,11 @@ def sinks_analysis(num_ablated: int = 9, draws: int = 3, induction_max: float = 
     Returns:
         dict: ``"within"``, ``"across"`` ``(num_layers,)``, and ``"within_no_first"``,
         ``"across_no_first"``, the same with token 0 dropped from the keys and queries;
+        ``"null_no_first"``: against every split of the heads into equal groups
+        (:func:`equal_groupings`), token 0 dropped, ``"groupings"`` (how many),
+        ``"chance_more_alike"`` ``(num_layers,)`` (the share of splits more alike within than
+        across) and ``"p_value"`` ``(num_layers,)`` (the share at least as alike as the
+        grouped-query split);
         ``"sinks"`` (the sink heads); ``"top_first"`` (the top first-token heads) and
         ``"top_first_induction"`` (those of them above ``induction_max``); ``"controls"``;
         ``"output_norm"`` ``(num_layers, num_heads)``, each head's mean output norm on the
@@ -1284,6 +1376,17 @@ def _sinks(num_ablated: int, draws: int, induction_max: float) -> dict:
                  for w in weights]  # layers x (within, across)
         similarities[f"within{name}"] = torch.tensor([p[0] for p in pairs])  # (layers,)
         similarities[f"across{name}"] = torch.tensor([p[1] for p in pairs])  # (layers,)
+    # the null: every split of the heads into groups of the same size (the first is the true one)
+    groupings = equal_groupings(c.num_heads, c.num_kv_heads)
+    gaps = torch.stack([grouping_gaps(pattern_similarity(w[0, :, 1:, 1:]), groupings)
+                        for w in weights])  # (layers, groupings), token 0 dropped
+    similarities["null_no_first"] = {
+        "groupings": len(groupings),
+        # how often a random split is more alike within than across, per block
+        "chance_more_alike": (gaps > 0).double().mean(dim=1),  # (layers,)
+        # the share of splits whose gap is at least the true split's (itself included)
+        "p_value": (gaps >= gaps[:, :1]).double().mean(dim=1),  # (layers,)
+    }
     outputs = head_outputs(model, text)  # (layers, 1, L, heads, head_dim)
     inductive = scores["induction"] > induction_max  # (layers, heads)
     top_first = top_heads(scores["first"], num_ablated)
