@@ -301,9 +301,9 @@ print("schemes with converged runs:", ", ".join(NAMES[p] for p in LEARNERS))
 # Learned, sinusoidal and rotary positions converge on 5 of 5 seeds each, and every run forms
 # the circuit: a phase change, accuracy above 0.9, and a layer-1 head with a previous-token
 # score of 0.650 or more. RoPE converges last (at step 340 in the median, 400 at the latest,
-# against 320 at the latest for the other two), because its phase change comes latest; the
-# cap of 600 steps is more than twice the slowest phase change, so it is not what limits any
-# of these runs.
+# against 320 at the latest for the other two), and the slowest phase change, at step 287, is
+# one of RoPE's; the cap of 600 steps is more than twice that, so it is not what limits any of
+# these runs.
 #
 # The prediction for ALiBi and no positions holds within this budget: no run converges or has
 # a phase change, and no layer-1 head becomes a previous-token head (scores of 0.160 at most).
@@ -361,16 +361,16 @@ for position in [p for p in LEARNERS if p != "none"]:
 #
 # Further apart than in training
 # ------------------------------
-# Example 10's exercise 2 again, on every converged run (the runs that reached the cap are left
-# out: their accuracy is low at every distance): all sequences have period 5; the first copy
-# moves earlier two positions at a time and filler fills the gap, so the distance between the
-# two copies grows from 5 to 15, while training only showed distances 3 to 10. Each cell gives
-# the mean accuracy of the scheme's converged runs and, in brackets, the lowest and the highest
-# (the line above the table says how many runs each cell averages). The columns "layer 2
-# without positions" run the same models with an
-# intervention (:func:`~mha_ref.tutorial.positions.positions_removed`): layer 2's queries and
-# keys are computed without positions (learned and sinusoidal: without the position embedding
-# in their input; RoPE: without the rotation). Its values, and everything layer 1 wrote, are kept.
+# Example 10's exercise 2 again, on every converged run (a run that did not converge is left
+# out: its fall would mix distance with unfinished training): all sequences have period 5; the
+# first copy moves earlier two positions at a time and filler fills the gap, so the distance
+# between the two copies grows from 5 to 15, while training only showed distances 3 to 10.
+# Each cell gives the mean accuracy of the scheme's converged runs and, in brackets, the lowest
+# and the highest (the line above the table says how many runs each cell averages). The
+# columns "layer 2 without positions" run the same models with an intervention
+# (:func:`~mha_ref.tutorial.positions.positions_removed`): layer 2's queries and keys are
+# computed without positions (learned and sinusoidal: without the position embedding in their
+# input; RoPE: without the rotation). Its values, and everything layer 1 wrote, are kept.
 
 
 def over_converged(position, field):
