@@ -187,17 +187,24 @@ BOOK_NOTE = {
     "zh_CN": ("本书是 mha-ref 网站的离线版：{where}。",
               "源代码仓库", "报告错误或提建议", "许可证"),
 }
-#: the sentence that replaces an example's download buttons in the book
+#: the sentence that replaces an example's download buttons in the book: where the site is known
+#: (``MHA_REF_SITE_URL``), its page there; otherwise the script's place in the repository
 EXAMPLE_DOWNLOADS = {
     "en": ("This example's script ({script}) and notebook ({notebook}) are not in the book: "
-           "they are on the site, "),
-    "zh_CN": "本书不含这个示例的脚本（{script}）和笔记本（{notebook}），它们在网站上：",
+           "download them from its page on the site, ",
+           "This example's script and notebook are not in the book: the script is {source} in "
+           "the project's repository, "),
+    "zh_CN": ("本书不含这个示例的脚本（{script}）和笔记本（{notebook}），请从网站上它的页面下载：",
+              "本书不含这个示例的脚本和笔记本：脚本是项目仓库中的 {source}，仓库地址："),
 }
 #: the same on the examples' index, whose buttons download every example in two zips
 GALLERY_DOWNLOADS = {
-    "en": "The scripts and notebooks of all the examples, in two zips, are not in the book: "
-    "they are on the site, ",
-    "zh_CN": "本书不含全部示例的脚本和笔记本（两个 zip 文件），它们在网站上：",
+    "en": ("The scripts and notebooks of all the examples, in two zips, are not in the book: "
+           "they are on the site, ",
+           "The scripts of all the examples are not in the book: they are in the folder gallery/"
+           "{lang} of the project's repository, "),
+    "zh_CN": ("本书不含全部示例的脚本和笔记本（两个 zip 文件），它们在网站上：",
+              "本书不含全部示例的脚本：它们在项目仓库的 gallery/{lang} 目录中，仓库地址："),
 }
 #: what the index's section that offers this book is labelled (a page's section ids)
 READING_OFFLINE = "home-reading-offline"
@@ -241,12 +248,14 @@ def _book_note(lang: str) -> nodes.paragraph:
 
 def _example_downloads(lang: str, docname: str) -> nodes.paragraph:
     name = docname.rsplit("/", 1)[-1]
+    _, is_site = _site(lang)
+    which = 0 if is_site else 1
     if name.startswith("plot_"):
-        text = EXAMPLE_DOWNLOADS.get(lang, EXAMPLE_DOWNLOADS["en"]).format(
-            script=f"{name}.py", notebook=f"{name}.ipynb"
+        text = EXAMPLE_DOWNLOADS.get(lang, EXAMPLE_DOWNLOADS["en"])[which].format(
+            script=f"{name}.py", notebook=f"{name}.ipynb", source=f"gallery/{lang}/{name}.py"
         )
     else:
-        text = GALLERY_DOWNLOADS.get(lang, GALLERY_DOWNLOADS["en"])
+        text = GALLERY_DOWNLOADS.get(lang, GALLERY_DOWNLOADS["en"])[which].format(lang=lang)
     uri = _offsite(lang, f"{docname}.html")
     para = nodes.paragraph(classes=["mha-book-downloads"])
     para += [nodes.Text(text), _link(uri, uri), nodes.Text("。" if lang == "zh_CN" else ".")]
@@ -274,7 +283,8 @@ def _epub_doctree(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     # the download buttons: one sentence that says where the script and notebook are
     for footer in list(doctree.findall(nodes.container)):
         if "sphx-glr-footer" in footer.get("classes", []):
-            footer.replace_self(_example_downloads(lang, docname))
+            # not replace_self: it would give the sentence the buttons' classes
+            footer.parent.replace(footer, _example_downloads(lang, docname))
     for raw in list(doctree.findall(nodes.raw)):
         if "html" not in raw.get("format", "").split():
             continue

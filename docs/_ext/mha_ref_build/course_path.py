@@ -328,7 +328,10 @@ class CoursePath(SphinxDirective):
                 title = nodes.strong()
                 title += self._ref(name)
                 description = nodes.inline(classes=["mha-course-description"])
-                description += descriptions[name]
+                shown = list(descriptions[name])
+                if lang == "en" and shown and isinstance(shown[0], nodes.Text):  # a sentence
+                    shown[0] = nodes.Text(str(shown[0])[:1].upper() + str(shown[0])[1:])
+                description += shown
                 body += row(
                     [
                         [title, nodes.Text(" "), description],
