@@ -183,9 +183,12 @@ def _xhtml(html_text: str) -> str:
 #: the book's first page: where the site is, and where the project lives
 BOOK_NOTE = {
     "en": ("This book is the offline edition of the mha-ref site: {where}. ",
-           "Source repository", "Report an error or suggest a change", "Licence"),
+           "Source repository", "Report an error or suggest a change", "Licence",
+           "This book is the offline edition of the mha-ref site, built from the project's "
+           "repository, {where}, where the examples' scripts are too. "),
     "zh_CN": ("本书是 mha-ref 网站的离线版：{where}。",
-              "源代码仓库", "报告错误或提建议", "许可证"),
+              "源代码仓库", "报告错误或提建议", "许可证",
+              "本书是 mha-ref 网站的离线版，由项目仓库 {where} 构建，示例脚本也在那里。"),
 }
 #: the sentence that replaces an example's download buttons in the book: where the site is known
 #: (``MHA_REF_SITE_URL``), its page there; otherwise the script's place in the repository
@@ -234,8 +237,9 @@ def _book_note(lang: str) -> nodes.paragraph:
     from mha_ref_build.discovery import project_links
 
     links = project_links()
-    where, _ = _site(lang)
-    intro, repository, issues, licence = BOOK_NOTE.get(lang, BOOK_NOTE["en"])
+    where, is_site = _site(lang)
+    on_site, repository, issues, licence, from_repository = BOOK_NOTE.get(lang, BOOK_NOTE["en"])
+    intro = on_site if is_site else from_repository
     before, after = intro.split("{where}")
     para = nodes.paragraph(classes=["mha-book-note"])
     para += [nodes.Text(before), _link(where, where), nodes.Text(after)]
