@@ -222,7 +222,7 @@ def html_escape(text: str) -> str:
 
 
 #: what separates an example's link from its description in the directive's list
-_DESCRIPTION_DASH = re.compile(r"^\s*(?:—|——|-)\s*")
+_DESCRIPTION_DASH = re.compile(r"^\s*(?:——|—|-)\s*")
 _EXAMPLE_TARGET = re.compile(r"^sphx_glr_auto_examples_(?P<name>plot_\d+_\w+)\.py$")
 
 
