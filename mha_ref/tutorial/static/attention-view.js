@@ -68,7 +68,8 @@
       liveBad: "Not a token: “{bad}”. The tokens are {first} to {last}.",
       liveLong: "{n} tokens: the model takes at most {max} (its position embedding has {max} rows).",
       liveEmpty: "Type at least one token.",
-      liveStale: "No predictions for this input; the heads below, greyed out, are still those " +
+      // after the error's sentence: a space in English, none after a Chinese full stop
+      liveStale: " No predictions for this input; the heads below, greyed out, are still those " +
         "of the last valid sequence, “{seq}”.",
       livePredicts: "After the last token “{token}”, the model predicts “{next}” " +
         "(probability {p}).",
@@ -986,7 +987,7 @@
       var names = this.names;
       var seq = this.ids.map(function (id) { return names[id]; }).join(this.single ? "" : " ");
       this.input.setAttribute("aria-invalid", "true");
-      this.message.textContent = parsed.error + " " + fill(this.view.w.liveStale, { seq: seq });
+      this.message.textContent = parsed.error + fill(this.view.w.liveStale, { seq: seq });
       this.table.textContent = "";
       this.table.hidden = true;
       this.view.root.classList.add("mha-attn-stale");
