@@ -48,6 +48,7 @@ def test_an_invalid_input_clears_the_predictions_and_greys_the_heads(watched, si
         assert float(grid.evaluate("g => getComputedStyle(g.closest('.mha-attn > *')).opacity")) < 1
         said = message.text_content()
         assert STALE_WORDS[lang] in said and "ABCDABCD" in said, said
+        assert "。 " not in said, said  # no space after a Chinese full stop
         assert view.evaluate("v => v.mhaAttn.live.stale") is True
     # a valid input again: predictions back, heads no longer marked
     box.fill("QRSQRS")
