@@ -51,7 +51,7 @@ _FIRST_CELL = {
 _FIRST_CELL_REAL_MODEL = {
     "en": (
         "# This notebook needs Python 3.11 or newer, the mha_ref package with its tutorial and\n"
-        "# real-model extras, and the real model's file (SmolLM2-135M-Instruct, 4-bit, 93 MB).\n"
+        "# real-model extras, and the real model's file (SmolLM2-135M-Instruct, 4-bit).\n"
         "# Download the package's wheel, {wheel}, from the example page this\n"
         "# notebook came from (its download area); then, in the folder where you saved it, run\n"
         "# these three commands in this order (a CPU-only PyTorch first, about 0.2 GB; installing\n"
@@ -62,7 +62,7 @@ _FIRST_CELL_REAL_MODEL = {
     ),
     "zh_CN": (
         "# 本笔记本需要 Python 3.11 或更新版本、mha_ref 包及其 tutorial 和 real-model 附加依赖，\n"
-        "# 以及真实模型的文件（SmolLM2-135M-Instruct，4 位量化，93 MB）。\n"
+        "# 以及真实模型的文件（SmolLM2-135M-Instruct，4 位量化）。\n"
         "# 先在本笔记本所在的示例页面（下载区）下载这个包的 wheel 文件 {wheel}，\n"
         "# 然后在保存它的目录里依次运行下面三条命令（先装只含 CPU 的 PyTorch，约 0.2 GB；\n"
         "# 在 Linux 上直接安装这个包会拉取约 5.6 GB 的 CUDA 版 PyTorch）：\n"
