@@ -362,8 +362,9 @@ def test_first_token_not_extra_slots_rescues_a_window(model):
     share = {key: (ppl["window"] - ppl[key]) / excess for key in runs}
     assert share["first_token"] > 0.5 and share["sinks"] > 0.5
     assert share["wide_window"] < 0.3
-    # one extra slot, but not the first token: it wins back almost nothing (the page's control)
-    assert abs(share["token_16"]) < 0.15 and abs(share["token_32"]) < 0.15
+    # one extra slot, but not the first token: it wins back nothing (the page's control; measured
+    # on 512 tokens: -0.01 and -0.06, against 0.86 for token 0)
+    assert share["token_16"] < 0.15 and share["token_32"] < 0.15
     # the control's mask is what its name says: up to the kept token's own window, the run is
     # the plain window's; token 32 is first used by query 32 + window
     torch.testing.assert_close(losses["token_32"][: 32 + window], losses["window"][: 32 + window])
