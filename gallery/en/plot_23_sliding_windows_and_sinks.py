@@ -160,7 +160,7 @@ ppl = {key: losses[key][text_window:].mean().exp().item() for key in losses}
 runs = (("full causal", "full", None), (f"window {text_window}", "window", text_window),
         (f"window {text_window + text_sinks} (no kept tokens)", "wide_window", text_window + text_sinks),
         (f"window {text_window} + first 1", "first_token", text_window + 1),
-        *((f"window {text_window} + token {p} alone", f"token_{p}", text_window + 1)
+        *((f"window {text_window} + only token {p}", f"token_{p}", text_window + 1)
           for p in KEPT_CONTROLS),
         (f"window {text_window} + first {text_sinks}", "sinks", text_window + text_sinks))
 rows = [(name, "all" if key == "full" else slots, f"{ppl[key]:.2f}",
