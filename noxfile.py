@@ -14,9 +14,12 @@
 
 Every session installs from ``requirements/constraints.txt`` (exact pins, torch==2.13.0 among
 them) into a virtualenv that nox reuses. ``docs`` makes the environment of the inner loop, and
-``quick``, ``translations`` and ``docs-live`` run in that same environment (``.nox/docs``; nox
-has no option to share one, so they are sessions without an environment of their own that run
-its programs, see :func:`docs_environment`): one 1.4 GB environment, not four. Sessions run on
+``quick``, ``tests``, ``browser``, ``translations`` and ``docs-live`` run in that same
+environment (``.nox/docs``; nox has no option to share one, so they are sessions without an
+environment of their own that run its programs, see :func:`docs_environment`), each adding the
+few packages it needs: one 1.4 GB environment, not three (CI paid a minute and a half of
+installs for each of the others). ``downloads`` alone makes a fresh one: it installs the wheel
+the site ships, as a reader does. Sessions run on
 the interpreter nox itself runs on (Python 3.11 or newer); none demands one exact version.
 
 Every build and test session runs this checkout's ``mha_ref``: :func:`checkout_first` puts the
@@ -112,6 +115,29 @@ def docs_environment(session: nox.Session) -> Path:
     return scripts
 
 
+def extra_requirements(*extras: str) -> list[str]:
+    """The requirements of the package's ``extras`` (pyproject.toml), self-references expanded.
+
+    Installing these into an environment that already has the package (editable) adds what the
+    extras need without rebuilding the package's own editable install, which pip redoes on
+    every ``pip install -e`` (about 25 s a session when nothing changed).
+    """
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    found: list[str] = []
+    for extra in extras:
+        for requirement in declared[extra]:
+            if requirement.startswith("mha-ref["):
+                inner = requirement[len("mha-ref[") : -1].split(",")
+                found += [r for r in extra_requirements(*inner) if r not in found]
+            elif requirement not in found:
+                found.append(requirement)
+    return found
+
+
 def docs_install(session: nox.Session, scripts: Path, *packages: str) -> None:
     """Install ``packages``, pinned by the constraints file, into the docs environment."""
     session.run_install(
@@ -187,24 +213,29 @@ def _report_build_times(session: nox.Session, timings: dict[str, float]) -> None
     (BUILD / "timings" / "docs.json").write_text(json.dumps(timings, indent=2) + "\n")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     """Run the test suite (``nox -s tests -- -k parity`` passes arguments to pytest).
 
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
     The real model's tests (``tests/lab/test_real_model.py``) run here against its file and
     ``transformers``' own GGUF loader, offline; a missing file fails them in this session
-    (``MHA_REF_REQUIRE_REAL_MODEL=1``) instead of skipping them.
+    (``MHA_REF_REQUIRE_REAL_MODEL=1``) instead of skipping them. Runs in the docs session's
+    environment (:func:`docs_environment`; it has the package, every extra the build uses and
+    the model file), with the test extras added: a second 1.4 GB environment cost a minute and a
+    half of installs in every CI run.
     """
-    install(session, "test", "docs", "real-model-test")
-    install_model_file(session)
-    session.install(*CONSTRAINTS, "setuptools")  # the wheel test builds without build isolation
-    checkout_first(session)
+    scripts = docs_environment(session)
+    docs_install(session, scripts, *extra_requirements("test", "real-model-test"))
+    python = scripts / "python"
+    checkout_first(session, python)
     # one worker per core (pytest-xdist); the tests of one group (the real model's, which load
     # it once per worker) stay on one worker. ``-- -n 0`` runs everything in this process.
     parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
     # browser and download tests have their own sessions (Chromium; a fresh environment)
     session.run(
+        python,
+        "-m",
         "pytest",
         "--ignore=tests/browser",
         "--ignore=tests/downloads",
@@ -222,6 +253,7 @@ def tests(session: nox.Session) -> None:
             # back, not computed again; without a build, the tests compute and fill it
             "MHA_REF_CACHE_DIR": str(BUILD / ".cache" / "experiments"),
         },
+        external=True,
     )
 
 
@@ -287,22 +319,30 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", *LINTED)
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def browser(session: nox.Session) -> None:
     """Drive Debian's Chromium (no browser download) over the built site with Playwright.
 
     Includes the axe-core accessibility audit of every page (WCAG 2.0/2.1 A and AA, light and
     dark) and the interactive attention views; screenshots go to build/screenshots. The live
-    model's test compares the page with the build's own forward pass, so the tutorial extra
-    (torch, numpy) is installed too. Tests run one per core; ``-- -n 0`` runs them in turn.
+    model's test compares the page with the build's own forward pass, so it needs the package
+    and torch: it runs in the docs session's environment (:func:`docs_environment`) with
+    Playwright and axe added. Tests run one per core; ``-- -n 0`` runs them in turn.
     """
-    install(session, "test", "browser", "tutorial")
-    checkout_first(session)
+    scripts = docs_environment(session)
+    docs_install(session, scripts, *extra_requirements("test", "browser"))
+    python = scripts / "python"
+    checkout_first(session, python)
     if not (HTML / "en" / "index.html").is_file():
         session.error("build/html is missing: run `nox -s docs` first")
     # one browser per core (pytest-xdist): the audits run inside the pages, one core each
     parallel = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
-    session.run("pytest", "-m", "browser", "tests/browser", *parallel, *session.posargs)
+    # the folder, unless the arguments name test files (``nox -s browser -- tests/browser/x.py``)
+    where = [] if any(a.startswith("tests/") for a in session.posargs) else ["tests/browser"]
+    session.run(
+        python, "-m", "pytest", "-m", "browser", *where, *parallel, *session.posargs,
+        external=True,
+    )  # fmt: skip
 
 
 @nox.session

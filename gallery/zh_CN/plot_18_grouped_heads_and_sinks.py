@@ -57,8 +57,23 @@ print(f"去掉词元 0：同组更相像的块 {int((within_rest > across_rest).
       f"{across_rest.mean():.3f}")
 
 # %%
+# 这个块数是否超出偶然？9 个头分成 3 组、每组 3 个，有许多种分法，任何一种分法里都会有\ *碰巧*\ 相像的
+# 头对。下面的零假设取遍所有这样的分法，在每个块里算出它的"组内减组间"差距（去掉词元 0），然后问两件
+# 事：随机分组在多少个块里也会显得"组内更相像"（这是要超过的块数）；按键/值头分的真实分组在多少个块里
+# 落在所有分法中最相像的 5 % 里（每个块一次单侧置换检验，没有对 30 个块做多重比较校正）。
+
+null = result["null_no_first"]
+significant = (null["p_value"] <= 0.05).nonzero().flatten().tolist()
+print(f"把 {config.num_heads} 个头分成 {config.num_kv_heads} 组的全部分法："
+      f"{null['groupings']} 种；随机分组平均在 "
+      f"{null['chance_more_alike'].sum():.1f} / {config.num_layers} 个块里组内更相像")
+print(f"键/值分组落在最相像的 5 % 分法之内的块：{len(significant)} / "
+      f"{config.num_layers}：{significant}")
+
+# %%
 # 不论算不算首词元，在大多数块里，共用键和值的头都比不共用的更相像，但差距很小：键是共用的，三个查询
-# 仍然可以看向不同的地方。有一组显示了它们能分开多远：最强归纳头所在的那一组。
+# 仍然可以看向不同的地方。零假设说明了这个块数里有多少来自分组本身：随机分组也会在打印出的那么多个块里
+# 显得"更相像"，而真实分组只在列出的那些块里明显超出随机分组。有一组显示了它们能分开多远：最强归纳头所在的那一组。
 
 layer, head = top_heads(scores["induction"], 1)[0]
 group = head // (config.num_heads // config.num_kv_heads)

@@ -98,21 +98,37 @@ for variant, count in stopped.items():
 # %%
 # .. _ex24-qk-norm-and-the-collapsed-one-head-model:
 #
-# QK-norm 与崩溃的单头模型
+# QK-norm 与塌缩的单头模型
 # ------------------------
 # 示例 6 的单头模型（``embed_dim = 16``），用示例 6 的训练代码
-# （:func:`mha_ref.tutorial.training.train` 的循环）以学习率 ``3e-2`` 训练 400 步，三个种子，注意力由同样的参数显式计算；两组之间唯一的改动是
+# （:func:`mha_ref.tutorial.training.train` 的循环）训练 400 步，三个种子，注意力由同样的参数显式计算；两组之间唯一的改动是
 # 在查询和键上加一个 :class:`mha_ref.QKNorm` （LayerNorm，与 Dehghani 等 2023 相同），外加这个
-# LayerNorm 可学习的增益和偏置，第二组也训练它们。
+# LayerNorm 可学习的增益和偏置，第二组也训练它们。两组都先以学习率 ``3e-2`` 训练，再以 ``1e-2`` 训练一遍。
+# 表中除准确率外还给出这个头在评估批次上的平均注意力熵，单位是奈特（nats）：每个查询都把全部权重放在一个键上
+# （softmax 饱和）时为 0，权重在它能看到的键上均匀分布时最大，最大值也打印在下面。
 
-qk_rows, solved = [], {}
-for qk_norm in (False, True):
-    runs = [qk_norm_runs(qk_norm, seed, num_heads=1, lr=3e-2, steps=400, eval_every=25, stop_accuracy=0.999) for seed in (0, 1, 2)]
-    solved[qk_norm] = sum(r["accuracy"] >= 0.9 for r in runs)
-    for seed, r in enumerate(runs):
-        qk_rows.append(("有 QK-norm" if qk_norm else "无 QK-norm", seed, f"{r['accuracy']:.3f}", len(r["loss_curve"]), f"{r['loss_curve'][-1]:.3f}"))
-print(text_table(["组", "种子", "最终准确率", "训练步数", "最后的训练损失"], qk_rows))
-print(f"准确率超过 0.9 的种子数：无 QK-norm {solved[False]} / 3，有 QK-norm {solved[True]} / 3")
+qk_rows, solved, entropy, max_entropy = [], {}, {}, 0.0
+for lr in (3e-2, 1e-2):
+    for qk_norm in (False, True):
+        runs = [qk_norm_runs(qk_norm, seed, num_heads=1, lr=lr, steps=400, eval_every=25, stop_accuracy=0.999) for seed in (0, 1, 2)]
+        solved[lr, qk_norm] = sum(r["accuracy"] >= 0.9 for r in runs)
+        entropy[lr, qk_norm] = sum(r["entropy"][0] for r in runs) / len(runs)  # 只有一个头
+        max_entropy = runs[0]["max_entropy"]
+        for seed, r in enumerate(runs):
+            qk_rows.append(("有 QK-norm" if qk_norm else "无 QK-norm", f"{lr:g}", seed, f"{r['accuracy']:.3f}", len(r["loss_curve"]), f"{r['loss_curve'][-1]:.3f}", f"{r['entropy'][0]:.3f}"))
+print(text_table(["组", "学习率", "种子", "最终准确率", "训练步数", "最后的训练损失", "注意力熵"], qk_rows))
+print(f"注意力熵的最大可能值：{max_entropy:.3f} 奈特")
+for lr in (3e-2, 1e-2):
+    print(f"学习率 {lr:g}：准确率超过 0.9 的种子数 无 QK-norm {solved[lr, False]} / 3，"
+          f"有 QK-norm {solved[lr, True]} / 3；平均注意力熵 {entropy[lr, False]:.3f} "
+          f"与 {entropy[lr, True]:.3f} 奈特")
+
+# %%
+# 把熵这一列和准确率一起读。熵接近 0 的一次训练，softmax 已经饱和：每个查询只复制一个键，经过 softmax
+# 的梯度消失，训练停在原地。QK-norm 正是为对付这种失败而提出的（Dehghani 等 2023；Wortsman 等 2023
+# 用较高的学习率在小规模上复现了它）：把查询和键归一化，logit 就有了上界，softmax 保持一定的分散。较低的
+# 学习率是对照：如果两组在那里也有差别，QK-norm 改变的不只是饱和；如果没有差别，``3e-2`` 下的好处就只
+# 来自饱和。最后两行给出本次构建的两组比较。
 
 # %%
 # .. _ex24-flexattention-against-the-explicit-masks:
@@ -288,8 +304,8 @@ print(f"行和：最小 {band_w.sum(-1).min().item():.6f}，最大 {band_w.sum(-
 #   之前等同于零汇点（开头几行打印了差值）。
 # * 在受控任务中，打印的计数说明是否有哪种 softmax 让不被需要的头停止读取；本构建的运行中一种也没有，
 #   所以本页没有显示出这个效果。
-# * 在示例 6 的单头模型上以学习率 ``3e-2`` 使用 QK-norm：QK-norm 一节的最后一行数出了有无 QK-norm
-#   时、在相同预算下准确率达到 0.9 的种子数。
+# * 在示例 6 的单头模型上使用 QK-norm：QK-norm 一节的最后几行数出了有无 QK-norm 时、在相同预算下、
+#   学习率 ``3e-2`` 和 ``1e-2`` 下准确率达到 0.9 的种子数，以及这个头的注意力熵（接近 0：softmax 饱和）。
 # * FlexAttention 的掩码和分数修改在这台 CPU 上即时执行时与显式计算相等；用这次调用的 ``B`` 和 ``H``
 #   构建的块掩码列出的正是显式掩码的块。即时执行的 FlexAttention 不使用块掩码；编译之后，对读取 ``b`` 的
 #   ``mask_mod`` 用 ``B=None`` 构建的块掩码给出错误的输出（见上面的打印）。反向传播因打印的原因而跳过。

@@ -109,3 +109,10 @@ def axe():
     """axe-core, run inside the page (``axe-playwright-python`` bundles ``axe.min.js``)."""
     axe_playwright = pytest.importorskip("axe_playwright_python.sync_playwright")
     return axe_playwright.Axe()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The two every-page tests (minutes each, one per language) first: pytest-xdist hands tests
+    out in this order, so each worker starts on one and the short tests fill in after, instead
+    of one worker still auditing every page while the other idles."""
+    items.sort(key=lambda item: "test_every_page" not in item.nodeid)  # stable

@@ -3,9 +3,9 @@
 The model tests are properties of the code (the learned default computes what example 10's model
 computed, every scheme starts from the same other weights, the scores' softmax is the weights,
 the interventions change only what they say). The findings are asserted on the trained runs of
-example 20 (all five schemes, three seeds, ``SHORT_RECIPE``), read from the docs build's cache
-when that holds them, else trained here (about 30 s on one thread), with margins on the safe
-side of what every seed showed.
+example 20 (all five schemes, five seeds, ``SHORT_RECIPE``: each run to its stopping rule or
+its cap), read from the docs build's cache when that holds them, else trained here (about 90 s
+on one thread), with margins on the safe side of what every seed showed.
 """
 
 from __future__ import annotations
@@ -231,6 +231,75 @@ def test_plot_score_maps_scales_each_map():
         positions.plot_score_maps(maps, ["a"])
 
 
+# -- the stopping rule ---------------------------------------------------------------------------
+
+
+def _rule_holds_at(curve, threshold, window, evaluations, step):
+    """The rule written out: the last ``evaluations`` windows before ``step`` all reach it."""
+    means = [sum(curve[end - window : end]) / window for end in range(window, step + 1, window)]
+    return len(means) >= evaluations and all(m >= threshold for m in means[-evaluations:])
+
+
+def test_the_stopping_rule_stops_where_it_first_holds_on_a_known_curve():
+    # windows of 10 steps: means 0.2, 0.95, 0.5, 0.92, 0.91, 0.97, 1.0
+    curve = [0.2] * 10 + [0.95] * 10 + [0.5] * 10 + [0.92] * 10 + [0.91] * 10 + [0.97] * 10
+    curve += [1.0] * 10
+    stop = induction_training.stopping_step
+    assert stop(curve, 0.9, 10, 3) == 60  # 0.92, 0.91, 0.97: the first three in a row
+    assert stop(curve, 0.9, 10, 1) == 20  # one evaluation suffices: the first above
+    assert stop(curve, 0.95, 10, 2) == 70  # 0.97 and 1.0
+    assert stop(curve, 0.9, 10, 5) is None  # never five in a row
+    assert stop(curve[:59], 0.9, 10, 3) is None  # the window ending at 60 is not complete
+    # a window's mean counts, not its last value: 0.8 then 1.0 averages 0.9
+    assert stop([0.8] * 5 + [1.0] * 5, 0.9, 10, 1) == 10
+    assert stop([0.8] * 5 + [0.99] * 5, 0.9, 10, 1) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_stopping_rule_never_stops_before_it_holds(seed):
+    generator = torch.Generator().manual_seed(seed)
+    curve = (torch.rand(300, generator=generator) * 0.3 + torch.linspace(0.4, 1.0, 300))
+    curve = curve.clamp(max=1.0).tolist()
+    for window, evaluations in ((10, 3), (20, 3), (7, 2)):
+        step = induction_training.stopping_step(curve, 0.9, window, evaluations)
+        holds = [s for s in range(1, 301) if _rule_holds_at(curve, 0.9, window, evaluations, s)
+                 and s % window == 0]
+        assert step == (holds[0] if holds else None), (window, evaluations)
+
+
+def test_the_stopping_rule_refuses_bad_settings():
+    with pytest.raises(ValueError, match="threshold must be in"):
+        induction_training.stopping_step([0.5], 1.5, 10, 3)
+    with pytest.raises(ValueError, match="window and evaluations must be at least 1"):
+        induction_training.stopping_step([0.5], 0.9, 0, 3)
+    with pytest.raises(ValueError, match="stop_accuracy must be in"):
+        induction_training.train_induction(steps=1, stop_accuracy=0.0)
+    with pytest.raises(ValueError, match="stop_window and stop_evaluations"):
+        induction_training.train_induction(steps=1, stop_accuracy=0.9, stop_evaluations=0)
+
+
+def test_training_stops_at_the_rule_and_is_the_fixed_run_up_to_there(monkeypatch):
+    """A tiny run with an easy rule: it stops where the rule first holds on its own curve, and
+    its curve is the first steps of the same run trained without the rule."""
+    monkeypatch.delenv(CACHE_ENV_VAR, raising=False)
+    recipe = dict(steps=40, batch_size=8, lr=1e-2, seed=0)
+    fixed = induction_training.train_induction(**recipe)
+    rule = dict(stop_accuracy=min(fixed.accuracy_curve[4:8]) * 0.99 or 0.01, stop_window=2,
+                stop_evaluations=2)
+    expected = induction_training.stopping_step(fixed.accuracy_curve, rule["stop_accuracy"],
+                                                2, 2)
+    assert expected is not None and expected < 40
+    stopped = induction_training.train_induction(**recipe, **rule)
+    assert len(stopped.accuracy_curve) == expected == stopped.converged_step()
+    assert stopped.accuracy_curve == fixed.accuracy_curve[:expected]
+    assert fixed.converged_step() is None  # no rule, no convergence step
+    never = induction_training.train_induction(**recipe, stop_accuracy=1.0, stop_window=40,
+                                               stop_evaluations=1)
+    assert sum(fixed.accuracy_curve) < 40  # so the rule cannot hold: the run goes to the cap
+    assert len(never.accuracy_curve) == 40 and never.converged_step() is None
+    assert never.accuracy_curve == fixed.accuracy_curve
+
+
 # -- the findings of example 20, on every seed ----------------------------------------------------
 
 
@@ -239,11 +308,12 @@ def study():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV_VAR, str(CACHE))
         return positions.position_study(
-            positions=SCHEMES, seeds=(0, 1, 2), **positions.SHORT_RECIPE
+            positions=SCHEMES, seeds=SEEDS, **positions.SHORT_RECIPE
         )
 
 
 SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")  # example 20's order
+SEEDS = (0, 1, 2, 3, 4)
 LEARNERS = ("learned", "sinusoidal", "rope")  # the schemes that form the circuit
 
 
@@ -252,18 +322,36 @@ def _runs_of(study, schemes):
 
 
 def test_the_circuit_forms_on_every_run_with_learned_sinusoidal_and_rotary_positions(study):
-    assert len(study.runs) == 15 and [run.position for run in study.runs[::3]] == list(SCHEMES)
+    assert len(study.runs) == 25 and [run.position for run in study.runs[::5]] == list(SCHEMES)
     for run in _runs_of(study, LEARNERS):
-        assert run.phase_change is not None, run
-        assert run.accuracy > 0.9 and run.previous_token > 0.55, run  # every seed: 0.64 or more
+        assert run.converged_step is not None and run.steps == run.converged_step, run
+        assert run.phase_change is not None and run.phase_change < run.converged_step, run
+        assert run.accuracy > 0.9 and run.previous_token > 0.55, run  # every seed: 0.65 or more
+        assert study.converged(run.position) == study.of(run.position)
+
+
+def test_the_cap_is_more_than_twice_the_slowest_phase_change_and_rope_converges_last(study):
+    """The budget the page states: every scheme the same cap, and it is not what limits RoPE."""
+    cap = positions.SHORT_RECIPE["steps"]
+    changes = [run.phase_change for run in study.runs if run.phase_change is not None]
+    assert 2 * max(changes) < cap  # slowest: 287 of 600
+    latest = {p: max(run.converged_step for run in study.of(p)) for p in LEARNERS}
+    assert latest["rope"] > max(latest["learned"], latest["sinusoidal"]), latest  # 400, 320
+    for run in _runs_of(study, ("alibi", "none")):  # to the cap, with the same rule
+        assert run.steps == cap and run.converged_step is None, run
 
 
 def test_alibi_and_no_positions_form_no_previous_token_head_on_any_seed(study):
-    """The page's prediction, tested: no phase change, no previous-token head, no task."""
+    """The page's prediction, tested: no phase change and no previous-token head within the
+    cap; the task only in part, and their training accuracy still rising at the cap."""
+    cap = positions.SHORT_RECIPE["steps"]
     for run in _runs_of(study, ("alibi", "none")):
         assert run.phase_change is None, run
-        assert run.previous_token < 0.3, run  # every seed: 0.17 or less
-        assert run.accuracy < 0.4, run  # every seed: 0.25 or less
+        assert run.previous_token < 0.3, run  # every seed: 0.16 or less
+        assert 0.2 < run.accuracy < 0.6, run  # every seed: 0.32 to 0.46
+        before = sum(run.accuracy_curve[cap - 200 : cap - 100]) / 100
+        last = sum(run.accuracy_curve[cap - 100 :]) / 100
+        assert last > before + 0.02, run  # every seed rose by 0.04 or more
 
 
 def test_every_learner_falls_beyond_the_trained_distances_on_every_seed(study):
@@ -280,10 +368,9 @@ def test_layer_2_without_positions_falls_less_on_every_seed(study):
         without = run.gaps_without_positions
         assert without[inside] - without[far] < run.gaps[inside] - run.gaps[far], run
     for position in LEARNERS:
-        # higher at the largest distance on most seeds, not on all (learned seed 1: 0.861 against
-        # 0.867): the page names the count and says so
-        higher = [r.gaps_without_positions[far] > r.gaps[far] for r in study.of(position)]
-        assert sum(higher) >= 2, (position, higher)
+        # higher at the largest distance on every converged run of the three schemes
+        higher = [r.gaps_without_positions[far] > r.gaps[far] for r in study.converged(position)]
+        assert all(higher), (position, higher)
 
 
 def test_rope_runs_longer_sequences_and_learned_cannot(study):
@@ -291,10 +378,10 @@ def test_rope_runs_longer_sequences_and_learned_cannot(study):
     for run in study.of("learned"):
         assert [acc is None for acc in run.longer] == [n > 20 for n in lengths]
     for run in study.of("rope"):
-        assert run.longer[lengths.index(30)] > 0.75, run  # every seed kept 0.82 or more
+        assert run.longer[lengths.index(30)] > 0.7, run  # every seed kept 0.77 or more
     for run in study.of("sinusoidal"):  # runs them, and loses most of its accuracy at 30 tokens
         assert run.longer[lengths.index(20)] > 0.9, run
-        assert run.longer[lengths.index(30)] < 0.5, run  # every seed: 0.37 or less
+        assert run.longer[lengths.index(30)] < 0.5, run  # every seed: 0.40 or less
 
 
 def test_what_the_positions_add_to_the_trained_previous_token_heads(study):
@@ -302,7 +389,7 @@ def test_what_the_positions_add_to_the_trained_previous_token_heads(study):
         added = positions.position_scores(study.model(run.position, run.seed))[run.previous_head]
         by_offset = torch.stack([added.diagonal(offset=-o).mean() for o in range(20)])
         if run.position == "sinusoidal":  # offsets 0 and 1 raised about equally, more than 2
-            # (offset 0 the larger on every seed, by 0.02 to 0.5: too close to assert which)
+            # (offset 0 the larger on 4 of 5 seeds, by 0.4 or less: too close to assert which)
             assert int(by_offset.argmax()) in (0, 1), run
             ratio = by_offset[1] / by_offset[0]
             assert 0.85 < ratio < 1.15 and by_offset[0] > 0, run  # every seed: 0.92 to 1.0
@@ -321,6 +408,7 @@ def test_the_study_is_deterministic_and_its_runs_are_the_trainings(study):
             **positions.SHORT_RECIPE, position="rope", seed=2
         )
     assert result.phase_change_step() == run.phase_change
+    assert result.converged_step() == run.converged_step == len(result.accuracy_curve)
     model = result.model()
     tokens, periods = result.evaluation_batch()
     assert induction.accuracy_with_ablation(model, tokens, periods) == run.accuracy

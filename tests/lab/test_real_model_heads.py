@@ -62,6 +62,24 @@ def test_zero_ablation_equals_zeroing_the_out_proj_columns(model):
     torch.testing.assert_close(hooked, edited, rtol=1e-5, atol=1e-5)
 
 
+def test_rerunning_from_the_first_ablated_block_equals_the_full_forward(model):
+    """ablated_token_losses starts at the first ablated block on the clean streams: the same
+    losses, bit for bit, as the whole model run with the same heads ablated."""
+    tokens = torch.tensor([[1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]])  # (1, 8)
+    streams = lab.clean_streams(model, tokens)
+    assert len(streams) == model.config.num_layers + 1
+    for heads in ([], [(17, 3)], [(5, 1), (18, 6)]):
+        with torch.no_grad(), lab.ablate_heads(model, heads):
+            expected = model.token_losses(tokens)  # (1, 7)
+        got = lab.ablated_token_losses(model, streams, tokens, heads)
+        assert torch.equal(got, expected), heads
+    # the streams of other tokens would silently give another input's losses
+    with pytest.raises(ValueError, match="clean_streams"):
+        lab.ablated_token_losses(model, streams[:-1], tokens, [(17, 3)])
+    with pytest.raises(ValueError, match="clean_streams"):
+        lab.ablated_token_losses(model, streams, tokens[:, :5], [(17, 3)])
+
+
 def test_the_hook_is_removed_and_changes_the_output(model):
     tokens = torch.tensor([[1000, 2000, 3000, 4000, 5000, 6000]])  # (1, 6)
     with torch.no_grad():
@@ -150,6 +168,41 @@ def test_pearson_and_overlap():
 
 
 # -- the findings ---------------------------------------------------------------------------------
+
+
+def test_every_equal_grouping_once_and_the_grouped_query_split_first():
+    from math import factorial
+
+    for heads, groups in ((9, 3), (6, 2), (6, 3), (4, 2)):
+        splits = lab.equal_groupings(heads, groups)
+        size = heads // groups
+        assert len(splits) == factorial(heads) // (factorial(size) ** groups * factorial(groups))
+        # each split once, as a set of groups (the labels' order does not matter)
+        as_sets = {frozenset(frozenset(torch.nonzero(s == g).flatten().tolist())
+                             for g in range(groups)) for s in splits}
+        assert len(as_sets) == len(splits)
+        assert all(torch.bincount(s).tolist() == [size] * groups for s in splits)
+        assert splits[0].tolist() == [h // size for h in range(heads)]
+    with pytest.raises(ValueError, match="num_groups"):
+        lab.equal_groupings(9, 2)
+
+
+def test_grouping_gaps_match_group_similarities_and_rank_a_planted_grouping():
+    generator = torch.Generator().manual_seed(0)
+    similarity = torch.rand(9, 9, generator=generator)
+    similarity = (similarity + similarity.T) / 2  # (9, 9), symmetric
+    splits = lab.equal_groupings(9, 3)
+    gaps = lab.grouping_gaps(similarity, splits)  # (280,)
+    within, across = lab.group_similarities(similarity, 3)
+    assert gaps[0].item() == pytest.approx(within - across, abs=1e-6)
+    # heads of one key/value group made alike: the true split has the largest gap of all
+    planted = similarity.clone()
+    for g in range(3):
+        planted[3 * g : 3 * g + 3, 3 * g : 3 * g + 3] += 0.5
+    planted_gaps = lab.grouping_gaps(planted, splits)
+    assert int(planted_gaps.argmax()) == 0 and (planted_gaps >= planted_gaps[0]).sum() == 1
+    with pytest.raises(ValueError, match="label the 9 heads"):
+        lab.grouping_gaps(similarity, [torch.zeros(8, dtype=torch.long)])
 
 
 def test_at_least_three_induction_heads(scores):

@@ -28,6 +28,7 @@ Layers and heads are numbered from 0. The random tokens never include the 17 con
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 
@@ -39,7 +40,9 @@ from mha_ref.tutorial.cache import cached
 __all__ = [
     "ABLATION_MODES",
     "ablate_heads",
+    "ablated_token_losses",
     "attribution_effects",
+    "clean_streams",
     "copy_losses",
     "exact_effects",
     "first_token_scores",
@@ -51,7 +54,9 @@ __all__ = [
     "icl_score",
     "icl_scores",
     "icl_windows",
+    "equal_groupings",
     "group_similarities",
+    "grouping_gaps",
     "pattern_similarity",
     "sinks_analysis",
     "interventions_analysis",
@@ -567,6 +572,80 @@ def _second_copy_loss(logits: torch.Tensor, repeated: torch.Tensor) -> torch.Ten
     return next_token_losses(logits, repeated)[:, half_len:].mean()
 
 
+def clean_streams(model, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """The residual stream entering each block, and leaving the last, with nothing ablated.
+
+    An ablation in block ``l`` leaves blocks ``0 .. l - 1`` as they were, so a run with it can
+    start from ``streams[l]`` (:func:`ablated_token_losses`); the result is the same, bit for
+    bit, as a full forward pass, which runs the same blocks on the same tensors.
+
+    Args:
+        model: a loaded ``SmolLM2`` (no ablation in force).
+        tokens: ``(batch, seq_len)`` (or ``(seq_len,)``) torch.long token ids.
+
+    Returns:
+        list[torch.Tensor]: ``num_layers + 1`` tensors ``(batch, seq_len, embed_dim)``
+        float32; entry ``l`` enters block ``l``, the last leaves the last block.
+
+    Raises:
+        TypeError, ValueError: as the model's ``embed`` (ids out of range, too long).
+
+    Source:
+        The residual stream view of a transformer (Elhage et al. 2021, "A Mathematical
+        Framework for Transformer Circuits"); the forward pass is the model's own.
+    """
+    with torch.no_grad():
+        residual = model.embed(tokens)  # (batch, seq_len, embed_dim)
+        streams = [residual]
+        for layer in range(model.config.num_layers):
+            residual, _ = model.run_layers(residual, layer, layer + 1)
+            streams.append(residual)  # stream entering block layer + 1
+    return streams
+
+
+def ablated_token_losses(
+    model, streams: list[torch.Tensor], tokens: torch.Tensor, heads, *, mode: str = "zero",
+    means=None,
+) -> torch.Tensor:
+    """Next-token losses with ``heads`` ablated, rerunning only the blocks from the first
+    ablated one on the clean streams of :func:`clean_streams`.
+
+    Args:
+        model: a loaded ``SmolLM2``.
+        streams: ``clean_streams(model, tokens)``.
+        tokens: ``(batch, seq_len)`` torch.long, the ids the streams were computed from.
+        heads: ``(block, head)`` pairs to ablate (none: the clean losses).
+        mode, means: Keyword-only; as :func:`ablate_heads`.
+
+    Returns:
+        torch.Tensor: ``(batch, seq_len - 1)`` float32, nats; entry ``t`` is the loss of
+        predicting token ``t + 1`` (as the model's ``token_losses``, equal to it bit for bit).
+
+    Raises:
+        ValueError: if ``streams`` does not hold ``num_layers + 1`` streams of ``tokens``'
+            batch and length, or as :func:`ablate_heads`.
+
+    Source:
+        Michel et al. 2019, arXiv:1905.10650, Sec. 2 (head masking).
+    """
+    from mha_ref.tutorial.smollm2.model import next_token_losses
+
+    tokens = model.check_tokens(tokens, min_len=2)  # (batch, seq_len)
+    expected = (tokens.shape[0], tokens.shape[1], model.config.embed_dim)
+    if len(streams) != model.config.num_layers + 1 or tuple(streams[0].shape) != expected:
+        raise ValueError(
+            f"streams must be clean_streams(model, tokens): {model.config.num_layers + 1} "
+            f"tensors of shape {expected}; got {len(streams)} of shape "
+            f"{tuple(streams[0].shape) if streams else None}. Compute them with "
+            "clean_streams(model, tokens) for these tokens."
+        )
+    heads = list(heads)
+    first = min((layer for layer, _ in heads), default=model.config.num_layers)
+    with torch.no_grad(), ablate_heads(model, heads, mode=mode, means=means):
+        out, _ = model.run_layers(streams[first], first)  # (batch, seq_len, embed_dim)
+        return next_token_losses(model.unembed(out), tokens)  # (batch, seq_len - 1)
+
+
 def exact_effects(
     model, repeated: torch.Tensor, layers: Sequence[int], *, mode: str = "zero", means=None
 ) -> torch.Tensor:
@@ -595,12 +674,8 @@ def exact_effects(
     """
     _check_repeated(repeated)
     with torch.no_grad():
-        residual = model.embed(repeated)  # (batch, 2n, embed_dim)
-        entering = [residual]
-        for layer in range(model.config.num_layers):
-            residual, _ = model.run_layers(residual, layer, layer + 1)
-            entering.append(residual)  # stream entering block layer + 1
-        clean = _second_copy_loss(model.unembed(residual), repeated)
+        entering = clean_streams(model, repeated)  # num_layers + 1 x (batch, 2n, embed_dim)
+        clean = _second_copy_loss(model.unembed(entering[-1]), repeated)
         effects = torch.zeros(len(layers), model.config.num_heads)  # (window, heads)
         for row, layer in enumerate(layers):
             for head in range(model.config.num_heads):
@@ -777,9 +852,19 @@ def interventions_analysis(num_controls: int = 3) -> dict:
     return cached("smollm2_interventions", arguments, compute)
 
 
-def _losses(model, repeated, text) -> tuple[float, float]:
-    with torch.no_grad():
-        return copy_losses(model, repeated)[1], float(model.token_losses(text).mean())
+def _losses(model, inputs, heads=(), mode="zero", means=None) -> tuple[float, float]:
+    """(second-copy loss, text loss) with ``heads`` ablated; ``inputs`` from :func:`_streamed`."""
+    (repeated, repeated_streams), (text, text_streams) = inputs
+    half_len = repeated.shape[1] // 2
+    copy = ablated_token_losses(model, repeated_streams, repeated, heads, mode=mode, means=means)
+    prose = ablated_token_losses(model, text_streams, text, heads, mode=mode, means=means)
+    return float(copy[:, half_len:].mean()), float(prose.mean())
+
+
+def _streamed(model, *token_sets):
+    """Each ``(batch, seq_len)`` token set with its clean streams."""
+    return [(tokens, clean_streams(model, tokens))
+            for tokens in (model.check_tokens(t, min_len=2) for t in token_sets)]
 
 
 def _interventions(num_controls: int) -> dict:
@@ -790,14 +875,11 @@ def _interventions(num_controls: int) -> dict:
     scores = heads_analysis()["scores"]
     means = head_means(model, text)  # (layers, heads, head_dim), over the real text
     induction = top_heads(scores["induction"], 3)
+    inputs = _streamed(model, repeated, text)  # an ablation reruns the blocks from its own
     single, together = {}, {}
     for mode in ABLATION_MODES:
-        single[mode] = {}
-        for head in induction:
-            with ablate_heads(model, [head], mode=mode, means=means):
-                single[mode][head] = _losses(model, repeated, text)
-        with ablate_heads(model, induction, mode=mode, means=means):
-            together[mode] = _losses(model, repeated, text)
+        single[mode] = {head: _losses(model, inputs, [head], mode, means) for head in induction}
+        together[mode] = _losses(model, inputs, induction, mode, means)
     # the strongest previous-token head in a block before every top induction head
     first_layer = min(layer for layer, _ in induction)
     earlier = scores["previous"].clone()
@@ -826,7 +908,7 @@ def _interventions(num_controls: int) -> dict:
         "seeds": {seed: _seed_ablations(model, seed, induction, previous_head)
                   for seed in OTHER_SEEDS},
         "induction_heads": induction,
-        "clean": _losses(model, repeated, text),
+        "clean": _losses(model, inputs),
         "single": single,
         "together": together,
         "previous_head": previous_head,
@@ -844,9 +926,11 @@ def _seed_ablations(model, seed: int, induction, previous_head) -> dict:
     repeated = random_repeated_tokens(REPEATED["half_len"], REPEATED["batch"], seed=seed,
                                       vocab_size=model.config.vocab_size)  # (2, 100)
 
+    streams = clean_streams(model, repeated)  # an ablation reruns the blocks from its own
+
     def second(heads) -> float:
-        with ablate_heads(model, heads):
-            return copy_losses(model, repeated)[1]
+        losses = ablated_token_losses(model, streams, repeated, heads)  # (2, 2n - 1)
+        return float(losses[:, REPEATED["half_len"]:].mean())
 
     return {
         "clean": second([]),
@@ -1140,6 +1224,92 @@ def group_similarities(similarity: torch.Tensor, num_kv_heads: int) -> tuple[flo
     return float(similarity[same & distinct].mean()), float(similarity[~same].mean())
 
 
+def equal_groupings(num_heads: int, num_groups: int) -> list[torch.Tensor]:
+    """Every way to split ``num_heads`` heads into ``num_groups`` unordered groups of equal size.
+
+    Args:
+        num_heads: heads to split (9 in SmolLM2).
+        num_groups: groups, a divisor of ``num_heads`` with at least 2 heads per group.
+
+    Returns:
+        list[torch.Tensor]: one ``(num_heads,)`` torch.long tensor per split, the group of each
+        head (groups numbered by their smallest head); the first is the grouped-query split,
+        consecutive heads together. ``num_heads! / ((size!)^num_groups * num_groups!)`` of
+        them: 280 for 9 heads in 3 groups.
+
+    Raises:
+        ValueError: unless ``num_groups >= 1`` divides ``num_heads`` into groups of at least 2.
+
+    Source:
+        A permutation null for a grouping (Good 2005, "Permutation, Parametric and Bootstrap
+        Tests of Hypotheses", ch. 3): the statistic under every relabelling of the heads.
+    """
+    if num_groups < 1 or num_heads % num_groups != 0 or num_heads // num_groups < 2:
+        raise ValueError(
+            f"equal_groupings: num_groups must divide num_heads into groups of at least 2 "
+            f"heads, got num_heads={num_heads}, num_groups={num_groups}; SmolLM2 has 9 heads "
+            f"in 3 key/value groups."
+        )
+    size = num_heads // num_groups
+    splits: list[list[list[int]]] = []
+
+    def extend(groups: list[list[int]], left: list[int]) -> None:
+        if not left:
+            splits.append(groups)
+            return
+        first, rest = left[0], left[1:]  # the smallest free head opens the next group
+        for others in itertools.combinations(rest, size - 1):
+            extend(groups + [[first, *others]], [h for h in rest if h not in others])
+
+    extend([], list(range(num_heads)))
+    labels = []
+    for groups in splits:
+        label = torch.empty(num_heads, dtype=torch.long)  # (heads,)
+        for g, members in enumerate(groups):
+            label[members] = g
+        labels.append(label)
+    return labels
+
+
+def grouping_gaps(similarity: torch.Tensor, groupings: list[torch.Tensor]) -> torch.Tensor:
+    """Mean similarity within groups minus across groups, for each grouping of the heads.
+
+    Args:
+        similarity: ``(num_heads, num_heads)`` from :func:`pattern_similarity`.
+        groupings: ``(num_heads,)`` group labels each, as :func:`equal_groupings` returns.
+
+    Returns:
+        torch.Tensor: ``(len(groupings),)`` float64, the within minus across gap of each.
+
+    Raises:
+        ValueError: if a grouping does not label every head, or leaves no pair within or
+            across groups.
+
+    Source:
+        As :func:`group_similarities`, for any split of the heads instead of the grouped-query
+        one.
+    """
+    num_heads = similarity.shape[0]
+    distinct = ~torch.eye(num_heads, dtype=torch.bool)  # (heads, heads)
+    gaps = []
+    for label in groupings:
+        if label.shape != (num_heads,):
+            raise ValueError(
+                f"grouping_gaps: each grouping must label the {num_heads} heads, got shape "
+                f"{tuple(label.shape)}; use equal_groupings({num_heads}, num_groups)."
+            )
+        same = label[:, None] == label[None, :]  # (heads, heads)
+        within, across = similarity[same & distinct], similarity[~same]
+        if within.numel() == 0 or across.numel() == 0:
+            raise ValueError(
+                "grouping_gaps: a grouping needs a pair within a group and a pair across "
+                "groups; use equal_groupings(num_heads, num_groups) with 2 or more groups of "
+                "2 or more heads."
+            )
+        gaps.append(within.double().mean() - across.double().mean())
+    return torch.stack(gaps)  # (groupings,)
+
+
 def _matched_controls(
     chosen: Sequence[tuple[int, int]], num_heads: int, excluded: set, draws: int, seed: int
 ) -> list[list[tuple[int, int]]]:
@@ -1180,6 +1350,11 @@ def sinks_analysis(num_ablated: int = 9, draws: int = 3, induction_max: float = 
     Returns:
         dict: ``"within"``, ``"across"`` ``(num_layers,)``, and ``"within_no_first"``,
         ``"across_no_first"``, the same with token 0 dropped from the keys and queries;
+        ``"null_no_first"``: against every split of the heads into equal groups
+        (:func:`equal_groupings`), token 0 dropped, ``"groupings"`` (how many),
+        ``"chance_more_alike"`` ``(num_layers,)`` (the share of splits more alike within than
+        across) and ``"p_value"`` ``(num_layers,)`` (the share at least as alike as the
+        grouped-query split);
         ``"sinks"`` (the sink heads); ``"top_first"`` (the top first-token heads) and
         ``"top_first_induction"`` (those of them above ``induction_max``); ``"controls"``;
         ``"output_norm"`` ``(num_layers, num_heads)``, each head's mean output norm on the
@@ -1208,6 +1383,17 @@ def _sinks(num_ablated: int, draws: int, induction_max: float) -> dict:
                  for w in weights]  # layers x (within, across)
         similarities[f"within{name}"] = torch.tensor([p[0] for p in pairs])  # (layers,)
         similarities[f"across{name}"] = torch.tensor([p[1] for p in pairs])  # (layers,)
+    # the null: every split of the heads into groups of the same size (the first is the true one)
+    groupings = equal_groupings(c.num_heads, c.num_kv_heads)
+    gaps = torch.stack([grouping_gaps(pattern_similarity(w[0, :, 1:, 1:]), groupings)
+                        for w in weights])  # (layers, groupings), token 0 dropped
+    similarities["null_no_first"] = {
+        "groupings": len(groupings),
+        # how often a random split is more alike within than across, per block
+        "chance_more_alike": (gaps > 0).double().mean(dim=1),  # (layers,)
+        # the share of splits whose gap is at least the true split's (itself included)
+        "p_value": (gaps >= gaps[:, :1]).double().mean(dim=1),  # (layers,)
+    }
     outputs = head_outputs(model, text)  # (layers, 1, L, heads, head_dim)
     inductive = scores["induction"] > induction_max  # (layers, heads)
     top_first = top_heads(scores["first"], num_ablated)
