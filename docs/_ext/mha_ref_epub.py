@@ -16,8 +16,13 @@ What an EPUB cannot do, and what it gets instead:
   typesets: MathJax does not run in most readers, and images of formulas would need a TeX
   installation at build time (``sphinx.ext.imgmath``). The source uses the code's names and is
   short; ``mha-epub.css`` sets it apart in a monospace font.
-- **No downloads.** The scripts, notebooks, zips and the wheel stay on the site; a download link
-  becomes its text with the file's name.
+- **No downloads.** The scripts, notebooks, zips and the wheel stay on the site. The book's first
+  page names the site (its address when the build is told it, ``MHA_REF_SITE_URL``; otherwise
+  the repository) and links the repository, the issue tracker and the licence; a download link
+  points there (the file itself when the site's address is known); an example's "go to the end
+  to download" note is left out and its download buttons become one sentence that says where
+  the script and the notebook are. The index's "Reading offline" section, which offers this
+  book, is left out of it.
 - **No font.** The pages declare their language (``zh-CN`` for Chinese) and the reader's device
   draws the text with its own fonts, as for any EPUB; none is embedded.
 
@@ -175,10 +180,115 @@ def _xhtml(html_text: str) -> str:
     return re.sub(r"(<[^>]*\s)tooltip=", r"\1data-tooltip=", html_text)
 
 
+#: the book's first page: where the site is, and where the project lives
+BOOK_NOTE = {
+    "en": ("This book is the offline edition of the mha-ref site: {where}. ",
+           "Source repository", "Report an error or suggest a change", "Licence",
+           "This book is the offline edition of the mha-ref site, built from the project's "
+           "repository, {where}, where the examples' scripts are too. "),
+    "zh_CN": ("本书是 mha-ref 网站的离线版：{where}。",
+              "源代码仓库", "报告错误或提建议", "许可证",
+              "本书是 mha-ref 网站的离线版，由项目仓库 {where} 构建，示例脚本也在那里。"),
+}
+#: the sentence that replaces an example's download buttons in the book: where the site is known
+#: (``MHA_REF_SITE_URL``), its page there; otherwise the script's place in the repository
+EXAMPLE_DOWNLOADS = {
+    "en": ("This example's script ({script}) and notebook ({notebook}) are not in the book: "
+           "download them from its page on the site, ",
+           "This example's script and notebook are not in the book: the script is {source} in "
+           "the project's repository, "),
+    "zh_CN": ("本书不含这个示例的脚本（{script}）和笔记本（{notebook}），请从网站上它的页面下载：",
+              "本书不含这个示例的脚本和笔记本：脚本是项目仓库中的 {source}，仓库地址："),
+}
+#: the same on the examples' index, whose buttons download every example in two zips
+GALLERY_DOWNLOADS = {
+    "en": ("The scripts and notebooks of all the examples, in two zips, are not in the book: "
+           "they are on the site, ",
+           "The scripts of all the examples are not in the book: they are in the folder gallery/"
+           "{lang} of the project's repository, "),
+    "zh_CN": ("本书不含全部示例的脚本和笔记本（两个 zip 文件），它们在网站上：",
+              "本书不含全部示例的脚本：它们在项目仓库的 gallery/{lang} 目录中，仓库地址："),
+}
+#: what the index's section that offers this book is labelled (a page's section ids)
+READING_OFFLINE = "home-reading-offline"
+
+
+def _site(lang: str) -> tuple[str, bool]:
+    """The address the book sends a reader to, and whether it is the site (not the repository)."""
+    import os
+
+    from mha_ref_build.discovery import SITE_URL_VARIABLE, site_address
+
+    return site_address(lang), bool(os.environ.get(SITE_URL_VARIABLE, "").strip())
+
+
+def _offsite(lang: str, path: str) -> str:
+    """The absolute address of ``path`` (relative to the language's root) on the site, when the
+    build is told where the site is; otherwise the repository's."""
+    where, is_site = _site(lang)
+    return posixpath.join(where, path) if is_site else where
+
+
+def _link(text: str, uri: str) -> nodes.reference:
+    return nodes.reference(text, text, refuri=uri, classes=["mha-offsite"])
+
+
+def _book_note(lang: str) -> nodes.paragraph:
+    from mha_ref_build.discovery import project_links
+
+    links = project_links()
+    where, is_site = _site(lang)
+    on_site, repository, issues, licence, from_repository = BOOK_NOTE.get(lang, BOOK_NOTE["en"])
+    intro = on_site if is_site else from_repository
+    before, after = intro.split("{where}")
+    para = nodes.paragraph(classes=["mha-book-note"])
+    para += [nodes.Text(before), _link(where, where), nodes.Text(after)]
+    para += [_link(repository, links["repository"]), nodes.Text(" · "),
+             _link(issues, links["issues"]), nodes.Text(" · "),
+             nodes.Text(licence + ("：" if lang == "zh_CN" else ": ")),
+             _link(links["license_name"], links["license"])]
+    return para
+
+
+def _example_downloads(lang: str, docname: str) -> nodes.paragraph:
+    name = docname.rsplit("/", 1)[-1]
+    _, is_site = _site(lang)
+    which = 0 if is_site else 1
+    if name.startswith("plot_"):
+        text = EXAMPLE_DOWNLOADS.get(lang, EXAMPLE_DOWNLOADS["en"])[which].format(
+            script=f"{name}.py", notebook=f"{name}.ipynb", source=f"gallery/{lang}/{name}.py"
+        )
+    else:
+        text = GALLERY_DOWNLOADS.get(lang, GALLERY_DOWNLOADS["en"])[which].format(lang=lang)
+    uri = _offsite(lang, f"{docname}.html")
+    para = nodes.paragraph(classes=["mha-book-downloads"])
+    para += [nodes.Text(text), _link(uri, uri), nodes.Text("。" if lang == "zh_CN" else ".")]
+    return para
+
+
 def _epub_doctree(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     """In the EPUB build only: leave out what needs a script or points at the site's files."""
     if not _is_epub(app):
         return
+    lang = app.config.language or "en"
+    if docname == app.config.root_doc:
+        # the first page names the site and links the project; the section that offers the
+        # book is not in it
+        for section in list(doctree.findall(nodes.section)):
+            if READING_OFFLINE in section["ids"] or READING_OFFLINE in section["names"]:
+                section.parent.remove(section)
+        title = next(iter(doctree.findall(nodes.title)), None)
+        if title is not None:
+            title.parent.insert(title.parent.index(title) + 1, _book_note(lang))
+    # sphinx-gallery's "go to the end to download" note has nothing to go to in the book
+    for note in list(doctree.findall(nodes.Element)):
+        if "sphx-glr-download-link-note" in note.get("classes", []):
+            note.parent.remove(note)
+    # the download buttons: one sentence that says where the script and notebook are
+    for footer in list(doctree.findall(nodes.container)):
+        if "sphx-glr-footer" in footer.get("classes", []):
+            # not replace_self: it would give the sentence the buttons' classes
+            footer.parent.replace(footer, _example_downloads(lang, docname))
     for raw in list(doctree.findall(nodes.raw)):
         if "html" not in raw.get("format", "").split():
             continue
@@ -190,13 +300,16 @@ def _epub_doctree(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     for link in list(doctree.findall(nodes.reference)):
         if "mha-epub" in link.get("classes", []):
             link.replace_self(nodes.inline(link.astext(), link.astext()))
-    # downloads (scripts, notebooks, zips, the wheel) are not in the book: their name stays
+    # downloads (scripts, notebooks, zips, the wheel) are not in the book: their link goes to
+    # the file on the site when its address is known, else to the repository
     for download in list(doctree.findall(addnodes.download_reference)):
-        download.replace_self(nodes.inline(download.astext(), download.astext()))
+        target = f"_downloads/{download['filename']}" if download.get("filename") else docname
+        download.replace_self(_link(download.astext(), _offsite(lang, target)))
     # the package's wheel, linked by the mha-wheel role (mha_ref_course)
     for link in list(doctree.findall(nodes.reference)):
         if "mha-wheel" in link.get("classes", []):
-            link.replace_self(nodes.inline(link.astext(), link.astext()))
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(docname), link["refuri"]))
+            link.replace_self(_link(link.astext(), _offsite(lang, target)))
     # sphinx-gallery writes a figure's alt text into its <img> as it is ("causal & padding"):
     # an HTML parser forgives that, the XML parser of an EPUB reader does not
     from sphinx_gallery.directives import imgsgnode

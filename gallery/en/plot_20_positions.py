@@ -483,8 +483,9 @@ for position in LEARNERS:
 # predicted; they learn part of the task another way, and are still learning at the cap. The
 # other three converge on every seed, and none of them escapes example 10's fall: learned,
 # sinusoidal and rotary positions all fall when the copies are further apart than in training,
-# on 5 of 5 converged runs each. So the learned position embedding is not what limits example
-# 10's model: rotary positions, which see only distances, fall too. What the three share is
+# on 5 of 5 converged runs each. So the learned position embedding is not needed for the fall:
+# rotary positions, which see only distances, fall too (retrained with this page's recipe, not
+# example 10's). What the three share is
 # that layer 2's search uses position: with its queries and keys computed without positions,
 # accuracy falls less from inside the trained range and is higher at the largest distance, on
 # every converged run, at some cost at the shortest distances. Training on distances 3 to 10
@@ -495,8 +496,10 @@ for position in LEARNERS:
 # on the lowest), less at 40 (0.746 in the mean, with one run at 0.491). Sinusoidal positions
 # run them too, and lose most of their accuracy already at 30 tokens (0.344 in the mean of 5),
 # on every run.
-# Being able to run longer sequences does not make them right: a distance never seen in
-# training is as new to a rotary head as a position never seen is to a learned table.
+# Being able to run longer sequences does not make them right: at 40 tokens a rotary head meets
+# query-key distances beyond any in training, and the causal layers' own position signal (the
+# size of a causal mean, above) leaves its trained range too; which of the two costs the
+# accuracy is not measured here.
 #
 # The cost of the rotation itself at the size of a real layer is measured in ``nox -s bench``
 # (attention with RoPE against without).

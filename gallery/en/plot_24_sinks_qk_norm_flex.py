@@ -112,11 +112,11 @@ for variant, count in stopped.items():
 # (:func:`mha_ref.tutorial.training.train`'s loop) for 400 steps, three seeds, with the attention
 # computed explicitly from the same parameters; the only change between the two arms is a
 # :class:`mha_ref.QKNorm` (LayerNorm, as in Dehghani et al. 2023) on the queries and keys, plus
-# that LayerNorm's learnable gains and biases, which the second arm trains too. Both arms run at
-# a learning rate of ``3e-2`` and again at ``1e-2``. Beside the accuracy, the table gives the
-# head's mean attention entropy over the evaluation batch, in nats: 0 when every query puts all
-# its weight on one key (a saturated softmax), at most the printed maximum when the weight is
-# spread evenly over the keys it may see.
+# that LayerNorm's learnable gains and biases, which the second arm trains too. Both arms run at a
+# learning rate of ``3e-2`` and again at ``1e-2``. Beside the accuracy, the table gives the head's
+# mean attention entropy over a fixed probe batch (queries from position 2 on), in nats: 0 when
+# every query puts all its weight on one key (a saturated softmax), at most the printed maximum
+# when the weight is spread evenly over the keys it may see.
 
 qk_rows, solved, entropy, max_entropy = [], {}, {}, 0.0
 for lr in (3e-2, 1e-2):
@@ -135,13 +135,16 @@ for lr in (3e-2, 1e-2):
           f"and {entropy[lr, True]:.3f} nats")
 
 # %%
-# Read the entropy column with the accuracy. A run whose entropy is near 0 has a softmax that
-# saturated: each query copies one key, the gradient through the softmax vanishes, and the run
-# stays where it is. That is the failure QK-norm was introduced against (Dehghani et al. 2023;
-# Wortsman et al. 2023 reproduce it at small scale with a high learning rate): normalising the
-# queries and keys bounds the logits, so the softmax keeps a spread. The lower learning rate is
-# the control: if the arms differ there too, QK-norm changes more than the saturation; if they do
-# not, the benefit at ``3e-2`` is the saturation alone. The last two lines give both comparisons
+# Read the entropy column with the accuracy. A run whose entropy is near 0 has a softmax that ended
+# saturated: each query copies one key, and through a saturated softmax the gradient is near zero,
+# so little pushes the run out of it (the table shows the end of each run, not when it saturated).
+# That is the failure QK-norm was introduced against (Dehghani et al. 2023; Wortsman et al. 2023
+# reproduce it at small scale with a high learning rate): normalising the queries and keys bounds
+# the logits (up to the LayerNorm's trained gains), so the softmax keeps a spread. The lower
+# learning rate is the control: if the arms differ there too, QK-norm changes more than the
+# saturation; if they do not, the benefit at ``3e-2`` is consistent with QK-norm acting through the
+# saturation (three seeds per cell; a LayerNorm on the queries and keys also changes their
+# effective step size, which this page does not separate). The last two lines give both comparisons
 # for this build's runs.
 
 # %%

@@ -67,13 +67,19 @@ significant = (null["p_value"] <= 0.05).nonzero().flatten().tolist()
 print(f"把 {config.num_heads} 个头分成 {config.num_kv_heads} 组的全部分法："
       f"{null['groupings']} 种；随机分组平均在 "
       f"{null['chance_more_alike'].sum():.1f} / {config.num_layers} 个块里组内更相像")
+print(f"（每个块用同一种分法时）组内更相像的块数不少于键/值分组的分法所占比例："
+      f"{null['count_p_value']:.4f}")
 print(f"键/值分组落在最相像的 5 % 分法之内的块：{len(significant)} / "
       f"{config.num_layers}：{significant}")
+print(f"其中在 5 % 错误发现率下保留的块（对 {config.num_layers} 个块做 Benjamini-Hochberg 校正）："
+      f"{len(null['fdr_blocks'])}：{null['fdr_blocks']}")
 
 # %%
 # 不论算不算首词元，在大多数块里，共用键和值的头都比不共用的更相像，但差距很小：键是共用的，三个查询
-# 仍然可以看向不同的地方。零假设说明了这个块数里有多少来自分组本身：随机分组也会在打印出的那么多个块里
-# 显得"更相像"，而真实分组只在列出的那些块里明显超出随机分组。有一组显示了它们能分开多远：最强归纳头所在的那一组。
+# 仍然可以看向不同的地方。这个块数超出了偶然：零假设的第一行是能达到它的分法在全部分法中所占的比例（分组
+# 查询注意力的分法本身就是其中之一，所以这个比例至少是打印出的分法总数分之一）。逐个块看，检验就弱一些：
+# 列出的块通过了未经校正的 5 % 检验，最后一行保留其中经过错误发现率校正仍然通过的块；两个列表里都没有的块，
+# 并不说明它与随机分组没有差别：分法只有这么多，没有哪个块能通过像 Bonferroni 那样严格的校正。有一组显示了它们能分开多远：最强归纳头所在的那一组。
 
 layer, head = top_heads(scores["induction"], 1)[0]
 group = head // (config.num_heads // config.num_kv_heads)

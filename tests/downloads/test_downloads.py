@@ -21,6 +21,13 @@ a script and its notebook: :func:`test_the_script_and_the_notebook_hold_the_same
 
 The common-errors example shows real errors with a context manager that catches and prints them
 (sphinx-gallery 0.22 has no expected-error marker), so every download runs to its end.
+
+**The run-time hints.** Each page says how long its example runs ("under half a minute"), from
+``run_s`` in ``docs/_ext/course.toml``: what a reader who runs that one download, cold (no
+cache, as here), waits for. Each run here measures its CPU seconds (user + system, of the
+process and its children: one thread each, so about the wall time of a run alone) and fails
+when they fall in another band than ``run_s`` says, naming the figure to write there; the
+measurements are kept in ``build/timings/downloads/``.
 """
 
 from __future__ import annotations
@@ -28,13 +35,16 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import zipfile
 from importlib import metadata
 from pathlib import Path
+from time import perf_counter
 from urllib.parse import unquote, urlparse
 
 import pytest
@@ -63,6 +73,49 @@ TIMING_LINE = re.compile(r"^\s*\[timing\]")
 _OUTPUT_BLOCK = re.compile(
     r"\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n(.*?)(?=\n\S|\Z)", re.S
 )
+
+
+#: the bands the pages print a run time in, by their upper limit in seconds (the last has none):
+#: ``_WORDS[lang]["run"]`` in ``docs/_ext/mha_ref_build/course_path.py``, which
+#: ``tests/pages/test_course_path.py`` checks against this
+RUN_BANDS = (5, 30, 90)
+#: a measured time this far past a band's limit (or short of the band below's) fails: a run
+#: near a limit does not flip the test from one machine's load to the next
+RUN_BAND_SLACK = 1.25
+COURSE_FILE = ROOT / "docs" / "_ext" / "course.toml"
+COLD_TIMES = ROOT / "build" / "timings" / "downloads"
+
+
+def run_band(seconds: float) -> int | None:
+    """The band ``seconds`` falls in: the upper limit of its band, ``None`` above the last."""
+    return next((limit for limit in RUN_BANDS if seconds <= limit), None)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def assert_run_time_as_its_page_says(download: Path, cpu_s: float, wall_s: float) -> None:
+    """The cold run took about as long as ``run_s`` in ``course.toml`` says, the figure the
+    pages print as a band; the measurement is written to ``build/timings/downloads/``."""
+    import tomllib
+
+    name = download.stem
+    COLD_TIMES.mkdir(parents=True, exist_ok=True)
+    record = {"download": _ids([download])[0], "cpu_s": round(cpu_s, 1), "wall_s": round(wall_s, 1)}
+    (COLD_TIMES / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    run_s = tomllib.loads(COURSE_FILE.read_text(encoding="utf-8"))[name]["run_s"]
+    said = run_band(run_s)
+    below = max((limit for limit in RUN_BANDS if said is None or limit < said), default=0)
+    too_long = said is not None and cpu_s > said * RUN_BAND_SLACK
+    too_short = cpu_s < below / RUN_BAND_SLACK
+    assert not (too_long or too_short), (
+        f"{record['download']}: a cold run took {cpu_s:.0f} s of CPU ({wall_s:.0f} s wall), "
+        f"but course.toml [{name}] run_s = {run_s} puts it in the band up to "
+        f"{said if said is not None else 'more than ' + str(RUN_BANDS[-1])} s that its page "
+        f"prints; set run_s = {math.ceil(cpu_s)}"
+    )
 
 
 def example_number(path: Path) -> int:
@@ -323,6 +376,7 @@ def _printed_by_notebook(document) -> str:
 
 @pytest.mark.parametrize("script", SCRIPTS_RUN, ids=_ids(SCRIPTS_RUN))
 def test_script_runs_and_prints_what_its_page_printed(script, tmp_path):
+    cpu, start = _children_cpu(), perf_counter()
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
@@ -332,8 +386,10 @@ def test_script_runs_and_prints_what_its_page_printed(script, tmp_path):
         text=True,
         timeout=600,  # catches a hang; a slow machine must not fail it
     )
+    cpu, wall = _children_cpu() - cpu, perf_counter() - start
     assert done.returncode == 0, f"{script.name} failed:\n{done.stdout[-4000:]}"
     assert_prints_as_its_page(script, done.stdout)
+    assert_run_time_as_its_page_says(script, cpu, wall)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS_RUN, ids=_ids(NOTEBOOKS_RUN))
@@ -356,5 +412,27 @@ def test_notebook_runs_and_prints_what_its_page_printed(notebook, tmp_path):
     # the kernel inherits this process's environment: the same thread caps as the scripts get
     for name in ("OMP_NUM_THREADS", "MHA_REF_MAX_THREADS", "MPLBACKEND"):
         os.environ[name] = _env()[name]
-    client.execute()
+    cpu, start = _children_cpu(), perf_counter()
+    client.execute()  # the kernel, a child process, is shut down and waited for at the end
+    cpu, wall = _children_cpu() - cpu, perf_counter() - start
     assert_prints_as_its_page(notebook, _printed_by_notebook(document))
+    assert_run_time_as_its_page_says(notebook, cpu, wall)
+
+
+def test_the_run_time_check_fails_on_a_hint_a_cold_run_does_not_keep(tmp_path, monkeypatch):
+    """Example 18's notebook ran cold for 134 s of CPU here (nox -s downloads): "under half a
+    minute" (run_s = 18, the build's cached run) must fail and name the figure; the band
+    course.toml says now must pass."""
+    import tomllib
+
+    monkeypatch.setattr(sys.modules[__name__], "COLD_TIMES", tmp_path)
+    download = HTML / "en" / "_downloads" / "0" / "plot_18_grouped_heads_and_sinks.ipynb"
+    assert_run_time_as_its_page_says(download, 133.6, 185.5)  # the band run_s says
+    assert json.loads((tmp_path / f"{download.stem}.json").read_text())["cpu_s"] == 133.6
+    course = tomllib.loads(COURSE_FILE.read_text(encoding="utf-8"))
+    too_short = {**course, download.stem: {**course[download.stem], "run_s": 18}}
+    monkeypatch.setattr(tomllib, "loads", lambda text: too_short)
+    with pytest.raises(AssertionError, match=r"set run_s = 134"):
+        assert_run_time_as_its_page_says(download, 133.6, 185.5)
+    with pytest.raises(AssertionError, match=r"set run_s = 2\b"):  # and a hint far too long
+        assert_run_time_as_its_page_says(download, 1.5, 2.0)

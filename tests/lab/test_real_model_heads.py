@@ -205,6 +205,20 @@ def test_grouping_gaps_match_group_similarities_and_rank_a_planted_grouping():
         lab.grouping_gaps(similarity, [torch.zeros(8, dtype=torch.long)])
 
 
+def test_benjamini_hochberg_on_a_worked_example():
+    """Benjamini & Hochberg's step-up rule by hand: m = 5, rate 0.05, thresholds 0.01 .. 0.05;
+    the largest rank under its threshold is 3 (0.03 <= 0.03; 0.045 > 0.04), so the three
+    smallest are kept,
+    although the second (0.025) is above its own threshold (0.02)."""
+    p_values = torch.tensor([0.045, 0.005, 0.03, 0.9, 0.025])  # sorted: .005 .025 .03 .045 .9
+    assert lab.benjamini_hochberg(p_values, 0.05) == [1, 2, 4]
+    assert lab.benjamini_hochberg(torch.tensor([0.2, 0.5]), 0.05) == []
+    with pytest.raises(ValueError, match="rate"):
+        lab.benjamini_hochberg(p_values, 1.5)
+    with pytest.raises(ValueError, match="p_values"):
+        lab.benjamini_hochberg(torch.tensor([1.5]), 0.05)
+
+
 def test_at_least_three_induction_heads(scores):
     # measured: 7 heads above 0.5, the best (18, 6) at 0.90
     assert int((scores["induction"] > 0.5).sum()) >= 3

@@ -97,6 +97,24 @@ def _text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_downloads_run_time_check_uses_the_pages_bands(lang):
+    """``nox -s downloads`` checks each cold run against ``run_s`` by the bands the pages print
+    (``RUN_BANDS`` in tests/downloads/test_downloads.py)."""
+    import ast
+
+    source = (ROOT / "tests" / "downloads" / "test_downloads.py").read_text(encoding="utf-8")
+    assigned = {
+        node.targets[0].id: node.value
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    bands = ast.literal_eval(assigned["RUN_BANDS"])
+    for key in ("run", "run_short"):
+        limits = tuple(k for k in course_ext._WORDS[lang][key] if k is not None)
+        assert limits == bands, (key, limits, bands)
+
+
 @pytest.mark.built_site
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_example_page_shows_its_tier_needs_and_times(lang):

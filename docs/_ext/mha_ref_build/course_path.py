@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.errors import ExtensionError
@@ -220,15 +221,52 @@ def html_escape(text: str) -> str:
     return html.escape(text, quote=True)
 
 
-class CoursePath(SphinxDirective):
-    """``{mha-course-path}``: a table of every example with its tier, prerequisites, reading
-    time and run time, core tier first. Built as nodes, so that it reads the same from a MyST
-    page and from a reST one."""
+#: what separates an example's link from its description in the directive's list
+_DESCRIPTION_DASH = re.compile(r"^\s*(?:——|—|-)\s*")
+_EXAMPLE_TARGET = re.compile(r"^sphx_glr_auto_examples_(?P<name>plot_\d+_\w+)\.py$")
 
-    has_content = False
+
+def example_descriptions(items: nodes.Element) -> dict[str, list[nodes.Node]]:
+    """Each example's one-line description, from the parsed content of ``mha-course-path``: a
+    list whose items are ``{ref}`sphx_glr_auto_examples_plot_NN_x.py` — what it shows``. The
+    nodes after the link, without the dash, by example name.
+
+    Raises:
+        ValueError: an item that does not start with a link to an example, or two for one.
+    """
+    found: dict[str, list[nodes.Node]] = {}
+    for item in items.findall(nodes.list_item):
+        para = item.next_node(nodes.paragraph)
+        children = list(para.children) if para is not None else []
+        first = children[0] if children else None
+        is_link = isinstance(first, addnodes.pending_xref)
+        match = _EXAMPLE_TARGET.match(first.get("reftarget", "")) if is_link else None
+        if match is None:
+            raise ValueError(
+                f"an item of the course path's list does not start with a link to an example: "
+                f"{item.astext()[:80]!r}"
+            )
+        rest = [child.deepcopy() for child in children[1:]]
+        if rest and isinstance(rest[0], nodes.Text):
+            text = _DESCRIPTION_DASH.sub("", str(rest[0]))
+            rest[0] = nodes.Text(text)
+        if match["name"] in found:
+            raise ValueError(f"the course path's list describes {match['name']} twice")
+        found[match["name"]] = rest
+    return found
+
+
+class CoursePath(SphinxDirective):
+    """``{mha-course-path}``: a table of every example with its one-line description, tier,
+    prerequisites, reading time and run time, core tier first; the one list of the examples on
+    the index pages. Its content is a list, one item per example:
+    ``{ref}`sphx_glr_auto_examples_plot_01_shapes.py` — what it shows`` (parsed as the page's
+    own markup). Built as nodes, so that it reads the same from a MyST page and from a reST one.
+    """
+
+    has_content = True
 
     def _ref(self, name: str, text: str | None = None):
-        from sphinx import addnodes
 
         node = addnodes.pending_xref(
             "",
@@ -247,7 +285,20 @@ class CoursePath(SphinxDirective):
         course, words = load_course(), _WORDS[lang]
         self.env.note_dependency(str(COURSE_FILE))
         names = {example_number(n): n for n in course}
-        widths = (40, 12, 20, 12, 16)
+        parsed = nodes.container()
+        self.state.nested_parse(self.content, self.content_offset, parsed)
+        try:
+            descriptions = example_descriptions(parsed)
+        except ValueError as error:
+            raise self.error(str(error)) from None
+        missing = sorted(set(course) - set(descriptions))
+        unknown = sorted(set(descriptions) - set(course))
+        if missing or unknown:
+            raise self.error(
+                f"mha-course-path: every example needs one description in the directive's list; "
+                f"missing: {missing or 'none'}, not an example: {unknown or 'none'}"
+            )
+        widths = (52, 10, 14, 10, 14)
         table = nodes.table(classes=["mha-course-path"])
         group = nodes.tgroup(cols=len(widths))
         table += group
@@ -274,9 +325,16 @@ class CoursePath(SphinxDirective):
                     if i:
                         needs.append(nodes.Text(", " if lang == "en" else "、"))
                     needs.append(self._ref(names[need], str(need)))
+                title = nodes.strong()
+                title += self._ref(name)
+                description = nodes.inline(classes=["mha-course-description"])
+                shown = list(descriptions[name])
+                if lang == "en" and shown and isinstance(shown[0], nodes.Text):  # a sentence
+                    shown[0] = nodes.Text(str(shown[0])[:1].upper() + str(shown[0])[1:])
+                description += shown
                 body += row(
                     [
-                        [self._ref(name)],
+                        [title, nodes.Text(" "), description],
                         words["tier"][tier],
                         needs or "—",
                         words["min"].format(n=entry["read_min"]),

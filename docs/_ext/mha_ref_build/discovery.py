@@ -11,6 +11,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from mha_ref_build import ROOT
 from mha_ref_build.chinese_text import _CJK, _CJK_LINE_BREAK, _FULL_WIDTH
 from mha_ref_build.course_path import html_escape
 from mha_ref_build.notebooks import RST_ROLE, role_to_code
@@ -39,8 +40,43 @@ _NOT_FOUND = {
 }
 
 
+#: the keys of ``[project.urls]`` in ``pyproject.toml`` that the site and the book link
+PROJECT_URL_KEYS = ("Repository", "Issues", "License")
+
+
+def project_links() -> dict[str, str]:
+    """Where the project lives, from one place, ``[project.urls]`` in ``pyproject.toml``: its
+    ``Repository``, its ``Issues`` tracker and its ``License`` file (lower-case keys), and the
+    licence's name (``project.license``, ``MIT``) as ``license_name``.
+
+    Raises:
+        ValueError: a key of :data:`PROJECT_URL_KEYS` is missing or not an ``https://`` address.
+    """
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    urls = project.get("urls", {})
+    bad = [k for k in PROJECT_URL_KEYS if not str(urls.get(k, "")).startswith("https://")]
+    if bad:
+        raise ValueError(
+            f"pyproject.toml [project.urls]: {', '.join(bad)} missing or not an https:// address; "
+            f"the site's footer and the EPUB link {', '.join(PROJECT_URL_KEYS)}"
+        )
+    return {**{k.lower(): urls[k] for k in PROJECT_URL_KEYS}, "license_name": project["license"]}
+
+
+def site_address(lang: str) -> str:
+    """The address a reader of the book is sent to: the site's language folder when the build
+    is told where the site is published (``MHA_REF_SITE_URL``), else the repository."""
+    site_url = os.environ.get(SITE_URL_VARIABLE, "").rstrip("/")
+    return f"{site_url}/{lang}/" if site_url else project_links()["repository"]
+
+
 def _configure_discovery(app: Sphinx, config: Config) -> None:
     lang = config.language or "en"
+    # the footer's links to the repository, the issue tracker and the licence
+    # (docs/_templates/build-provenance.html)
+    config.html_context = {**config.html_context, "project_links": project_links()}
     site_url = os.environ.get(SITE_URL_VARIABLE, "").rstrip("/")
     config.ogp_site_name = config.project
     config.ogp_type = "website"

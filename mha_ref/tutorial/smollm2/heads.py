@@ -42,6 +42,7 @@ __all__ = [
     "ablate_heads",
     "ablated_token_losses",
     "attribution_effects",
+    "benjamini_hochberg",
     "clean_streams",
     "copy_losses",
     "exact_effects",
@@ -1310,6 +1311,46 @@ def grouping_gaps(similarity: torch.Tensor, groupings: list[torch.Tensor]) -> to
     return torch.stack(gaps)  # (groupings,)
 
 
+def benjamini_hochberg(p_values: torch.Tensor, rate: float) -> list[int]:
+    """The tests that a Benjamini-Hochberg procedure keeps at false-discovery rate ``rate``.
+
+    Sort the ``m`` p-values, find the largest rank ``k`` with ``p_(k) <= k * rate / m``, and
+    keep the tests of the ``k`` smallest.
+
+    Args:
+        p_values: ``(m,)`` p-values in ``[0, 1]``, one per test (here: per block).
+        rate: the false-discovery rate to control, in ``(0, 1)``.
+
+    Returns:
+        list[int]: the indices of the kept tests, in increasing order.
+
+    Raises:
+        ValueError: if ``p_values`` is not a 1-D tensor of values in ``[0, 1]`` or ``rate``
+            is not in ``(0, 1)``.
+
+    Source:
+        Benjamini & Hochberg 1995, "Controlling the False Discovery Rate", J. R. Stat. Soc. B
+        57(1), Sec. 3.
+    """
+    if (
+        not isinstance(p_values, torch.Tensor) or p_values.dim() != 1
+        or bool((p_values < 0).any() or (p_values > 1).any())
+    ):
+        raise ValueError(
+            f"benjamini_hochberg: p_values must be a 1-D tensor of values in [0, 1], got "
+            f"{p_values!r}; pass one p-value per test."
+        )
+    if not 0 < rate < 1:
+        raise ValueError(f"benjamini_hochberg: rate must be in (0, 1), got {rate!r}; e.g. 0.05.")
+    m = p_values.numel()
+    order = torch.argsort(p_values, stable=True)  # (m,)
+    thresholds = torch.arange(1, m + 1, dtype=torch.float64) * rate / m  # (m,)
+    passing = (p_values[order].double() <= thresholds).nonzero().flatten()
+    if passing.numel() == 0:
+        return []
+    return sorted(order[: int(passing.max()) + 1].tolist())
+
+
 def _matched_controls(
     chosen: Sequence[tuple[int, int]], num_heads: int, excluded: set, draws: int, seed: int
 ) -> list[list[tuple[int, int]]]:
@@ -1353,8 +1394,10 @@ def sinks_analysis(num_ablated: int = 9, draws: int = 3, induction_max: float = 
         ``"null_no_first"``: against every split of the heads into equal groups
         (:func:`equal_groupings`), token 0 dropped, ``"groupings"`` (how many),
         ``"chance_more_alike"`` ``(num_layers,)`` (the share of splits more alike within than
-        across) and ``"p_value"`` ``(num_layers,)`` (the share at least as alike as the
-        grouped-query split);
+        across), ``"p_value"`` ``(num_layers,)`` (the share at least as alike as the
+        grouped-query split), ``"count_p_value"`` (the share of splits, each the same in
+        every block, more alike within in at least as many blocks as the grouped-query split)
+        and ``"fdr_blocks"`` (the blocks that :func:`benjamini_hochberg` keeps at 5 %);
         ``"sinks"`` (the sink heads); ``"top_first"`` (the top first-token heads) and
         ``"top_first_induction"`` (those of them above ``induction_max``); ``"controls"``;
         ``"output_norm"`` ``(num_layers, num_heads)``, each head's mean output norm on the
@@ -1387,12 +1430,17 @@ def _sinks(num_ablated: int, draws: int, induction_max: float) -> dict:
     groupings = equal_groupings(c.num_heads, c.num_kv_heads)
     gaps = torch.stack([grouping_gaps(pattern_similarity(w[0, :, 1:, 1:]), groupings)
                         for w in weights])  # (layers, groupings), token 0 dropped
+    counts = (gaps > 0).sum(dim=0)  # (groupings,) blocks where each split is more alike within
+    p_values = (gaps >= gaps[:, :1]).double().mean(dim=1)  # (layers,), the true split included
     similarities["null_no_first"] = {
         "groupings": len(groupings),
         # how often a random split is more alike within than across, per block
         "chance_more_alike": (gaps > 0).double().mean(dim=1),  # (layers,)
         # the share of splits whose gap is at least the true split's (itself included)
-        "p_value": (gaps >= gaps[:, :1]).double().mean(dim=1),  # (layers,)
+        "p_value": p_values,
+        # the same split in every block: the share of splits more alike in as many blocks
+        "count_p_value": float((counts >= counts[0]).double().mean()),
+        "fdr_blocks": benjamini_hochberg(p_values, 0.05),
     }
     outputs = head_outputs(model, text)  # (layers, 1, L, heads, head_dim)
     inductive = scores["induction"] > induction_max  # (layers, heads)

@@ -68,6 +68,9 @@
       liveBad: "Not a token: “{bad}”. The tokens are {first} to {last}.",
       liveLong: "{n} tokens: the model takes at most {max} (its position embedding has {max} rows).",
       liveEmpty: "Type at least one token.",
+      // after the error's sentence: a space in English, none after a Chinese full stop
+      liveStale: " No predictions for this input; the heads below, greyed out, are still those " +
+        "of the last valid sequence, “{seq}”.",
       livePredicts: "After the last token “{token}”, the model predicts “{next}” " +
         "(probability {p}).",
       livePosition: "position",
@@ -127,6 +130,7 @@
       liveBad: "不是词元：“{bad}”。词元是 {first} 到 {last}。",
       liveLong: "{n} 个词元：模型最多接受 {max} 个（它的位置嵌入只有 {max} 行）。",
       liveEmpty: "请至少输入一个词元。",
+      liveStale: "这个输入没有预测结果；下方变灰的注意力头显示的仍是上一个有效序列“{seq}”。",
       livePredicts: "在最后一个词元“{token}”之后，模型预测下一个是“{next}”（概率 {p}）。",
       livePosition: "位置",
       liveToken: "词元",
@@ -978,11 +982,22 @@
   Live.prototype.update = function () {
     var parsed = this.parse();
     if (parsed.error) {
+      // the predictions belong to a sequence no longer in the box: cleared, and the heads
+      // (drawn for that sequence) greyed out and said to be stale until the input is valid again
+      var names = this.names;
+      var seq = this.ids.map(function (id) { return names[id]; }).join(this.single ? "" : " ");
       this.input.setAttribute("aria-invalid", "true");
-      this.message.textContent = parsed.error;
+      this.message.textContent = parsed.error + fill(this.view.w.liveStale, { seq: seq });
+      this.table.textContent = "";
+      this.table.hidden = true;
+      this.view.root.classList.add("mha-attn-stale");
+      this.stale = true; // read by tests/browser
       return;
     }
     this.input.removeAttribute("aria-invalid");
+    this.table.hidden = false;
+    this.view.root.classList.remove("mha-attn-stale");
+    this.stale = false;
     this.run(parsed.ids, true);
   };
 
