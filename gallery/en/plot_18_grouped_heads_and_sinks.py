@@ -30,7 +30,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
-from mha_ref.tutorial.smollm2.sink_values import sink_values_analysis
+from mha_ref.tutorial.smollm2.sink_values import first_token_scores_by_text, sink_values_analysis
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
@@ -118,7 +118,8 @@ print(text_table(["head", "induction", "first token", "previous token"], rows))
 # A head's first-token score is its mean weight on token 0 (example 16). How many heads of each
 # block put more than half of their weight there:
 
-sinks_per_block = (scores["first"] > 0.5).sum(dim=1)  # (num_layers,)
+is_sink_here = scores["first"] > 0.5  # (num_layers, num_heads)
+sinks_per_block = is_sink_here.sum(dim=1)  # (num_layers,)
 fig = plot_lines(
     blocks,
     {"heads with first-token score > 0.5": sinks_per_block.tolist()},
@@ -129,6 +130,26 @@ fig = plot_lines(
 plt.show()
 print(f"in blocks 0-3: {int(sinks_per_block[:4].sum())}; in blocks 4-29: "
       f"{int(sinks_per_block[4:].sum())}; of {config.num_layers * config.num_heads} heads")
+
+# %%
+# That count is on one text. The same count on the first 256 tokens of each shipped text (the
+# page's text, shorter, whole; lab code
+# :func:`~mha_ref.tutorial.smollm2.sink_values.first_token_scores_by_text`), and how many of each
+# text's sink heads are sink heads on the page's text too:
+
+by_text = first_token_scores_by_text()  # cached; text name -> (num_layers, num_heads)
+rows = []
+for name, text_scores in by_text.items():
+    text_sinks = text_scores > 0.5  # (num_layers, num_heads)
+    rows.append([name, int(text_sinks[:4].sum()), int(text_sinks[4:].sum()),
+                 int((text_sinks & is_sink_here).sum())])
+print(text_table(["text (first 256 tokens)", "sinks in blocks 0-3", "sinks in blocks 4-29",
+                  "also sinks on this page's text"], rows))
+
+# %%
+# Which heads are sinks depends little on the text: most of the page's sink heads are sink heads
+# on each of the other texts too, and nearly all sink heads are in blocks 4-29. The first four
+# blocks hold none on the page's text, but not none on every text: a few on some (the table).
 
 # %%
 # .. _ex18-why-a-softmax-makes-sinks:
@@ -280,10 +301,12 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 #   heads of different groups in most blocks, by a small margin, with or without the first
 #   token; in one group, the strongest induction head, another induction head and a pure sink
 #   all put most of their weight on the first token of the real text.
-# - Many heads, none in the first four blocks, put most of their weight on the first token.
-#   Its value is smaller than a typical token's in most blocks; the heads that rest on it
-#   almost entirely write less than other heads, nearly all of it from token 0, and the heads
-#   that put only part of their weight there get most of their output from the other keys.
+# - Many heads put most of their weight on the first token: none of them in the first four
+#   blocks on the page's text, none or a few there on the other shipped texts; most of them are
+#   sink heads on each of the other texts too. The first token's value is smaller than a
+#   typical token's in most blocks; the heads that rest on it almost entirely write less than
+#   other heads, nearly all of it from token 0, and the heads that put only part of their weight
+#   there get most of their output from the other keys.
 # - Ablating the nine strongest sink heads that are not induction heads costs two hundredths
 #   of a nat or less: under zero ablation less than as many other heads of their blocks, under
 #   mean ablation within the range of those controls; the nine heads with the highest

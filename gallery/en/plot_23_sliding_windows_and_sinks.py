@@ -12,7 +12,7 @@ This example builds the banded mask (:func:`mha_ref.sliding_window_mask`), check
 step by step with a :class:`mha_ref.RollingKVCache` equals full attention with that mask,
 computes the receptive field with depth and the memory per token, and then tries a window on a
 model that was **not** trained with one: SmolLM2-135M on a real text, with a window-only cache
-against a window plus the first four tokens kept (StreamingLLM, Xiao et al. 2023), with two
+against a window plus the first four tokens kept (StreamingLLM, Xiao et al. 2023), with
 controls that change one factor each.
 """
 
@@ -39,6 +39,7 @@ from mha_ref import (
 from mha_ref.tutorial.plotting import plot_lines, plot_masks, text_table
 from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.windows import (
+    KEPT_CONTROLS,
     receptive_field,
     rolling_decode_check,
     streaming_losses,
@@ -128,10 +129,13 @@ print(text_table(["tokens", "full cache (MiB)", "formula (MiB)", "rolling cache,
 # A window on a model trained without one
 # ---------------------------------------
 # SmolLM2-135M was trained with full causal attention. The first 512 tokens of a shipped text
-# (a chapter of the Python reference on assignment statements) go through it five times: full
+# (a chapter of the Python reference on assignment statements) go through it seven times: full
 # attention, a window of 64 tokens in every layer, and the same window with the first 4 tokens
-# kept; then two controls. A plain window of 68 has the same cache size as 64 + 4 but keeps recent
-# tokens instead of the first ones; a window of 64 plus token 0 alone keeps only the first token.
+# kept; then four controls. A plain window of 68 has the same cache size as 64 + 4 but keeps recent
+# tokens instead of the first ones; a window of 64 plus token 0 alone keeps only the first token;
+# a window of 64 plus token 16 alone, or token 32 alone, adds one slot as token 0 does, but keeps
+# a token that is not the first one: if any one old token kept for good helped, these would help
+# as much.
 # The masks stand for the caches: the ring-buffer equality above holds for this model too, as the
 # first line below shows, where the start of the text is decoded one token at a time with a ring
 # buffer of the 16 recent tokens and the first 4 in every block (``rolling_decode_logits``),
@@ -156,6 +160,8 @@ ppl = {key: losses[key][text_window:].mean().exp().item() for key in losses}
 runs = (("full causal", "full", None), (f"window {text_window}", "window", text_window),
         (f"window {text_window + text_sinks} (no kept tokens)", "wide_window", text_window + text_sinks),
         (f"window {text_window} + first 1", "first_token", text_window + 1),
+        *((f"window {text_window} + only token {p}", f"token_{p}", text_window + 1)
+          for p in KEPT_CONTROLS),
         (f"window {text_window} + first {text_sinks}", "sinks", text_window + text_sinks))
 rows = [(name, "all" if key == "full" else slots, f"{ppl[key]:.2f}",
          f"{(ppl['window'] - ppl[key]) / (ppl['window'] - ppl['full']):.2f}") for name, key, slots in runs]
@@ -175,12 +181,15 @@ plt.show()
 # %%
 # The window-only run loses the first tokens, on which the full model puts much of its attention
 # (the weights printed above); keeping four of them removes most of the excess perplexity of the
-# window-only run (the share printed above), though not all of it. The controls separate the two
-# things the four kept tokens add. Four more recent slots (the window of 68, the same cache size)
-# remove only a small share of the excess, while token 0 alone removes nearly as much as the first
-# four: on this text, what helps is the first token, not the extra slots. This is one text, one
-# window and one model; the interventions show that the first token matters to the window, not
-# why the model relies on it.
+# window-only run (the share printed above), though not all of it. The first two controls
+# separate the two things the four kept tokens add. Four more recent slots (the window of 68, the
+# same cache size) remove only a small share of the excess, while token 0 alone removes nearly as
+# much as the first four: on this text, what helps is the first token, not the extra slots. And it
+# is the first token as such: one extra slot that keeps token 16, or token 32, for good instead of
+# token 0 removes none of the excess (its share, printed above, is near zero, even a little below
+# it). What rescues the window is the first position, the sink token, not any one old token kept.
+# This is one text, one window and one model; the interventions show that the first token matters
+# to the window, not why the model relies on it.
 
 # %%
 # .. _ex23-exercises:
@@ -232,7 +241,8 @@ print("positions by slot:", exercise.positions.tolist(), "; bytes:", exercise.nb
 # * On SmolLM2, trained without a window, the printed perplexities compare a window alone with a
 #   window plus the first four tokens, and with full attention; a window with the same number of
 #   slots but no first tokens, and a window plus token 0 alone, show that the first token is what
-#   helps.
+#   helps; a window plus token 16 or token 32 alone shows that it is the first token itself, the
+#   sink, and not any one extra old token.
 #
 # Sources: Beltagy et al. 2020, "Longformer: The Long-Document Transformer", arXiv:2004.05150,
 # Sec. 3.1; Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (sliding window, rolling

@@ -26,7 +26,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
-from mha_ref.tutorial.smollm2.sink_values import sink_values_analysis
+from mha_ref.tutorial.smollm2.sink_values import first_token_scores_by_text, sink_values_analysis
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
@@ -103,7 +103,8 @@ print(text_table(["头", "归纳", "首词元", "前一词元"], rows))
 # 一个头的首词元分数是它放在词元 0 上的平均权重（示例 16）。每个块中有多少个头把一半以上的权重
 # 放在那里：
 
-sinks_per_block = (scores["first"] > 0.5).sum(dim=1)  # (num_layers,)
+is_sink_here = scores["first"] > 0.5  # (num_layers, num_heads)
+sinks_per_block = is_sink_here.sum(dim=1)  # (num_layers,)
 fig = plot_lines(
     blocks,
     {"首词元分数 > 0.5 的头": sinks_per_block.tolist()},
@@ -114,6 +115,24 @@ fig = plot_lines(
 plt.show()
 print(f"块 0-3 中：{int(sinks_per_block[:4].sum())}；块 4-29 中："
       f"{int(sinks_per_block[4:].sum())}；共 {config.num_layers * config.num_heads} 个头")
+
+# %%
+# 这个计数只来自一段文本。下面在每段随包文本的前 256 个词元上（本页的文本更短，取全文；实验代码
+# :func:`~mha_ref.tutorial.smollm2.sink_values.first_token_scores_by_text`）做同样的计数，并给出
+# 每段文本的汇点头中有多少在本页文本上也是汇点头：
+
+by_text = first_token_scores_by_text()  # 有缓存；文本名 -> (num_layers, num_heads)
+rows = []
+for name, text_scores in by_text.items():
+    text_sinks = text_scores > 0.5  # (num_layers, num_heads)
+    rows.append([name, int(text_sinks[:4].sum()), int(text_sinks[4:].sum()),
+                 int((text_sinks & is_sink_here).sum())])
+print(text_table(["文本（前 256 个词元）", "块 0-3 中的汇点头", "块 4-29 中的汇点头",
+                  "在本页文本上也是汇点头"], rows))
+
+# %%
+# 哪些头是汇点头，几乎不取决于文本：本页的汇点头大多在其他每段文本上也是汇点头，而且几乎所有汇点头都在
+# 块 4-29 中。前四个块在本页文本上一个汇点头也没有，但并非在每段文本上都没有：在有的文本上有几个（见表）。
 
 # %%
 # .. _ex18-why-a-softmax-makes-sinks:
@@ -246,7 +265,8 @@ print(f"{int(is_sink.sum())} / {config.num_layers * config.num_heads} 个头")
 # - 在 SmolLM2-135M-Instruct（4 位文件）里，大多数块中共用一个键/值头的头比不同组的头更相像，但差距
 #   很小，算不算首词元都是如此；有一组里，最强的归纳头、另一个归纳头和一个纯粹的汇点头在真实文本上
 #   都把大部分权重放在首词元上。
-# - 许多头（前四个块中一个也没有）把大部分权重放在首词元上。在大多数块里，首词元的值比典型词元的值小；
+# - 许多头把大部分权重放在首词元上：在本页文本上，前四个块中一个也没有；在其他随包文本上，前四个块中
+#   没有或只有几个；它们大多在其他每段文本上也是汇点头。在大多数块里，首词元的值比典型词元的值小；
 #   几乎只停在它上面的头写出的东西比其他头少，而且几乎全部来自词元 0；只把部分权重放在那里的头，输出
 #   大部分来自其他键。
 # - 把九个最强的、不是归纳头的汇点头一起消融，代价不超过百分之二奈特：零消融时比消融同样块中同样数量

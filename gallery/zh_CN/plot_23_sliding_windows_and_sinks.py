@@ -9,7 +9,7 @@
 本例构建带状掩码（:func:`mha_ref.sliding_window_mask`），核对用 :class:`mha_ref.RollingKVCache`
 逐步解码等于带这个掩码的完整注意力，计算感受野随深度的增长和每个词元的内存，再在一个 **没有** 用窗口
 训练过的模型上试用窗口：SmolLM2-135M 读一段真实文本，比较只用窗口的缓存与窗口加上保留最初四个词元
-（StreamingLLM，Xiao 等 2023），另加两个各只改一个因素的对照。
+（StreamingLLM，Xiao 等 2023），另加几个各只改一个因素的对照。
 """
 
 # %%
@@ -34,6 +34,7 @@ from mha_ref import (
 from mha_ref.tutorial.plotting import plot_lines, plot_masks, text_table
 from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.windows import (
+    KEPT_CONTROLS,
     receptive_field,
     rolling_decode_check,
     streaming_losses,
@@ -119,9 +120,11 @@ print(text_table(["词元数", "完整缓存（MiB）", "公式（MiB）", "滚�
 # 在没有用窗口训练过的模型上加窗口
 # --------------------------------
 # SmolLM2-135M 是用完整因果注意力训练的。取一段随包提供的文本（Python 参考手册讲赋值语句的一章）的
-# 前 512 个词元，让模型跑五遍：完整注意力；每层都用 64 个词元的窗口；同样的窗口再保留最初 4 个词元；
-# 然后是两个对照。68 个词元的普通窗口与 64 + 4 的缓存一样大，但多出的槽位放的是最近的词元，而不是最初的
-# 词元；64 个词元的窗口只加词元 0，则只保留第一个词元。掩码代表缓存：上面环形缓冲区的等式对这个模型
+# 前 512 个词元，让模型跑七遍：完整注意力；每层都用 64 个词元的窗口；同样的窗口再保留最初 4 个词元；
+# 然后是四个对照。68 个词元的普通窗口与 64 + 4 的缓存一样大，但多出的槽位放的是最近的词元，而不是最初的
+# 词元；64 个词元的窗口只加词元 0，则只保留第一个词元；64 个词元的窗口只加词元 16，或只加词元 32，和加
+# 词元 0 一样多出一个槽位，但保留的不是第一个词元：如果随便哪个一直保留的旧词元都有帮助，它们的帮助应该
+# 一样大。掩码代表缓存：上面环形缓冲区的等式对这个模型
 # 同样成立，见下面输出的第一行。那里把文本开头逐个词元解码，每个块用一个环形缓冲区保存最近的 16 个词元
 # 和最初的 4 个（``rolling_decode_logits``），再与带掩码的前向计算比较。位置用词元自己的位置，所以 RoPE
 # 看到的是真实距离。StreamingLLM 则按词元在缓存
@@ -143,6 +146,8 @@ ppl = {key: losses[key][text_window:].mean().exp().item() for key in losses}
 runs = (("完整因果", "full", None), (f"窗口 {text_window}", "window", text_window),
         (f"窗口 {text_window + text_sinks}（不保留词元）", "wide_window", text_window + text_sinks),
         (f"窗口 {text_window} + 最初 1", "first_token", text_window + 1),
+        *((f"窗口 {text_window} + 只加词元 {p}", f"token_{p}", text_window + 1)
+          for p in KEPT_CONTROLS),
         (f"窗口 {text_window} + 最初 {text_sinks}", "sinks", text_window + text_sinks))
 rows = [(name, "全部" if key == "full" else slots, f"{ppl[key]:.2f}",
          f"{(ppl['window'] - ppl[key]) / (ppl['window'] - ppl['full']):.2f}") for name, key, slots in runs]
@@ -161,10 +166,12 @@ plt.show()
 
 # %%
 # 只用窗口的那次运行丢掉了最初的词元，而完整模型把很大一部分注意力放在它们上面（见上面打印的权重）；
-# 保留其中四个，就消除了只用窗口时多出的大部分困惑度（比例见上），但没有全部消除。两个对照把这四个
+# 保留其中四个，就消除了只用窗口时多出的大部分困惑度（比例见上），但没有全部消除。前两个对照把这四个
 # 词元带来的两样东西分开了。多给四个最近的槽位（68 个词元的窗口，缓存一样大）只消除了多出部分的一小
 # 部分，而单单保留词元 0 消除的几乎和保留最初四个一样多：在这段文本上，起作用的是第一个词元，而不是
-# 多出的槽位。这只是一段文本、一个窗口、一个模型；这些干预说明第一个词元对窗口很重要，并不说明模型
+# 多出的槽位。而且起作用的正是第一个词元本身：同样多出一个槽位，但一直保留的是词元 16 或词元 32 而不是
+# 词元 0，消除不了多出的部分（上面打印的比例接近零，甚至略低于零）。挽救窗口的是第一个位置，即汇点词元，而不是随便哪个被保留
+# 下来的旧词元。这只是一段文本、一个窗口、一个模型；这些干预说明第一个词元对窗口很重要，并不说明模型
 # 为什么依赖它。
 
 # %%
@@ -211,7 +218,8 @@ print("各槽位的位置：", exercise.positions.tolist(), "；字节数：", e
 #   缓存不再增长。
 # * 经过 ``depth`` 层，一个词元能读到 ``depth * (window - 1)`` 个位置之前，掩码乘积打印了这一点。
 # * 在没有用窗口训练过的 SmolLM2 上，打印的困惑度比较了只用窗口、窗口加最初四个词元，以及完整注意力；
-#   槽位数相同但不保留最初词元的窗口，以及只加词元 0 的窗口，说明起作用的是第一个词元。
+#   槽位数相同但不保留最初词元的窗口，以及只加词元 0 的窗口，说明起作用的是第一个词元；只加词元 16
+#   或词元 32 的窗口说明，起作用的是第一个词元本身（汇点词元），而不是随便哪一个多保留的旧词元。
 #
 # 出处：Beltagy 等 2020，“Longformer: The Long-Document Transformer”，arXiv:2004.05150，第 3.1 节；
 # Jiang 等 2023，“Mistral 7B”，arXiv:2310.06825，第 2 节（滑动窗口、滚动缓冲缓存、模型形状）；

@@ -1,14 +1,15 @@
 """Lab code of example 23: sliding windows on the real model, and the receptive field.
 
-``streaming_losses`` runs SmolLM2 on a shipped text five times, with full causal attention,
+``streaming_losses`` runs SmolLM2 on a shipped text seven times, with full causal attention,
 with a sliding window only, with the window plus the first few tokens kept (StreamingLLM), and
-two one-factor controls: a plain window as wide as the window plus the kept tokens (the same
-cache size, recent tokens instead of the first ones) and the window plus token 0 alone. It
-returns each token's loss. The masks stand for the caches: attending with
-``sliding_window_mask`` is what a :class:`mha_ref.RollingKVCache` decode computes, token by
-token (``tests/reference/test_modern_attention.py`` checks the equality), at a fraction of
-the cost of decoding 30 layers one token at a time on a CPU. Positions are the tokens' own
-(RoPE sees true distances), not StreamingLLM's positions counted inside the cache.
+four one-factor controls: a plain window as wide as the window plus the kept tokens (the same
+cache size, recent tokens instead of the first ones), the window plus token 0 alone, and the
+window plus one later token alone (token 16, then token 32: one extra slot, as for token 0, but
+not the first position). It returns each token's loss. The masks stand for the caches:
+attending with ``sliding_window_mask`` is what a :class:`mha_ref.RollingKVCache` decode
+computes, token by token (``tests/reference/test_modern_attention.py`` checks the equality), at
+a fraction of the cost of decoding 30 layers one token at a time on a CPU. Positions are the
+tokens' own (RoPE sees true distances), not StreamingLLM's positions counted inside the cache.
 
 ``rolling_decode_logits`` does decode the real model one token at a time, each block reading
 its keys and values from its own ring buffer, and ``rolling_decode_check`` compares it with the
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import torch
 
-from mha_ref._validation import require_non_negative_int
+from mha_ref._validation import require_non_negative_int, require_positive_int
 from mha_ref.masks import causal_mask, sliding_window_mask
 from mha_ref.tutorial.cache import cached
 
 __all__ = [
+    "KEPT_CONTROLS",
     "receptive_field",
     "rolling_decode_check",
     "rolling_decode_logits",
@@ -54,6 +56,24 @@ def window_mask(seq_len: int, window: int, num_sinks: int = 0) -> torch.Tensor:
     require_non_negative_int("num_sinks", num_sinks, "first tokens kept")
     allowed = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
     allowed[:, :num_sinks] |= causal_mask(seq_len)[:, :num_sinks]  # the kept first tokens
+    return allowed  # (seq_len, seq_len)
+
+
+#: the tokens :func:`streaming_losses` keeps, one at a time, in place of token 0 (a control)
+KEPT_CONTROLS = (16, 32)
+
+
+def _window_and_token_mask(seq_len: int, window: int, kept: int) -> torch.Tensor:
+    """The sliding-window mask plus one token ``kept`` that every later query also sees.
+
+    Returns ``(seq_len, seq_len)`` bool, ``True`` = may attend; causal. ``kept = 0`` gives
+    ``window_mask(seq_len, window, 1)``.
+    """
+    require_non_negative_int("kept", kept, "the position of the kept token")
+    if kept >= seq_len:
+        raise ValueError(f"kept must be a position below seq_len={seq_len}, got {kept}.")
+    allowed = sliding_window_mask(seq_len, window=window)  # (seq_len, seq_len)
+    allowed[kept:, kept] = True  # every query at or after the kept token sees it
     return allowed  # (seq_len, seq_len)
 
 
@@ -93,7 +113,8 @@ def receptive_field(seq_len: int, window: int, depth: int) -> torch.Tensor:
 def streaming_losses(
     text_name: str, max_tokens: int, window: int, num_sinks: int
 ) -> dict:
-    """Per-token losses of SmolLM2 with full, windowed and window + sinks attention (cached).
+    """Per-token losses of SmolLM2 with full, windowed and window + sinks attention, and the
+    controls (cached).
 
     Args:
         text_name: a shipped text (``mha_ref.tutorial.smollm2.texts``).
@@ -103,16 +124,20 @@ def streaming_losses(
 
     Returns:
         dict: ``tokens`` ``(L,)``; ``losses``, ``{"full", "window", "sinks", "wide_window",
-        "first_token"}`` -> ``(L - 1,)`` float32 losses in nats (entry ``t`` predicts token
-        ``t + 1``): full causal attention, a window of ``window``, the window plus the first
-        ``num_sinks`` tokens, a plain window of ``window + num_sinks`` (the same cache size as
-        the sinks run), and the window plus token 0 only; ``sink_weight``, the mean attention
+        "first_token", "token_16", "token_32"}`` -> ``(L - 1,)`` float32 losses in nats
+        (entry ``t`` predicts token ``t + 1``): full causal attention, a window of ``window``,
+        the window plus the first ``num_sinks`` tokens, a plain window of
+        ``window + num_sinks`` (the same cache size as the sinks run), the window plus token 0
+        only, and the window plus token 16 only, then token 32 only (one extra slot, as for
+        token 0, at another position; :data:`KEPT_CONTROLS`); ``sink_weight``, the mean attention
         weight that full attention gives token 0, per layer ``(num_layers,)``, over the
         queries beyond the window.
 
     Raises:
+        TypeError: if ``max_tokens`` is not an int.
         ValueError: if ``text_name`` is not a shipped text
-            (:func:`mha_ref.tutorial.smollm2.texts.real_text`).
+            (:func:`mha_ref.tutorial.smollm2.texts.real_text`), or if ``max_tokens`` is not
+            above the last of :data:`KEPT_CONTROLS` (the kept token must be in the text).
         ModelFileError, ModuleNotFoundError: as :func:`mha_ref.tutorial.smollm2.load.load_model`.
 
     Source:
@@ -122,6 +147,12 @@ def streaming_losses(
     from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
     from mha_ref.tutorial.smollm2.texts import text_sha256
 
+    require_positive_int("max_tokens", max_tokens, "tokens of the text used")
+    if max_tokens <= max(KEPT_CONTROLS):
+        raise ValueError(
+            f"max_tokens must be above {max(KEPT_CONTROLS)} (the controls keep tokens "
+            f"{KEPT_CONTROLS}), got {max_tokens}."
+        )
     arguments = {
         "text": text_sha256(text_name),
         "max_tokens": max_tokens,
@@ -173,6 +204,8 @@ def _losses(text_name: str, max_tokens: int, window: int, num_sinks: int) -> dic
         "sinks": window_mask(seq_len, window, num_sinks),
         "wide_window": window_mask(seq_len, window + num_sinks),  # same cache size, no sinks
         "first_token": window_mask(seq_len, window, 1),  # the window plus token 0 only
+        # the window plus one later token only: an extra slot, not the first position
+        **{f"token_{p}": _window_and_token_mask(seq_len, window, p) for p in KEPT_CONTROLS},
     }
     losses = {}
     with torch.no_grad():

@@ -344,7 +344,8 @@ def test_unknown_head_index(model):
 def test_first_token_not_extra_slots_rescues_a_window(model):
     """Example 23's finding, on a shorter stretch of the same text: a window of 64 loses much of
     the perplexity; keeping token 0 alone wins most of it back, while four more recent slots (the
-    same cache size as 64 + 4 first tokens) win back little. The masked full run must also equal
+    same cache size as 64 + 4 first tokens) win back little, and so does one extra slot that
+    keeps token 16 or token 32 instead of token 0. The masked full run must also equal
     the model's own causal forward pass (the explicit path against the fused one, float32)."""
     from mha_ref.tutorial.windows import streaming_losses
 
@@ -357,10 +358,17 @@ def test_first_token_not_extra_slots_rescues_a_window(model):
     ppl = {key: losses[key][window:].mean().exp().item() for key in losses}
     excess = ppl["window"] - ppl["full"]
     assert excess > 0.5 * ppl["full"]  # the window alone costs a lot
-    runs = ("wide_window", "first_token", "sinks")
+    runs = ("wide_window", "first_token", "sinks", "token_16", "token_32")
     share = {key: (ppl["window"] - ppl[key]) / excess for key in runs}
     assert share["first_token"] > 0.5 and share["sinks"] > 0.5
     assert share["wide_window"] < 0.3
+    # one extra slot, but not the first token: it wins back nothing (the page's control; measured
+    # on 512 tokens: -0.01 and -0.06, against 0.86 for token 0)
+    assert share["token_16"] < 0.15 and share["token_32"] < 0.15
+    # the control's mask is what its name says: up to the kept token's own window, the run is
+    # the plain window's; token 32 is first used by query 32 + window
+    torch.testing.assert_close(losses["token_32"][: 32 + window], losses["window"][: 32 + window])
+    assert not torch.equal(losses["token_32"], losses["window"])
 
 
 @pytest.mark.parametrize("window, num_sinks", [(6, 0), (6, 2)])

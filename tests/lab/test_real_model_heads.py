@@ -454,12 +454,12 @@ def test_the_first_token_value_is_small_and_pure_sinks_write_little(model):
 
 
 def test_the_icl_score_depends_on_the_text(model):
-    """Example 19: two long texts' scores lie on both sides of zero, more than a nat apart
-    (measured -2.45 and +1.42), so a mean over few texts cannot be read."""
+    """Example 19: the first windows of two long texts score on both sides of zero, more than a
+    nat apart (measured -2.45 and +1.42), so one window says little: the page averages 20."""
     from mha_ref.tutorial.smollm2.texts import real_text
 
     tokens = torch.stack([model.tokenizer.encode(real_text(name))[: lab.ICL_LEN]
-                          for name in lab.ICL_OTHER_TEXTS])  # (2, 512)
+                          for name in ("assignment_statements", "try_statement")])  # (2, 512)
     with torch.no_grad():
         losses = model.token_losses(tokens)  # (2, 511)
     low, high = sorted(lab.icl_score(losses[i : i + 1]) for i in range(2))
@@ -528,3 +528,13 @@ def test_max_threads_caps_the_model_threads_and_bad_values_are_named(monkeypatch
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_icl_windows_cover_the_four_long_texts(model):
+    """Example 19's windows: 512 tokens every 384 of each long text, 20 in all (5, 5, 4, 6)."""
+    from mha_ref.tutorial.smollm2.texts import LONG_TEXTS, real_text
+
+    assert set(lab.ICL_TEXTS) == set(LONG_TEXTS)
+    counts = [len(lab.icl_windows(model.tokenizer.encode(real_text(name))))
+              for name in lab.ICL_TEXTS]
+    assert counts == [5, 5, 4, 6]

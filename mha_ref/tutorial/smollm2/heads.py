@@ -53,12 +53,15 @@ __all__ = [
     "heads_analysis",
     "icl_analysis",
     "icl_score",
+    "icl_scores",
+    "icl_windows",
     "equal_groupings",
     "group_similarities",
     "grouping_gaps",
     "pattern_similarity",
     "sinks_analysis",
     "interventions_analysis",
+    "mean_and_standard_error",
     "induction_scores",
     "duplicate_token_scores",
     "pearson",
@@ -1484,11 +1487,13 @@ def _sinks(num_ablated: int, draws: int, induction_max: float) -> dict:
 # example 19: loss against the position in a long real text, and in-context learning
 # ------------------------------------------------------------------------------------------------
 
-#: the long texts and how many of their first tokens example 19 uses
-ICL_TEXTS = ("execution_model", "import_statement")
-#: the other long texts shipped with the package, read without ablation only (budget)
-ICL_OTHER_TEXTS = ("assignment_statements", "try_statement")
+#: the texts example 19 reads: the four long sections of the Language Reference shipped with the
+#: package (:data:`mha_ref.tutorial.smollm2.texts.LONG_TEXTS`)
+ICL_TEXTS = ("execution_model", "import_statement", "try_statement", "assignment_statements")
+#: tokens per window, and the step between the starts of two windows of one text (so two
+#: neighbouring windows share ``ICL_LEN - ICL_STRIDE`` tokens)
 ICL_LEN = 512
+ICL_STRIDE = 384
 #: Olsson et al.'s in-context-learning score: loss late in the context minus loss early
 #: (their tokens 500 and 50; here means over windows of positions, to average the noise: the
 #: early window is centred on token 50, the late one ends after token 500)
@@ -1515,9 +1520,108 @@ def icl_score(losses: torch.Tensor) -> float:
     return float(late - early)
 
 
+def icl_scores(losses: torch.Tensor) -> torch.Tensor:
+    """Each sequence's in-context-learning score: its mean loss at positions ``LATE`` minus
+    its mean loss at ``EARLY`` (negative: the later tokens are predicted better).
+
+    Their mean is :func:`icl_score` (the two windows have the same width in every row).
+
+    Args:
+        losses: ``(batch, seq_len - 1)`` float losses in nats from ``model.token_losses``,
+            entry ``t`` the loss of token ``t + 1``; ``seq_len - 1 >= LATE[1]`` (511).
+
+    Returns:
+        torch.Tensor: ``(batch,)``, the dtype of ``losses``, nats per token.
+
+    Raises:
+        TypeError: if ``losses`` is not a floating-point tensor.
+        ValueError: if ``losses`` is not 2-D or has fewer than ``LATE[1]`` positions.
+
+    Source:
+        Olsson et al. 2022, arXiv:2209.11895, Sec. 2 ("in-context learning score": the loss of
+        the 500th token minus the loss of the 50th), one score per example.
+    """
+    if not isinstance(losses, torch.Tensor) or not losses.is_floating_point():
+        raise TypeError(f"losses must be a floating-point torch.Tensor, got {_describe(losses)}.")
+    if losses.dim() != 2 or losses.shape[1] < LATE[1]:
+        raise ValueError(
+            f"losses must have shape (batch, positions) with at least {LATE[1]} positions "
+            f"(the late window ends there), got {tuple(losses.shape)}."
+        )
+    late = losses[:, LATE[0] : LATE[1]].mean(dim=1)  # (batch,)
+    early = losses[:, EARLY[0] : EARLY[1]].mean(dim=1)  # (batch,)
+    return late - early  # (batch,)
+
+
+def mean_and_standard_error(values: torch.Tensor) -> tuple[float, float]:
+    """The mean of ``values`` and its standard error, ``std / sqrt(n)`` with ``n - 1`` in the
+    variance (the sample standard deviation).
+
+    For a paired comparison, pass the per-item differences (``after - before``, one entry per
+    window): the standard error of the mean difference, which removes what the items share.
+
+    Args:
+        values: ``(n,)`` floating-point, ``n >= 2``.
+
+    Returns:
+        tuple[float, float]: ``(mean, standard_error)``, in the unit of ``values``.
+
+    Raises:
+        TypeError: if ``values`` is not a floating-point tensor.
+        ValueError: if ``values`` is not 1-D, has fewer than 2 entries, or holds a NaN or an
+            infinity.
+
+    Source:
+        The standard error of a sample mean, ``s / sqrt(n)`` with ``s`` the sample standard
+        deviation (Bessel's ``n - 1``, ``torch.std``'s default); for paired data, taken over the
+        per-item differences, as in the paired t-test.
+    """
+    if not isinstance(values, torch.Tensor) or not values.is_floating_point():
+        raise TypeError(f"values must be a floating-point torch.Tensor, got {_describe(values)}.")
+    if values.dim() != 1 or values.numel() < 2:
+        raise ValueError(
+            f"values must have shape (n,) with n >= 2 (a standard error needs two values), "
+            f"got {tuple(values.shape)}."
+        )
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError("values must be finite, got a NaN or an infinity.")
+    values = values.double()  # (n,)
+    return float(values.mean()), float(values.std() / values.numel() ** 0.5)
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of dtype {value.dtype}"
+    return type(value).__name__
+
+
+def icl_windows(tokens: torch.Tensor) -> list[int]:
+    """Where example 19's windows start in one tokenised text: every ``ICL_STRIDE`` tokens,
+    as long as a whole window of ``ICL_LEN`` tokens fits.
+
+    Args:
+        tokens: ``(seq_len,)`` token ids of one text.
+
+    Returns:
+        list[int]: the start positions, ``0, ICL_STRIDE, 2 * ICL_STRIDE, ...`` (empty if the
+        text is shorter than ``ICL_LEN``).
+
+    Raises:
+        ValueError: if ``tokens`` is not 1-D.
+    """
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(f"tokens must be a 1-D tensor (seq_len,), got {shape}.")
+    return list(range(0, int(tokens.numel()) - ICL_LEN + 1, ICL_STRIDE))
+
+
 def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
-    """Example 19's measurements: per-position loss on long texts, clean, with the induction
-    heads mean-ablated, and with matched control heads mean-ablated.
+    """Example 19's measurements: per-position loss on windows of the long texts, clean, with
+    the induction heads mean-ablated, and with matched control heads mean-ablated.
+
+    Every text of ``ICL_TEXTS`` is cut into windows of ``ICL_LEN`` tokens starting every
+    ``ICL_STRIDE`` tokens (:func:`icl_windows`); each window is read on its own, from its first
+    token, so its positions count from 0.
 
     Args:
         threshold: the induction heads are those whose induction score is above this.
@@ -1525,15 +1629,26 @@ def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
             them an induction head, drawn with seed 0.
 
     Returns:
-        dict: ``"induction_heads"``; ``"controls"`` (the sets); ``"clean"``, ``"ablated"``
-        ``(batch, ICL_LEN - 1)`` losses and ``"control_losses"``, one such tensor per draw;
-        ``"other_clean"``, the losses on ``ICL_OTHER_TEXTS`` without ablation.
+        dict: ``"induction_heads"``; ``"controls"`` (the sets); ``"windows"``, one
+        ``(text name, start)`` per window; ``"tokens"`` ``(windows, ICL_LEN)``; ``"clean"``,
+        ``"ablated"`` ``(windows, ICL_LEN - 1)`` float32 losses in nats (entry ``t`` the loss of
+        token ``t + 1``) and ``"control_losses"``, one such tensor per draw. Cached by the model
+        file's and the texts' SHA-256 and the arguments (:mod:`mha_ref.tutorial.cache`).
+
+    Raises:
+        ModelFileError, ModuleNotFoundError: as :func:`heads_analysis` (not when the result is
+            cached).
+
+    Source:
+        Olsson et al. 2022, arXiv:2209.11895, Sec. 2 (the in-context-learning score) and the
+        ablations of their Argument 4; the heads are ablated as :func:`ablate_heads`, by their
+        mean over the text ``"statements"`` (:func:`head_means`).
     """
     from mha_ref.tutorial.smollm2.texts import text_sha256
 
     arguments = _arguments(
         threshold=threshold, draws=draws, texts=[text_sha256(t) for t in ICL_TEXTS],
-        other_texts=[text_sha256(t) for t in ICL_OTHER_TEXTS], length=ICL_LEN,
+        length=ICL_LEN, stride=ICL_STRIDE,
     )
     return cached("smollm2_icl", arguments, _in_model_threads(_icl, threshold, draws))
 
@@ -1544,29 +1659,31 @@ def _icl(threshold: float, draws: int) -> dict:
 
     model = load_model("cpu")
     _, reference = _inputs(model)
-    tokens, other = (
-        torch.stack([model.tokenizer.encode(real_text(name))[:ICL_LEN] for name in names])
-        for names in (ICL_TEXTS, ICL_OTHER_TEXTS)
-    )  # (texts, ICL_LEN) each
+    windows, rows = [], []
+    for name in ICL_TEXTS:
+        text = model.tokenizer.encode(real_text(name))  # (L,)
+        for start in icl_windows(text):
+            windows.append((name, start))
+            rows.append(text[start : start + ICL_LEN])  # (ICL_LEN,)
+    tokens = torch.stack(rows)  # (windows, ICL_LEN)
     scores = heads_analysis()["scores"]
     chosen = [(int(l_), int(h)) for l_, h in (scores["induction"] > threshold).nonzero().tolist()]
     controls = _matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
     means = head_means(model, reference)  # (layers, heads, head_dim) over the short text
     with torch.no_grad():
-        clean = model.token_losses(tokens)  # (texts, ICL_LEN - 1)
-        other_clean = model.token_losses(other)  # (other texts, ICL_LEN - 1)
+        clean = model.token_losses(tokens)  # (windows, ICL_LEN - 1)
         with ablate_heads(model, chosen, mode="mean", means=means):
-            ablated = model.token_losses(tokens)
+            ablated = model.token_losses(tokens)  # (windows, ICL_LEN - 1)
         control_losses = []
         for heads in controls:
             with ablate_heads(model, heads, mode="mean", means=means):
-                control_losses.append(model.token_losses(tokens))
+                control_losses.append(model.token_losses(tokens))  # (windows, ICL_LEN - 1)
     return {
         "induction_heads": chosen,
         "controls": controls,
+        "windows": windows,
         "tokens": tokens,
         "clean": clean,
         "ablated": ablated,
         "control_losses": control_losses,
-        "other_clean": other_clean,
     }

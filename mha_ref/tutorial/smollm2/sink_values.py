@@ -24,7 +24,25 @@ from mha_ref.tutorial.smollm2.heads import (
     first_token_scores,
 )
 
-__all__ = ["head_values", "sink_values_analysis", "split_by_first_token"]
+__all__ = [
+    "SINK_COUNT_TEXTS",
+    "SINK_COUNT_TOKENS",
+    "first_token_scores_by_text",
+    "head_values",
+    "sink_values_analysis",
+    "split_by_first_token",
+]
+
+#: the shipped texts on which :func:`first_token_scores_by_text` measures, and how many of
+#: their first tokens (about the length of ``"statements"``, the text of examples 16 to 18)
+SINK_COUNT_TEXTS = (
+    "statements",
+    "execution_model",
+    "import_statement",
+    "try_statement",
+    "assignment_statements",
+)
+SINK_COUNT_TOKENS = 256
 
 
 
@@ -184,3 +202,43 @@ def _sink_values() -> dict:
         **{name: torch.stack(rows) for name, rows in parts.items()},  # each (layers, heads)
         "weight_first": torch.stack([first_token_scores(w) for w in weights]),  # (layers, heads)
     }
+
+
+def first_token_scores_by_text() -> dict[str, torch.Tensor]:
+    """Every head's first-token score on each of :data:`SINK_COUNT_TEXTS` (their first
+    ``SINK_COUNT_TOKENS`` = 256 tokens, or the whole text if shorter): whether a head is a sink
+    on one text or on every text.
+
+    Returns:
+        dict[str, torch.Tensor]: text name -> ``(num_layers, num_heads)`` float32, the mean
+        attention weight on token 0 over the query positions ``1 .. L - 1``
+        (:func:`~mha_ref.tutorial.smollm2.heads.first_token_scores`), in ``[0, 1]``. Cached as
+        :func:`~mha_ref.tutorial.smollm2.heads.heads_analysis`, keyed by the texts' SHA-256 too.
+
+    Raises:
+        ModelFileError, ModuleNotFoundError: as
+            :func:`~mha_ref.tutorial.smollm2.heads.heads_analysis`.
+
+    Source:
+        Xiao et al. 2023, arXiv:2309.17453, Sec. 3.1 (the attention sink), measured per text.
+    """
+    from mha_ref.tutorial.smollm2.texts import text_sha256
+
+    arguments = _arguments(texts=[text_sha256(name) for name in SINK_COUNT_TEXTS],
+                           max_tokens=SINK_COUNT_TOKENS)
+    return cached("smollm2_first_token_by_text", arguments,
+                  _in_model_threads(_first_token_scores_by_text))
+
+
+def _first_token_scores_by_text() -> dict[str, torch.Tensor]:
+    from mha_ref.tutorial.smollm2 import load_model
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    model = load_model("cpu")
+    scores = {}
+    with torch.no_grad():
+        for name in SINK_COUNT_TEXTS:
+            tokens = model.tokenizer.encode(real_text(name))[:SINK_COUNT_TOKENS]  # (L,)
+            _, weights = model(tokens, need_weights=True)  # layers x (1, heads, L, L)
+            scores[name] = torch.stack([first_token_scores(w) for w in weights])  # (layers, heads)
+    return scores
