@@ -1670,14 +1670,16 @@ def _icl(threshold: float, draws: int) -> dict:
     chosen = [(int(l_), int(h)) for l_, h in (scores["induction"] > threshold).nonzero().tolist()]
     controls = _matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
     means = head_means(model, reference)  # (layers, heads, head_dim) over the short text
-    with torch.no_grad():
-        clean = model.token_losses(tokens)  # (windows, ICL_LEN - 1)
-        with ablate_heads(model, chosen, mode="mean", means=means):
-            ablated = model.token_losses(tokens)  # (windows, ICL_LEN - 1)
-        control_losses = []
-        for heads in controls:
-            with ablate_heads(model, heads, mode="mean", means=means):
-                control_losses.append(model.token_losses(tokens))  # (windows, ICL_LEN - 1)
+    # the ablated heads sit in the later blocks: each ablated run starts at its first ablated
+    # block on the clean streams (the same losses, bit for bit, as a whole forward pass)
+    streams = clean_streams(model, tokens)  # num_layers + 1 x (windows, ICL_LEN, embed_dim)
+
+    def losses(heads) -> torch.Tensor:  # (windows, ICL_LEN - 1)
+        return ablated_token_losses(model, streams, tokens, heads, mode="mean", means=means)
+
+    clean = losses([])  # nothing ablated: the last stream, unembedded
+    ablated = losses(chosen)
+    control_losses = [losses(heads) for heads in controls]
     return {
         "induction_heads": chosen,
         "controls": controls,
