@@ -45,7 +45,12 @@ def test_an_invalid_input_clears_the_predictions_and_greys_the_heads(watched, si
         # the heads still drawn are marked: greyed out, and the message names their sequence
         assert "mha-attn-stale" in view.get_attribute("class"), text
         grid = view.locator("[role='grid']").first
-        assert float(grid.evaluate("g => getComputedStyle(g.closest('.mha-attn > *')).opacity")) < 1
+        # grey by colour (not faded: its text keeps its contrast) and outlined
+        style = grid.evaluate(
+            "g => { const s = getComputedStyle(g.closest('.mha-attn > *'));"
+            " return [s.filter, s.outlineStyle, s.opacity]; }"
+        )
+        assert style == ["grayscale(1)", "dashed", "1"], style
         said = message.text_content()
         assert STALE_WORDS[lang] in said and "ABCDABCD" in said, said
         assert "。 " not in said, said  # no space after a Chinese full stop
