@@ -1493,6 +1493,8 @@ ICL_TEXTS = ("execution_model", "import_statement", "try_statement", "assignment
 #: tokens per window, and the step between the starts of two windows of one text (so two
 #: neighbouring windows share ``ICL_LEN - ICL_STRIDE`` tokens)
 ICL_LEN = 512
+#: how many windows example 19 runs through the model at once (memory, not the result)
+ICL_WINDOWS_AT_ONCE = 4
 ICL_STRIDE = 384
 #: Olsson et al.'s in-context-learning score: loss late in the context minus loss early
 #: (their tokens 500 and 50; here means over windows of positions, to average the noise: the
@@ -1671,15 +1673,17 @@ def _icl(threshold: float, draws: int) -> dict:
     controls = _matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
     means = head_means(model, reference)  # (layers, heads, head_dim) over the short text
     # the ablated heads sit in the later blocks: each ablated run starts at its first ablated
-    # block on the clean streams (the same losses, bit for bit, as a whole forward pass)
-    streams = clean_streams(model, tokens)  # num_layers + 1 x (windows, ICL_LEN, embed_dim)
-
-    def losses(heads) -> torch.Tensor:  # (windows, ICL_LEN - 1)
-        return ablated_token_losses(model, streams, tokens, heads, mode="mean", means=means)
-
-    clean = losses([])  # nothing ablated: the last stream, unembedded
-    ablated = losses(chosen)
-    control_losses = [losses(heads) for heads in controls]
+    # block on the clean streams (the same losses, bit for bit, as a whole forward pass); a few
+    # windows at a time, so that the streams and the logits fit a laptop's memory (all 20 at
+    # once peaked at 7.4 GB)
+    runs = [[], chosen, *controls]  # nothing ablated, the induction heads, the controls
+    per_run: list[list[torch.Tensor]] = [[] for _ in runs]
+    for part in tokens.split(ICL_WINDOWS_AT_ONCE):  # (<= ICL_WINDOWS_AT_ONCE, ICL_LEN)
+        streams = clean_streams(model, part)  # num_layers + 1 x (part, ICL_LEN, embed_dim)
+        for found, heads in zip(per_run, runs, strict=True):
+            found.append(ablated_token_losses(model, streams, part, heads, mode="mean",
+                                              means=means))  # (part, ICL_LEN - 1)
+    clean, ablated, *control_losses = [torch.cat(found) for found in per_run]
     return {
         "induction_heads": chosen,
         "controls": controls,
