@@ -403,15 +403,30 @@ def require_same_batch(
     raise ValueError(message)
 
 
+def _require_same_size(
+    name: str, tensor: torch.Tensor, other_name: str, other: torch.Tensor, dim: int, *,
+    what: str, unit: str, why: str, fix: str,
+) -> None:
+    """Raise ValueError unless two tensors have the same size along ``dim``.
+
+    The message names both tensors' shapes and the size each has along ``dim`` (``unit``),
+    says what the two must share (``what``) and why (``why``), and ends with ``fix``.
+    """
+    if tensor.shape[dim] != other.shape[dim]:
+        raise ValueError(
+            f"{name} and {other_name} must {what} (dim {dim}): {why}. Got "
+            f"{name}.shape={_shape(tensor)} ({unit} {tensor.shape[dim]}) and "
+            f"{other_name}.shape={_shape(other)} ({unit} {other.shape[dim]}). {fix}"
+        )
+
+
 def require_same_length(key: torch.Tensor, value: torch.Tensor, seq_dim: int) -> None:
     """Raise ValueError unless key and value have the same number of positions."""
-    if key.shape[seq_dim] != value.shape[seq_dim]:
-        raise ValueError(
-            f"key and value must have the same sequence length (dim {seq_dim}): every key "
-            f"position needs one value. Got key.shape={_shape(key)} "
-            f"(length {key.shape[seq_dim]}) and value.shape={_shape(value)} "
-            f"(length {value.shape[seq_dim]}). Pass key and value from the same sequence."
-        )
+    _require_same_size(
+        "key", key, "value", value, seq_dim, what="have the same sequence length",
+        unit="length", why="every key position needs one value",
+        fix="Pass key and value from the same sequence.",
+    )
 
 
 def require_same_new_tokens(
@@ -422,13 +437,10 @@ def require_same_new_tokens(
     Used by the caches' ``append``: each new token stores one of each, so a mismatch would
     leave the cache's parts out of step. ``fix`` is the sentence that says what to pass.
     """
-    if tensor.shape[dim] != other.shape[dim]:
-        raise ValueError(
-            f"{name} and {other_name} must hold the same number of new tokens (dim {dim}, "
-            f"new_len): each token stores one of each. Got {name}.shape={_shape(tensor)} "
-            f"(new_len {tensor.shape[dim]}) and {other_name}.shape={_shape(other)} (new_len "
-            f"{other.shape[dim]}). {fix}"
-        )
+    _require_same_size(
+        name, tensor, other_name, other, dim, what="hold the same number of new tokens",
+        unit="new_len", why="each token stores one of each", fix=fix,
+    )
 
 
 def require_same_head_dim(query: torch.Tensor, key: torch.Tensor) -> None:
