@@ -392,3 +392,23 @@ def test_ring_buffer_decode_of_the_real_model_equals_the_masked_forward(
         rolling_decode_logits(model, tokens, 0)
     with pytest.raises(ValueError, match=r"shape \(seq_len,\), got \(1, 20\)"):
         rolling_decode_logits(model, tokens[None], window)
+
+
+def test_losses_one_sequence_at_a_time_equal_the_whole_batch(model):
+    """stream_token_losses unembeds one sequence at a time: each sequence's losses are those of
+    the whole batch's logits at once (the same product per row; checked to float32 rounding,
+    since a matrix product's blocking may depend on its shape), and a stream of other tokens'
+    shape is refused, not silently scored against the wrong targets."""
+    from mha_ref.tutorial.smollm2.model import next_token_losses
+
+    tokens = torch.tensor([[1000, 2000, 3000, 4000, 5000, 6000],
+                           [17, 4000, 93, 2500, 700, 12]])  # (2, 6)
+    with torch.no_grad():
+        residual, _ = model.run_layers(model.embed(tokens))  # (2, 6, embed_dim)
+        expected = next_token_losses(model.unembed(residual), tokens)  # (2, 5)
+        got = model.stream_token_losses(residual, tokens)  # (2, 5)
+    assert got.shape == (2, 5)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    assert (got[0] - got[1]).abs().max() > 0.1  # two different sequences, not one row repeated
+    with pytest.raises(ValueError, match="residual must be"):
+        model.stream_token_losses(residual[:, :4], tokens)

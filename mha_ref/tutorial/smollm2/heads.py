@@ -629,8 +629,6 @@ def ablated_token_losses(
     Source:
         Michel et al. 2019, arXiv:1905.10650, Sec. 2 (head masking).
     """
-    from mha_ref.tutorial.smollm2.model import next_token_losses
-
     tokens = model.check_tokens(tokens, min_len=2)  # (batch, seq_len)
     expected = (tokens.shape[0], tokens.shape[1], model.config.embed_dim)
     if len(streams) != model.config.num_layers + 1 or tuple(streams[0].shape) != expected:
@@ -644,7 +642,7 @@ def ablated_token_losses(
     first = min((layer for layer, _ in heads), default=model.config.num_layers)
     with torch.no_grad(), ablate_heads(model, heads, mode=mode, means=means):
         out, _ = model.run_layers(streams[first], first)  # (batch, seq_len, embed_dim)
-        return next_token_losses(model.unembed(out), tokens)  # (batch, seq_len - 1)
+        return model.stream_token_losses(out, tokens)  # (batch, seq_len - 1)
 
 
 def exact_effects(
