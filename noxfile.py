@@ -380,6 +380,8 @@ def downloads(session: nox.Session) -> None:
         "downloads",
         "tests/downloads",
         *parallel,
+        # one share of about equal time per worker (tests/downloads/conftest.py)
+        "--dist=loadgroup",
         *session.posargs,
         env={
             "MHA_REF_SITE": str(site),
