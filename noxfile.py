@@ -340,8 +340,9 @@ def browser(session: nox.Session) -> None:
     # the folder, unless the arguments name test files (``nox -s browser -- tests/browser/x.py``)
     where = [] if any(a.startswith("tests/") for a in session.posargs) else ["tests/browser"]
     session.run(
-        python, "-m", "pytest", "-m", "browser", *where, *parallel, *session.posargs,
-        external=True,
+        # one share of about equal time per worker (tests/work_shares.py)
+        python, "-m", "pytest", "-m", "browser", *where, *parallel, "--dist=loadgroup",
+        *session.posargs, external=True,
     )  # fmt: skip
 
 

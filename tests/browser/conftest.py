@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from work_shares import deal_to_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("MHA_REF_SITE", ROOT / "build" / "html"))
@@ -111,8 +112,16 @@ def axe():
     return axe_playwright.Axe()
 
 
+#: what one test takes, roughly (quiet 2-core machine): the every-page audit of a language
+#: visits its 84 pages, about five minutes; every other test loads a page or two, seconds
+EVERY_PAGE_S, OTHER_S = 300.0, 4.0
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it appends them to node ids)
 def pytest_collection_modifyitems(config, items):
-    """The two every-page tests (minutes each, one per language) first: pytest-xdist hands tests
-    out in this order, so each worker starts on one and the short tests fill in after, instead
-    of one worker still auditing every page while the other idles."""
-    items.sort(key=lambda item: "test_every_page" not in item.nodeid)  # stable
+    """The two every-page tests go to different workers and the short tests fill in around
+    them (``tests/work_shares.py``): xdist's own first block of 12 consecutive tests gave one
+    worker both, ten minutes in a row, while the other finished the rest and idled."""
+    deal_to_workers(
+        items, lambda item: EVERY_PAGE_S if "test_every_page" in item.nodeid else OTHER_S
+    )

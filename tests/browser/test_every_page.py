@@ -31,6 +31,7 @@ core). The test prints each language's median and heaviest pages.
 from __future__ import annotations
 
 import statistics
+from time import perf_counter
 
 import pytest
 from conftest import SITE
@@ -234,9 +235,11 @@ def test_every_page_once_cold(browser, site_url, axe, lang):
     # the test saw the site: pages of each kind (a selection gone empty would pass vacuously)
     assert len(plan) >= 30 and counts["switcher"] >= 5 and counts["math"] >= 5, counts
     assert counts["axe"] >= 10, counts
-    cost, problems, tables_seen, stacked = {}, [], 0, 0
+    cost, problems, tables_seen, stacked, seconds = {}, [], 0, 0, {}
     for rel, checks in plan.items():
+        start = perf_counter()
         cost[rel], found, tables, stacks = _check_page(browser, axe, site_url, lang, rel, checks)
+        seconds[rel] = perf_counter() - start
         problems += found
         tables_seen += tables
         stacked += stacks
@@ -251,6 +254,16 @@ def test_every_page_once_cold(browser, site_url, axe, lang):
         f"{lang}: {len(cost)} pages, median first visit {everything:.2f} MB "
         f"({read:.2f} MB without the source listings), {requests:.0f} requests; heaviest: "
         + ", ".join(f"{rel} {size / 1e6:.2f} MB" for rel, (size, _) in heaviest)
+    )
+    slowest = sorted(seconds.items(), key=lambda item: -item[1])[:5]
+    print(
+        f"{lang}: checked in {sum(seconds.values()):.0f} s; slowest: "
+        + ", ".join(f"{rel} {s:.1f} s" for rel, s in slowest)
+        + "; by kind: "
+        + ", ".join(
+            f"{kind} {sum(s for rel, s in seconds.items() if rel.startswith(kind)):.0f} s"
+            for kind in ("auto_examples/", "_modules/", "api")
+        )
     )
     assert not problems, "\n".join(problems)
     assert everything <= BUDGET_MB, f"{lang}: median first visit {everything:.2f} MB"

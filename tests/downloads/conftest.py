@@ -1,26 +1,21 @@
 """Which worker runs which download: shares of about equal time, so the workers finish together.
 
-pytest-xdist's ``load`` mode hands each worker its first tests as a block of consecutive ones
-(ten of 83 here): sorted longest first, one worker got the ten longest runs, about 600 of the
-660 seconds, and the other idled for minutes at the end. The build records each example's run
-time (``build/timings/examples.json``, written by ``nox -s docs`` in the checkout); where it is
-present, the runs are sorted by it, longest first, and dealt out to as many shares as there are
-workers, each run to the share with the least time so far (longest processing time first, the
-textbook greedy rule); the other tests (seconds each) count one second. Each share is an
-``xdist_group``, so ``--dist=loadgroup`` (``nox -s downloads``) runs it on one worker. Without
-the record, or without workers, the order is the files' own. Only the order and the workers
-change: every test still runs.
+The build records each example's run time (``build/timings/examples.json``, written by
+``nox -s docs`` in the checkout); where it is present, the runs are dealt out by it
+(``tests/work_shares.py``: longest first, each to the share with the least time so far, one
+share per worker, run as an ``xdist_group`` with ``--dist=loadgroup``); the other tests count
+one second each. Without the record the order is the files' own and xdist deals as it likes.
+Only the order and the workers change: every test still runs.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
-from work_shares import equal_shares
+from work_shares import deal_to_workers
 
 TIMINGS = Path(__file__).resolve().parents[2] / "build" / "timings" / "examples.json"
 
@@ -44,14 +39,10 @@ def pytest_collection_modifyitems(config, items):
     if not seconds:
         return
 
-    def weight(item) -> float:
+    def estimate(item) -> float:
+        """The build's run time of the example a run executes; one second for the other tests."""
         found = re.search(r"(plot_\d+_\w+?)(?:\.py|\.ipynb)", item.nodeid)
         runs = "runs_and_prints" in item.nodeid
-        return seconds.get(found.group(1), 0.0) if runs and found else -1.0
+        return max(seconds.get(found.group(1), 0.0), 1.0) if runs and found else 1.0
 
-    items.sort(key=weight, reverse=True)  # stable: the others keep their order
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set on xdist's workers
-    if workers > 1:
-        shares = equal_shares([max(weight(item), 1.0) for item in items], workers)
-        for item, share in zip(items, shares, strict=True):
-            item.add_marker(pytest.mark.xdist_group(f"share{share}"))
+    deal_to_workers(items, estimate)
