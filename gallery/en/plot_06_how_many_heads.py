@@ -155,7 +155,7 @@ plt.show()
 # ``h = 1`` (a ratio to one noisy reference would magnify its noise). Times again only on
 # ``[timing]`` lines.
 #
-# How they are taken: a shared build machine runs other work at the same time, and that load only
+# How they are taken: the machine running this page may run other work at the same time, and that load only
 # ever *adds* time. So the calls are interleaved (each round times every ``h`` and both paths
 # once, so a slow spell hits all of them rather than one), and each configuration keeps the
 # **minimum** over the rounds: the best estimate of how fast the code can run here. A median
@@ -260,7 +260,7 @@ plt.show()
 # One factor changes: the learning rate, from the page's ``1e-2`` to ``3e-2``. Everything else is
 # as above: the same head counts, the same three seeds, the same evaluation set and stopping
 # rule, and the **same budget of** ``budget`` **training steps for every run** (printed below).
-# The budget is shorter than the 1500 steps above to keep this page cheap. The ``1e-2`` row is
+# The budget is shorter than the 1500 steps above to keep this page quick to run. The ``1e-2`` row is
 # not trained again: training is deterministic and the early stop looks only at past
 # evaluations, so the first ``budget`` steps of the runs above *are* runs of ``budget`` steps
 # (:func:`~mha_ref.tutorial.learning_curves.truncate_curve`). A run counts as having learned the

@@ -251,17 +251,16 @@ plt.show()
 # ---------------------------------------------------------
 # The numbers above are for a teaching size. A GPT-2-small layer has ``embed_dim = 768`` and 12
 # heads (``head_dim = 64``); its training batches are 8 sequences of 1024 tokens. That size runs
-# on a GPU in milliseconds; on a CPU with 2 cores it would take most of this page's time budget,
-# so on a CPU the same width is measured with 1 sequence of 512 tokens. The size used is
+# on a GPU in milliseconds and slowly on an ordinary CPU, so on a CPU the same width is measured
+# with 1 sequence of 512 tokens. The size used is
 # computed from the device and printed.
 #
 # Three implementations, forward (no autograd, evaluation mode) and forward + backward (the
 # gradient of a fixed random projection of the output): ``mha_ref`` explicit
 # (``use_fused=False``), ``mha_ref`` with its defaults (fused attention), and
 # ``torch.nn.MultiheadAttention``; then ``mha_ref`` with its defaults compiled with
-# ``torch.compile``, forward only. (Compiling more modules, and the backward graph, takes longer
-# than this page may spend on a 2-core CPU; ``nox -s bench`` measures compiled ``mha_ref`` against
-# compiled ``torch.nn.MultiheadAttention``, forward and forward + backward.) On a CPU, ``torch.compile``'s
+# ``torch.compile``, forward only. (Compiling more modules, and the backward graph, takes long
+# on a CPU, so this page compiles this one module and times its forward pass only.) On a CPU, ``torch.compile``'s
 # default backend needs a C++ compiler: if none is found, the page says so and skips those rows.
 # As before, outputs **and gradients** are checked against ``float64`` first.
 

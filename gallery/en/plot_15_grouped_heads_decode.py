@@ -230,7 +230,7 @@ print(text_table(["num_kv_heads", "k_proj.weight shape", "max abs diff vs the mu
 # the same 100 steps on the same batches, the key/value heads start as the mean of their group,
 # as the group's head 0, or random (query and output projections kept each time). The second
 # table repeats the whole run for three seeds, since a tiny model varies from seed to seed.
-# Seeded, one thread, cached between builds.
+# Seeded, one thread.
 
 results = {seed: gqa_uptraining(num_kv_heads=(4, 2, 1), steps=200, uptrain_steps=100, seed=seed) for seed in (0, 1, 2)}
 result = results[0]

@@ -24,8 +24,10 @@ Transformer Circuits"); the first-token score is the attention sink of Xiao et a
 # The first input is two sequences of 50 random tokens, each repeated twice. The first copy is
 # unpredictable; the second can be predicted by a model that looks back to the earlier
 # occurrence of the current token and copies the token after it. The second input is real
-# text: three paragraphs of the Python Language Reference shipped with the package. Layers and
-# heads are numbered from 0.
+# text: three paragraphs of the Python Language Reference shipped with the package. Blocks and
+# heads are numbered from 0, as in the code: block 0 is the first block, (16, 0) is head 0 of
+# block 16. A block is norm, attention, residual add, norm, MLP, residual add; model cards often
+# call it a layer (see "block" in the glossary).
 
 import matplotlib.pyplot as plt
 import torch
@@ -44,10 +46,10 @@ from mha_ref.tutorial.smollm2.heads import (
 print("install, in this order:", *install_steps(), sep="\n  ")
 model = load_model()
 config = model.config
-analysis = heads_analysis()  # cached: computed once per build, reused by the other language
+analysis = heads_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 scores = analysis["scores"]  # each (num_layers, num_heads)
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
-print(f"heads: {config.num_layers} blocks x {config.num_heads} query heads "
+print(f"heads: {config.num_layers} blocks × {config.num_heads} query heads "
       f"({config.num_kv_heads} key/value heads per block)")
 print(f"repeated input: {tuple(analysis['repeated'].shape)}; real text: "
       f"{len(analysis['text'])} tokens")
@@ -102,14 +104,19 @@ for key, name in names.items():
 print(text_table(["score", "head (block, head)", "score value"], rows))
 for key, name in names.items():
     print(f"heads scoring above 0.5 on {name}: {int((scores[key] > 0.5).sum())}")
+strong_previous = (scores["previous"] > 0.5).nonzero().tolist()  # [[block, head], ...] by block
+print(f"heads with a previous-token score above 0.5 (block, head): {[tuple(h) for h in strong_previous]}")
 sinks = scores["first"] > 0.5  # (num_layers, num_heads)
 print(f"of the first-token heads, in blocks 0-14: {int(sinks[:15].sum())}, in blocks 15-29: "
       f"{int(sinks[15:].sum())}")
 
 # %%
 # The top induction heads sit in blocks 17 and 18, in the middle of the model; the strongest
-# previous-token head is in block 16, just before them, and others are in blocks 2 and 11; the
-# first-token score is above 0.5 for many heads, nearly all of them in the second half. A high
+# previous-token head is in block 16, just before them. The other heads with a previous-token
+# score above 0.5 are spread over the model (the list printed above has them all), some before
+# the induction heads and some after them, so the scores alone cannot say which one feeds the
+# induction heads: example 17 answers that by intervention. The first-token score is above 0.5
+# for many heads, nearly all of them in the second half. A high
 # score says where a head looks, not what its output is used for: example 17 removes heads and
 # measures what changes.
 #
@@ -128,11 +135,11 @@ tokens = model.tokenizer.encode(sentence)  # (L,) torch.long
 labels = model.tokenizer.token_strings(tokens)
 named = [top_heads(scores[key], 1)[0] for key in names]  # (layer, head) per score
 with torch.no_grad():
-    _, weights = model(tokens, need_weights=True)  # layers x (1, num_heads, L, L)
+    _, weights = model(tokens, need_weights=True)  # one (1, num_heads, L, L) per block
 fig = plot_heads(
     [weights[layer][0, head] for layer, head in named],
     labels,
-    titles=[f"{names[key]}: ({layer}, {head})" for key, (layer, head) in zip(names, named, strict=True)],
+    titles=[f"{names[key]}: block {layer} head {head}" for key, (layer, head) in zip(names, named, strict=True)],
     layers=[f"block {layer}" for layer, _ in named],
     ncols=2,
     colorbar_label="attention weight",
@@ -225,7 +232,8 @@ print(f"as text: {len(as_text)} tokens, id 2 among them: {2 in as_text.tolist()}
 #
 #    None: the tokens are drawn uniformly and independently, so nothing learned before the
 #    context says which token follows which. The first copy measures exactly that knowledge.
-#    Only the context can lower the loss, and it does by this factor:
+#    Only the context can lower the loss. The second copy's loss is this fraction of the first
+#    copy's (the smaller, the more the model copies from the context):
 
 print(f"second copy / first copy: {second / first:.3f}")
 
@@ -247,7 +255,8 @@ print(f"{len(strong)} heads in blocks {sorted({layer for layer, _ in strong})}")
 # Summary
 # -------
 # - SmolLM2-135M-Instruct (4-bit file) copies in context: on random tokens seen once before,
-#   its loss falls from the first copy to the second by the factor printed above.
+#   the second copy's loss is far below the first copy's, below even its loss on real text;
+#   on the first copy it does worse than a uniform guess.
 # - One forward pass scores all 270 heads; a few heads in blocks 17 and 18 attend from a token
 #   to the token after its earlier occurrence (induction), the strongest previous-token head
 #   sits in the block before them, and many later heads put most of their weight on the first

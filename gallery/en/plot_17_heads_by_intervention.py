@@ -9,7 +9,7 @@ replacing its output by zeros, or by its mean over a real text, inside its block
 projection (``mha_ref.tutorial.smollm2.ablate_heads``, a hook added and removed by a
 ``with`` block), as Michel et al. (2019, "Are Sixteen Heads Really Better than One?",
 `arXiv:1905.10650 <https://arxiv.org/abs/1905.10650>`_) mask heads. The argument that
-induction heads need a previous-token head in an earlier layer is Elhage et al.'s (2021, "A
+induction heads need a previous-token head in an earlier block is Elhage et al.'s (2021, "A
 Mathematical Framework for Transformer Circuits") and Olsson et al.'s (2022,
 `arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_).
 """
@@ -23,7 +23,7 @@ Mathematical Framework for Transformer Circuits") and Olsson et al.'s (2022,
 # three paragraphs of real text. For each ablation, the loss on the second copy (what copying
 # lowers) and on the real text. Mean ablation's means are taken over the real text and
 # applied here to random tokens too, inputs unlike the ones they were averaged over: on the
-# repeated sequences it puts in an output typical of prose, not of random tokens. (To run this
+# repeated sequences it puts in an output typical of ordinary text, not of random tokens. (To run this
 # page yourself you need the real model: the three install commands are printed below.)
 
 import matplotlib.pyplot as plt
@@ -43,9 +43,10 @@ from mha_ref.tutorial.smollm2.heads import (
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
-result = interventions_analysis()  # cached: computed once per build, for both languages
+result = interventions_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 heads = result["induction_heads"]
 clean_copy, clean_text = result["clean"]
+MODES = {"zero": "zero ablation", "mean": "mean ablation"}  # the names printed
 print(f"top induction heads (block, head): {heads}")
 print(f"no ablation: second-copy loss {clean_copy:.2f}, real-text loss {clean_text:.3f}")
 for mode in ("zero", "mean"):
@@ -53,7 +54,7 @@ for mode in ("zero", "mean"):
             for (block, h), (c, t) in result["single"][mode].items()]
     together_copy, together_text = result["together"][mode]
     rows.append(["the three together", f"{together_copy:.2f}", f"{together_text:.3f}"])
-    print(f"{mode} ablation:")
+    print(f"{MODES[mode]}:")
     print(text_table(["ablated", "second-copy loss", "real-text loss"], rows))
 
 # %%
@@ -64,14 +65,14 @@ for mode in ("zero", "mean"):
 for mode in ("zero", "mean"):
     singles = sum(c - clean_copy for c, _ in result["single"][mode].values())
     joint = result["together"][mode][0] - clean_copy
-    print(f"{mode}: sum of the single effects {singles:.2f} nats, the three together {joint:.2f} "
-          f"(ratio {joint / singles:.2f}); second-copy loss x{result['together'][mode][0] / clean_copy:.2f}")
+    print(f"{MODES[mode]}: sum of the single effects {singles:.2f} nats, the three together {joint:.2f} "
+          f"(ratio {joint / singles:.2f}); second-copy loss ×{result['together'][mode][0] / clean_copy:.2f}")
 
 # %%
 # Together they cost more than the sum of their parts (super-additive). That *suggests*
 # redundancy: when one head is removed, the others still copy much of what it copied, so a
 # single ablation understates each head's share. It does not *prove* it: the heads' outputs
-# also pass through every later layer, which is not linear, and a sum of single effects can
+# also pass through every later block, which is not linear, and a sum of single effects can
 # miss an interaction of any kind. It also says nothing about the 267 heads not ablated here.
 #
 # .. _ex17-the-previous-token-head-that-feeds-them:
@@ -201,7 +202,7 @@ print(f"loss change at alpha 0.99, divided by 0.01: {scaling[0.99] / 0.01:+.3f};
 # only further down does it rise, and then steeply, to the exact effect at ``alpha = 0``. The loss is far from linear in
 # this head's output (it acts through the induction heads' patterns, which its removal changed
 # above), so no first-order estimate from ``alpha = 1`` can reach the value at 0. Without that
-# head the estimate and the exact effect rank the heads alike (the Pearson correlation printed
+# head the estimate and the exact effect agree roughly linearly (the Pearson correlation printed
 # above), but for the strongest heads the estimate is only about half to two thirds of the
 # exact effect (the last column of the table).
 #
@@ -223,7 +224,7 @@ print(f"loss change at alpha 0.99, divided by 0.01: {scaling[0.99] / 0.01:+.3f};
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    A head's average output can be far from zero, and the layers after it were trained with
+#    A head's average output can be far from zero, and the blocks after it were trained with
 #    that average present: zeroing removes the average too, which a model never saw, and can
 #    cost more than the head's information. Mean ablation keeps the average and removes only
 #    what depends on the input. Here the two modes agree to a few tenths of a nat, and mean
@@ -246,7 +247,7 @@ for (block, h), (c, _) in result["single"]["zero"].items():
 #    those few tokens, which this page does not measure. The change of the average is:
 
 for mode in ("zero", "mean"):
-    print(f"{mode}: real-text loss {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
+    print(f"{MODES[mode]}: real-text loss {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
 
 # %%
 # .. _ex17-summary:
@@ -254,7 +255,7 @@ for mode in ("zero", "mean"):
 # Summary
 # -------
 # - Ablating the top three induction heads of SmolLM2-135M-Instruct (4-bit file) together
-#   multiplies the loss on the repeated random tokens by the factor printed above, more than
+#   more than doubles the second-copy loss on the repeated random tokens, more than
 #   the sum of their single effects (on three seeds of random tokens), and leaves the real-text
 #   loss nearly unchanged.
 # - Ablating the previous-token head before them removes their induction pattern and their

@@ -35,8 +35,8 @@ from mha_ref.tutorial.smollm2.sink_values import first_token_scores_by_text, sin
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
 config = load_model().config
-scores = heads_analysis()["scores"]  # cached (example 16's), each (num_layers, num_heads)
-result = sinks_analysis()  # cached: computed once per build, for both languages
+scores = heads_analysis()["scores"]  # example 16's scores, each (num_layers, num_heads)
+result = sinks_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 within, across = result["within"], result["across"]  # (num_layers,) each
 blocks = list(range(config.num_layers))
 fig = plot_lines(
@@ -130,6 +130,8 @@ fig = plot_lines(
 plt.show()
 print(f"in blocks 0-3: {int(sinks_per_block[:4].sum())}; in blocks 4-29: "
       f"{int(sinks_per_block[4:].sum())}; of {config.num_layers * config.num_heads} heads")
+first_sink_block = int(sinks_per_block.nonzero()[0])  # the first block with a sink head
+print(f"the first block with a sink head: block {first_sink_block}")
 
 # %%
 # That count is on one text. The same count on the first 256 tokens of each shipped text (the
@@ -137,7 +139,7 @@ print(f"in blocks 0-3: {int(sinks_per_block[:4].sum())}; in blocks 4-29: "
 # :func:`~mha_ref.tutorial.smollm2.sink_values.first_token_scores_by_text`), and how many of each
 # text's sink heads are sink heads on the page's text too:
 
-by_text = first_token_scores_by_text()  # cached; text name -> (num_layers, num_heads)
+by_text = first_token_scores_by_text()  # text name -> (num_layers, num_heads)
 rows = []
 for name, text_scores in by_text.items():
     text_sinks = text_scores > 0.5  # (num_layers, num_heads)
@@ -148,8 +150,10 @@ print(text_table(["text (first 256 tokens)", "sinks in blocks 0-3", "sinks in bl
 
 # %%
 # Which heads are sinks depends little on the text: most of the page's sink heads are sink heads
-# on each of the other texts too, and nearly all sink heads are in blocks 4-29. The first four
-# blocks hold none on the page's text, but not none on every text: a few on some (the table).
+# on each of the other texts too, and nearly all sink heads are in blocks 4-29. On the page's
+# text the first block with a sink head (its number is printed above) comes well after block 4,
+# and the blocks before it hold none; but the first four blocks do not hold none on every text:
+# a few on some (the table).
 
 # %%
 # .. _ex18-why-a-softmax-makes-sinks:
@@ -168,7 +172,7 @@ print(text_table(["text (first 256 tokens)", "sinks in blocks 0-3", "sinks in bl
 # token 0's value in each key/value head, against the median size of the other tokens' values
 # (1: as large as a typical token's):
 
-values = sink_values_analysis()  # cached: computed once per build, for both languages
+values = sink_values_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
 fig = plot_lines(
     blocks,
@@ -236,10 +240,11 @@ print(f"sink heads (induction score <= 0.3): {result['sinks']}")
 print(f"top nine first-token heads: {result['top_first']}; induction heads among them: "
       f"{result['top_first_induction']}")
 print(f"no ablation: {result['clean']:.3f}")
+MODES = {"zero": "zero ablation", "mean": "mean ablation"}  # the names printed
 rows = []
 for mode in ("zero", "mean"):
     controls = result["control_losses"][mode]
-    rows.append([mode, f"{result['ablated'][mode]:.3f}",
+    rows.append([MODES[mode], f"{result['ablated'][mode]:.3f}",
                  ", ".join(f"{loss:.3f}" for loss in controls),
                  f"{result['top_first_ablated'][mode]:.3f}",
                  f"{result['top_first_induction_ablated'][mode]:.3f}"])
@@ -250,9 +255,9 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
 # A head whose weight sits almost all on token 0 adds almost the same vector at every position,
 # token 0's value through the head's columns of ``W^O``; the split above measured it, and for
 # the nearly pure sinks it is smaller than what other heads write. Removing the nine sink
-# heads together costs little: under zero ablation about two hundredths of a nat, less than
+# heads together costs little: under zero ablation a few hundredths of a nat, less than
 # every control set; under mean ablation (which keeps each head's average output in place)
-# about half a hundredth, within the range of the control sets. The nine heads with the highest
+# less still, within the range of the control sets. The nine heads with the highest
 # first-token score cost more, under mean ablation more than every control set, and the three
 # induction heads among them, alone, cost more than half of it: the cost of that set comes
 # mostly from its induction heads, not from its sinks. What the sinks' constant output is for, and what the first token itself is
@@ -285,10 +290,12 @@ print(f"largest gap {gap.max():.3f} (block {int(gap.argmax())}); smallest {gap.m
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    It would have another place to put the weight, so the need for the first token as a sink
-#    would go; Xiao et al. (2023, Sec. 3.3) train models with a learnable sink token for this
-#    reason. This page measures only a model without one. How many heads here attend mostly
-#    to the first token:
+#    One would expect fewer: it has another place to put the weight, so it need not use the
+#    first token as a sink; Xiao et al. (2023, Sec. 3.3) add a learnable sink token in
+#    pre-training for this reason and report that the model then uses it as its sink. This site
+#    does not measure it: this page measures only a model without one, and in example 24's small
+#    experiment the head does not use the sink it is offered. What is printed is only how many
+#    heads of this model attend mostly to the first token:
 
 print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 
@@ -301,14 +308,15 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 #   heads of different groups in most blocks, by a small margin, with or without the first
 #   token; in one group, the strongest induction head, another induction head and a pure sink
 #   all put most of their weight on the first token of the real text.
-# - Many heads put most of their weight on the first token: none of them in the first four
-#   blocks on the page's text, none or a few there on the other shipped texts; most of them are
+# - Many heads put most of their weight on the first token: none of them in the many early
+#   blocks before the first one printed above on the page's text, none or a few in the first
+#   four blocks on the other shipped texts; most of them are
 #   sink heads on each of the other texts too. The first token's value is smaller than a
 #   typical token's in most blocks; the heads that rest on it almost entirely write less than
 #   other heads, nearly all of it from token 0, and the heads that put only part of their weight
 #   there get most of their output from the other keys.
-# - Ablating the nine strongest sink heads that are not induction heads costs two hundredths
-#   of a nat or less: under zero ablation less than as many other heads of their blocks, under
+# - Ablating the nine strongest sink heads that are not induction heads costs a few
+#   hundredths of a nat or less: under zero ablation less than as many other heads of their blocks, under
 #   mean ablation within the range of those controls; the nine heads with the highest
 #   first-token score cost more, mostly through the induction heads among them (printed above).
 # - The softmax must put weight somewhere; ``add_zero_attn`` (example 7) gives it a place, a

@@ -44,7 +44,7 @@ from mha_ref.tutorial.smollm2.heads import (
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
-result = icl_analysis()  # cached: computed once per build, for both languages
+result = icl_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 clean = result["clean"]  # (windows, 511) nats; entry t is the loss of token t + 1
 per_text = Counter(name for name, _ in result["windows"])
 print(f"windows: {clean.shape[0]} of {clean.shape[1] + 1} tokens, one every {ICL_STRIDE} tokens; "
@@ -176,8 +176,9 @@ print(text_table(["text", "windows", "ICL score, mean", "ICL score, range",
 # is not excluded.
 #
 # Why example 10, not real text, shows the phase change: Olsson et al. see induction heads form
-# during pre-training, after far more tokens than this build can train on; the synthetic task of
-# example 10 forms an induction head within the build's budget.
+# during pre-training, after far more tokens than an ordinary computer can train on; the
+# synthetic task of example 10 is small enough to form an induction head after a short training
+# on a CPU.
 #
 # .. _ex19-exercises:
 #

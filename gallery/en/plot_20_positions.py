@@ -191,7 +191,10 @@ print(text_table(header, rows))
 # Why ALiBi and no positions should fail, and what training shows
 # ----------------------------------------------------------------
 # Example 10's circuit needs a *previous-token head* in layer 1: a head that gives the token
-# just before each query far more weight than any other key. In layer 1 the input is the token
+# just before each query far more weight than any other key. (As in example 10, the layers of
+# this attention-only two-layer model are counted: layer 1 and layer 2 are ``layers[0]`` and
+# ``layers[1]`` in the code; a real model's blocks are numbered from 0 as in the code, see
+# "block" in the glossary.) In layer 1 the input is the token
 # embedding alone for ALiBi and for "none", so the content part of a score depends only on the
 # two tokens, never on where they are. Two keys that hold the same token then get weights in a
 # fixed ratio: 1 without positions, ``exp(slope * distance between them)`` with ALiBi.
@@ -500,9 +503,6 @@ for position in LEARNERS:
 # query-key distances beyond any in training, and the causal layers' own position signal (the
 # size of a causal mean, above) leaves its trained range too; which of the two costs the
 # accuracy is not measured here.
-#
-# The cost of the rotation itself at the size of a real layer is measured in ``nox -s bench``
-# (attention with RoPE against without).
 
 # %%
 # .. _ex20-exercises:

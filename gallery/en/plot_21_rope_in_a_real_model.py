@@ -3,7 +3,7 @@ Example 21: RoPE inside a real model's heads
 ============================================
 
 Example 20 put rotary position embedding (RoPE) into a two-layer toy. Here it is in a real
-language model: SmolLM2-135M, the model of the real-model examples, whose 270 heads (30 blocks
+language model: SmolLM2-135M-Instruct, the model (and the 4-bit file) of the real-model examples, whose 270 heads (30 blocks
 of 9 query heads) all rotate their queries and keys. Each head has 64 features, rotated in 32
 pairs, and every pair turns at its own speed: the fastest by one radian per token, the slowest
 so slowly that it hardly turns within the model's whole context. Barbero et al. (2024, "Round
@@ -19,9 +19,9 @@ previous-token head, pair by pair, to see which pairs it needs.
 #
 # The 32 speeds
 # -------------
-# Pair ``i`` of a head turns by ``base ** (-2i / 64)`` radians per token, with SmolLM2's base of
-# 100000 (:func:`mha_ref.rotary_frequencies`). The table gives, for a few pairs, that speed,
-# the number of tokens it takes to turn once (``2 pi / speed``), and how far it turns across
+# Pair :math:`i` of a head turns by :math:`\theta_i = b^{-2i/64}` radians per token, where
+# :math:`b` is RoPE's base, 100000 in SmolLM2 (:func:`mha_ref.rotary_frequencies`). The table gives, for a few pairs, that speed,
+# the number of tokens it takes to turn once (:math:`2\pi/\theta_i`), and how far it turns across
 # the text used below. A pair that turns by much less than a radian over the whole text hardly
 # tells one position from another: what it adds to a score depends on content alone. (To run
 # this page yourself you need the real model: the three install commands are printed below.)
@@ -39,7 +39,7 @@ from mha_ref.tutorial.smollm2.files import install_steps
 print("install, in this order:", *install_steps(), sep="\n  ")
 model = load_model()
 config = model.config
-analysis = rope_head_analysis("statements", max_tokens=256)  # cached: computed once per build
+analysis = rope_head_analysis("statements", max_tokens=256)  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 tokens, usage = analysis["tokens"], analysis["usage"]
 text_len = len(tokens)
 speeds = rotary_frequencies(config.head_dim, config.rope_base)  # (32,) radians per token
@@ -95,9 +95,10 @@ print(f"pairs with the largest mean share: {most}")
 # Heads that rely on position
 # ---------------------------
 # The previous-token score of each head is its mean attention weight on the token just before
-# each query. The table puts the five heads with the highest score beside their share in the
+# each query (measured here on this text; example 16 measures it on repeated random tokens, so
+# the values differ from example 16's). The table puts the five heads with the highest score beside their share in the
 # fastest 8 pairs, and the five heads with the largest share in the fastest pairs beside their
-# score. (Layers and heads are numbered from 0, as in the other real-model examples.)
+# score. (Blocks and heads are numbered from 0, as in the other real-model examples.)
 
 previous = analysis["previous"]  # (layers, heads)
 fast_share = usage.share(list(fast))  # (layers, heads)
@@ -144,8 +145,8 @@ print(text_table(["pairs not rotated", "fastest first", "slowest first"], rows))
 # Taking the rotation out of the single fastest pair removes most of the head's weight on the
 # previous token; taking it out of the slowest pairs changes nothing until the fast ones are
 # reached. The previous-token pattern is built from the fastest speeds, as Barbero et al.
-# found in Gemma, although this head's largest sizes are elsewhere (its share of the fastest
-# pairs is in the table above).
+# found in Gemma, although most of this head's size is in other pairs (its share of the
+# fastest 8 pairs is in the table above).
 #
 # The same intervention on every head at once, each in its own block with no pair rotated:
 # how many of the heads with a clear previous-token pattern keep it?
@@ -176,7 +177,7 @@ print(f"largest score without rotation, over all heads: {unrotated.max():.3f}")
 # Exercises
 # ---------
 # **Exercise 1.** Barbero et al. propose p-RoPE: do not rotate the slowest pairs at all. From
-# the table of the head above, how many of the slowest pairs could stop turning before its
+# the curve of the head above, how many of the slowest pairs could stop turning before its
 # previous-token score falls by more than 0.01?
 #
 # .. dropdown:: Answer
@@ -198,7 +199,7 @@ print(f"the slowest of the rest, pair {31 - safe}, turns {speeds[31 - safe] * (t
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    A pair completes a turn in ``2 pi / speed`` tokens. The pairs that need more tokens than
+#    A pair completes a turn in :math:`2\pi/\theta_i` tokens. The pairs that need more tokens than
 #    the context holds never come round to the same angle within it, and they hold most of
 #    the size:
 

@@ -141,8 +141,9 @@ print(f"H100 SXM ridge point: {gpu_flops / gpu_bandwidth:.0f} FLOP/byte; "
 #
 # One decode step against the context, beside GQA
 # -----------------------------------------------
-# A smaller layer that this build can time: ``embed_dim = 512``, 8 heads of 64, batch 1, one new
-# token per step, ``float32``, on this build's CPU. MHA (8 key/value heads), GQA (2) and MLA with
+# A smaller layer, quick to time even on an ordinary CPU: ``embed_dim = 512``, 8 heads of 64,
+# batch 1, one new token per step, ``float32``, timed on the device that runs this page (the last
+# line printed names it). MHA (8 key/value heads), GQA (2) and MLA with
 # ``kv_latent_dim = 256`` (4 head widths, as in DeepSeek-V2) and ``rope_dim = 32``; the absorbed
 # MLA step gets its folded weights computed once, as an inference engine would, and the naive
 # MLA step rebuilds every cached key and value at every step. All four run ``mha_ref``'s explicit
@@ -151,7 +152,8 @@ print(f"H100 SXM ridge point: {gpu_flops / gpu_bandwidth:.0f} FLOP/byte; "
 # the score and ``kv_latent_dim`` for the weighted sum, against ``2 * head_dim`` for GQA (the
 # first line printed). The times are taken in rounds
 # (2 warm-up, 7 timed; :func:`mha_ref.tutorial.bench.time_interleaved_spread`) and given as ratios
-# to GQA's step at the same context. They describe this machine, not a GPU, where what bounds
+# to GQA's step at the same context. Times are printed on ``[timing]`` lines only: they depend on
+# the machine and change from run to run. They describe this machine, not a GPU, where what bounds
 # the step depends on its arithmetic intensity (the table above).
 
 embed_dim, num_heads, step_head_dim = 512, 8, 64
@@ -220,8 +222,8 @@ plt.show()
 
 small_head = 64
 mla_bytes = latent_cache_bytes_per_token(1, 4 * small_head, small_head // 2)
-print("MLA, bytes per token and layer:", mla_bytes)
-print("4 x MLA:", 4 * mla_bytes, "bytes; GQA with 9 = 4 x 2.25 kv heads:", kv_cache_bytes_per_token(1, 9, small_head), "bytes")
+print(f"MLA, bytes per token and layer: {mla_bytes}")
+print(f"4 x MLA: {4 * mla_bytes} bytes; GQA with 9 = 4 x 2.25 kv heads: {kv_cache_bytes_per_token(1, 9, small_head)} bytes")
 
 # %%
 # **Exercise 2.** Why can the RoPE part not be absorbed too? Rotate the *content* keys by their
@@ -245,7 +247,7 @@ latents = torch.randn(6, 32, dtype=torch.float64)  # (seq_len, kv_latent_dim)
 keys = apply_rotary(latents @ w_uk.T, torch.arange(6))  # (seq_len, head_dim), rotated content keys
 real = keys @ q_one  # (seq_len,)
 folded_scores = latents @ (w_uk.T @ q_one)  # (seq_len,)
-print("|real - folded| per key position:", [f"{d:.1e}" for d in (real - folded_scores).abs().tolist()])
+print(f"|real - folded| per key position: {[f'{d:.1e}' for d in (real - folded_scores).abs().tolist()]}")
 
 
 # %%

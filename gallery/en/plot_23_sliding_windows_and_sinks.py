@@ -11,7 +11,7 @@ and information still travels further than one window by hopping from layer to l
 This example builds the banded mask (:func:`mha_ref.sliding_window_mask`), checks that decoding
 step by step with a :class:`mha_ref.RollingKVCache` equals full attention with that mask,
 computes the receptive field with depth and the memory per token, and then tries a window on a
-model that was **not** trained with one: SmolLM2-135M on a real text, with a window-only cache
+model that was **not** trained with one: SmolLM2-135M-Instruct on a real text, with a window-only cache
 against a window plus the first four tokens kept (StreamingLLM, Xiao et al. 2023), with
 controls that change one factor each.
 """
@@ -108,10 +108,11 @@ print(text_table(["layers", "farthest token the last one reads", "depth x (windo
 # Memory per token
 # ----------------
 # With Mistral 7B's shape (32 layers, 8 key/value heads of 128, a window of 4096, ``bfloat16``),
-# the full cache grows with the text and the rolling one stops at the window. The byte counts
-# below are those of real :class:`mha_ref.KVCache` and :class:`mha_ref.RollingKVCache`
-# buffers of one layer (a single key/value head, so they fit this build), times the heads and
-# layers.
+# the full cache grows with the text and the rolling one stops at the window. The rolling cache
+# allocates all 4096 slots of its window from the start, so for a text shorter than the window
+# it is the larger one (the table's first row). The byte counts below are those of real
+# :class:`mha_ref.KVCache` and :class:`mha_ref.RollingKVCache` buffers of one layer (a single
+# key/value head, to keep the memory small), times the heads and layers.
 
 layers, kv_heads, kv_dim, mistral_window = 32, 8, 128, 4096
 per_token = kv_cache_bytes_per_token(layers, kv_heads, kv_dim, torch.bfloat16)
@@ -128,25 +129,24 @@ print(text_table(["tokens", "full cache (MiB)", "formula (MiB)", "rolling cache,
 #
 # A window on a model trained without one
 # ---------------------------------------
-# SmolLM2-135M was trained with full causal attention. The first 512 tokens of a shipped text
+# SmolLM2-135M-Instruct was trained with full causal attention. The first 512 tokens of a shipped text
 # (a chapter of the Python reference on assignment statements) go through it seven times: full
-# attention, a window of 64 tokens in every layer, and the same window with the first 4 tokens
+# attention, a window of 64 tokens in every block, and the same window with the first 4 tokens
 # kept; then four controls. A plain window of 68 has the same cache size as 64 + 4 but keeps recent
 # tokens instead of the first ones; a window of 64 plus token 0 alone keeps only the first token;
 # a window of 64 plus token 16 alone, or token 32 alone, adds one slot as token 0 does, but keeps
 # a token that is not the first one: if any one old token kept for good helped, these would help
 # as much.
-# The masks stand for the caches: the ring-buffer equality above holds for this model too, as the
+# Masks stand in for the caches here: the ring-buffer equality above holds for this model too, as the
 # first line below shows, where the start of the text is decoded one token at a time with a ring
 # buffer of the 16 recent tokens and the first 4 in every block (``rolling_decode_logits``),
 # against the masked forward pass. The positions are the tokens' own, so RoPE sees true distances. StreamingLLM instead
 # numbers the positions within the cache (Xiao et al. 2023, Sec. 3.2); that is not done here. The
 # perplexity is ``exp`` of the mean loss over the tokens beyond the first window, the same tokens
 # for every run. The last column is the share of the window-only run's excess perplexity (over
-# full attention) that a run removes. The computation is cached (:mod:`mha_ref.tutorial.cache`),
-# so the second language reuses it.
+# full attention) that a run removes.
 
-check = rolling_decode_check("assignment_statements", 48, 16, 4)  # cached, like the runs below
+check = rolling_decode_check("assignment_statements", 48, 16, 4)  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 print(f"ring buffers of {check['slots']} slots per block, {check['num_tokens']} tokens decoded one "
       f"at a time, against the masked forward pass: largest logit difference "
       f"{'below' if check['max_abs_diff'] < 1e-3 else 'ABOVE'} 1e-3 (logits up to "
@@ -158,7 +158,7 @@ result = streaming_losses("assignment_statements", 512, text_window, text_sinks)
 losses = result["losses"]
 ppl = {key: losses[key][text_window:].mean().exp().item() for key in losses}
 runs = (("full causal", "full", None), (f"window {text_window}", "window", text_window),
-        (f"window {text_window + text_sinks} (no kept tokens)", "wide_window", text_window + text_sinks),
+        (f"window {text_window + text_sinks} (no first tokens kept)", "wide_window", text_window + text_sinks),
         (f"window {text_window} + first 1", "first_token", text_window + 1),
         *((f"window {text_window} + only token {p}", f"token_{p}", text_window + 1)
           for p in KEPT_CONTROLS),
@@ -168,14 +168,14 @@ rows = [(name, "all" if key == "full" else slots, f"{ppl[key]:.2f}",
 print(f"text: {result['tokens'].numel()} tokens; perplexity over tokens {text_window + 1}..{result['tokens'].numel() - 1}")
 print(text_table(["attention", "tokens in the cache", "perplexity", "share of the excess removed"], rows))
 sink_weight = result["sink_weight"]  # (num_layers,)
-print(f"full attention: mean weight on token 0 beyond the window, per layer: min {sink_weight.min():.3f}, "
+print(f"full attention: mean weight on token 0 beyond the window, per block: min {sink_weight.min():.3f}, "
       f"median {sink_weight.median():.3f}, max {sink_weight.max():.3f}; "
-      f"layers above 0.1: {int((sink_weight > 0.1).sum())} of {sink_weight.numel()}")
+      f"blocks above 0.1: {int((sink_weight > 0.1).sum())} of {sink_weight.numel()}")
 
 positions = list(range(text_window, result["tokens"].numel() - 1, 32))
 curves = {label: [losses[key][p : p + 32].mean().item() for p in positions] for label, key in
           (("full causal", "full"), (f"window {text_window}", "window"), (f"window + first {text_sinks}", "sinks"))}
-fig = plot_lines(positions, curves, xlabel="position (blocks of 32 tokens)", ylabel="mean loss (nats)", title="SmolLM2-135M, first 512 tokens of a shipped text")
+fig = plot_lines(positions, curves, xlabel="position (spans of 32 tokens)", ylabel="mean loss (nats)", title="SmolLM2-135M-Instruct, first 512 tokens of a shipped text")
 plt.show()
 
 # %%
@@ -206,9 +206,9 @@ plt.show()
 #    Each layer adds ``window - 1`` positions, so 32 layers reach ``32 * 4095`` tokens back (the
 #    paper rounds it to about 131K). The mask product gives the same count for the small case:
 
-print("Mistral 7B:", 32 * (4096 - 1), "tokens back")
+print(f"Mistral 7B: {32 * (4096 - 1)} tokens back")
 small = receptive_field(32, 3, 5)  # (32, 32) bool
-print("window 3, 5 layers: the last token reads back to", 31 - int(small[31].nonzero().min()), "positions; rule:", 5 * (3 - 1))
+print(f"window 3, 5 layers: the last token reads back to {31 - int(small[31].nonzero().min())} positions; rule: {5 * (3 - 1)}")
 
 # %%
 # **Exercise 2.** A :class:`mha_ref.RollingKVCache` with ``window = 4`` and ``num_sinks = 1``
@@ -226,7 +226,7 @@ print("window 3, 5 layers: the last token reads back to", 31 - int(small[31].non
 exercise = RollingKVCache(1, 1, 4, 16, num_sinks=1)
 for _ in range(10):
     exercise.append(torch.zeros(1, 1, 1, 16), torch.zeros(1, 1, 1, 16))
-print("positions by slot:", exercise.positions.tolist(), "; bytes:", exercise.nbytes())
+print(f"positions by slot: {exercise.positions.tolist()}; bytes: {exercise.nbytes()}")
 
 
 # %%
@@ -238,11 +238,12 @@ print("positions by slot:", exercise.positions.tolist(), "; bytes:", exercise.nb
 #   exactly (the table prints the differences), with a cache that stops growing.
 # * Through ``depth`` layers a token reaches ``depth * (window - 1)`` positions back, as the
 #   mask products print.
-# * On SmolLM2, trained without a window, the printed perplexities compare a window alone with a
-#   window plus the first four tokens, and with full attention; a window with the same number of
-#   slots but no first tokens, and a window plus token 0 alone, show that the first token is what
-#   helps; a window plus token 16 or token 32 alone shows that it is the first token itself, the
-#   sink, and not any one extra old token.
+# * On SmolLM2-135M-Instruct, trained without a window, a window alone raises the perplexity far
+#   above full attention; keeping the first four tokens removes most of the excess, not all of it.
+#   A window with the same number of slots but no first tokens removes only a small part, and a
+#   window plus token 0 alone removes almost as much as the first four: the first token is what
+#   helps. A window plus token 16 or token 32 alone removes none: it is the first token itself,
+#   the sink, and not any one extra old token.
 #
 # Sources: Beltagy et al. 2020, "Longformer: The Long-Document Transformer", arXiv:2004.05150,
 # Sec. 3.1; Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (sliding window, rolling

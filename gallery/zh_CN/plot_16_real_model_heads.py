@@ -19,8 +19,9 @@ Transformer Circuits”）的做法；首词元分数就是 Xiao 等人（2023�
 # --------------
 # （自己运行本页需要真实模型：下面打印三条安装命令。）第一种输入是两条由 50 个随机词元组成的序列，
 # 每条重复两遍。第一遍无从预测；第二遍则可以预测：只要模型回头找到当前词元上一次出现的位置，把它后面
-# 那个词元抄过来。第二种输入是真实文本：随软件包提供的 Python 语言参考中的三段话。层和头都从 0 开始
-# 编号。
+# 那个词元抄过来。第二种输入是真实文本：随软件包提供的 Python 语言参考中的三段话。块和头都和代码一样
+# 从 0 开始编号：块 0 是第一个块，(16, 0) 是块 16 的头 0。一个块由归一化、注意力、残差相加、归一化、
+# MLP、残差相加组成，模型卡片常把它叫作“层”（见术语表的“块”）。
 
 import matplotlib.pyplot as plt
 import torch
@@ -39,10 +40,10 @@ from mha_ref.tutorial.smollm2.heads import (
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 model = load_model()
 config = model.config
-analysis = heads_analysis()  # 有缓存：每次构建只算一次，另一种语言直接复用
+analysis = heads_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 scores = analysis["scores"]  # 每个都是 (num_layers, num_heads)
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
-print(f"头：{config.num_layers} 个块 x {config.num_heads} 个查询头"
+print(f"头：{config.num_layers} 个块 × {config.num_heads} 个查询头"
       f"（每块 {config.num_kv_heads} 个键/值头）")
 print(f"重复输入：{tuple(analysis['repeated'].shape)}；真实文本："
       f"{len(analysis['text'])} 个词元")
@@ -95,13 +96,17 @@ for key, name in names.items():
 print(text_table(["分数", "头（块，头）", "分数值"], rows))
 for key, name in names.items():
     print(f"分数高于 0.5 的头（{name}）：{int((scores[key] > 0.5).sum())}")
+strong_previous = (scores["previous"] > 0.5).nonzero().tolist()  # [[块, 头], ...]，按块排序
+print(f"前一词元分数高于 0.5 的头（块，头）：{[tuple(h) for h in strong_previous]}")
 sinks = scores["first"] > 0.5  # (num_layers, num_heads)
 print(f"这些首词元头中，在块 0-14 的：{int(sinks[:15].sum())}，在块 15-29 的："
       f"{int(sinks[15:].sum())}")
 
 # %%
-# 最强的归纳头在块 17 和 18，位于模型中部；最强的前一词元头在块 16，就在它们前面一块，其余几个在块
-# 2 和 11；首词元分数高于 0.5 的头很多，几乎都在后半部分。分数高只说明一个头看向哪里，不说明它的输出
+# 最强的归纳头在块 17 和 18，位于模型中部；最强的前一词元头在块 16，就在它们前面一块。前一词元分数
+# 高于 0.5 的其他头分散在模型各处（上面打印的列表列出了全部），有的在归纳头之前，有的在它们之后，所以
+# 单看分数说不出哪一个在为归纳头提供输入：示例 17 用干预来回答。首词元分数高于 0.5 的头很多，几乎都在
+# 后半部分。分数高只说明一个头看向哪里，不说明它的输出
 # 被拿去做什么：示例 17 拿掉一些头，测量有什么变化。
 #
 # .. _ex16-named-heads-on-a-real-sentence:
@@ -118,11 +123,11 @@ tokens = model.tokenizer.encode(sentence)  # (L,) torch.long 词元编号
 labels = model.tokenizer.token_strings(tokens)
 named = [top_heads(scores[key], 1)[0] for key in names]  # (layer, head)，每种分数一个
 with torch.no_grad():
-    _, weights = model(tokens, need_weights=True)  # 每层一个 (1, num_heads, L, L)
+    _, weights = model(tokens, need_weights=True)  # 每个块一个 (1, num_heads, L, L)
 fig = plot_heads(
     [weights[layer][0, head] for layer, head in named],
     labels,
-    titles=[f"{names[key]}: ({layer}, {head})" for key, (layer, head) in zip(names, named, strict=True)],
+    titles=[f"{names[key]}：块 {layer} 头 {head}" for key, (layer, head) in zip(names, named, strict=True)],
     layers=[f"块 {layer}" for layer, _ in named],
     ncols=2,
     colorbar_label="注意力权重",
@@ -189,7 +194,7 @@ typed = "a user typed <|im_end|> here"
 try:
     model.tokenizer.encode(typed)
 except ValueError as error:
-    print(f"ValueError：{str(error)[:72]}...")
+    print(f"ValueError（文本里拼写了控制词元，默认拒绝）：{str(error)[:72]}...")
 as_text = model.tokenizer.encode(typed, control_tokens="text")  # (n,) 当作普通字符
 as_control = model.tokenizer.encode(typed, control_tokens="special")  # (m,) 含编号 2
 print(f"当作文本：{len(as_text)} 个词元，其中有编号 2：{2 in as_text.tolist()}；"
@@ -207,7 +212,8 @@ print(f"当作文本：{len(as_text)} 个词元，其中有编号 2：{2 in as_t
 #    :class-container: mha-answer
 #
 #    一点也拿不到：这些词元是独立均匀抽取的，上下文之前学到的任何东西都不能说明哪个词元跟在哪个
-#    后面。第一遍测的正是这种知识。只有上下文能降低损失，降低的比例是：
+#    后面。第一遍测的正是这种知识。只有上下文能降低损失。第二遍的损失只有第一遍的这么多（比值越小，
+#    从上下文里复制得越多）：
 
 print(f"第二遍 / 第一遍：{second / first:.3f}")
 
@@ -227,8 +233,8 @@ print(f"{len(strong)} 个头，分布在块 {sorted({layer for layer, _ in stron
 #
 # 小结
 # ----
-# - SmolLM2-135M-Instruct（4 位文件）会在上下文中复制：对于此前见过一次的随机词元，从第一遍到第二遍
-#   损失按上面打印的比例下降。
+# - SmolLM2-135M-Instruct（4 位文件）会在上下文中复制：对于此前见过一次的随机词元，第二遍的损失远低于
+#   第一遍，甚至低于它在真实文本上的损失；第一遍比均匀瞎猜还差。
 # - 一次前向传播就能给全部 270 个头打分；块 17 和 18 中有几个头从一个词元看向它上次出现处之后的
 #   词元（归纳），最强的前一词元头就在它们前面一块，后半部分的许多头把大部分权重放在首词元上。
 # - 这些是注意力的模式，不是功能：示例 17 用消融来检验它们。

@@ -5,9 +5,9 @@
 示例 16 在 SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建测出来的）里找到了一些注意力
 *看起来像* 归纳的头。模式不等于功能：本页把头拿掉，测量模型损失了什么。拿掉一个头（*消融*）的意思是：
 在它所在块的输出投影里，把它的输出换成零，或者换成它在一段真实文本上的平均值
-（``mha_ref.tutorial.smollm2.ablate_heads``，一个由 ``with`` 块加上又移除的钩子），和 Michel 等人
+（``mha_ref.tutorial.smollm2.ablate_heads``，一个用 ``with`` 语句临时挂上、退出时自动移除的钩子），和 Michel 等人
 （2019，“Are Sixteen Heads Really Better than One?”，`arXiv:1905.10650
-<https://arxiv.org/abs/1905.10650>`_）屏蔽头的做法一样。归纳头需要更早一层里的前一词元头，这个论证来自
+<https://arxiv.org/abs/1905.10650>`_）屏蔽头的做法一样。归纳头需要更早一个块里的前一词元头，这个论证来自
 Elhage 等人（2021，“A Mathematical Framework for Transformer Circuits”）和 Olsson 等人（2022，
 `arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_）。
 """
@@ -19,8 +19,8 @@ Elhage 等人（2021，“A Mathematical Framework for Transformer Circuits”�
 # ------------------------------------
 # 输入和示例 16 相同：两条由 50 个随机词元组成、各重复两遍的序列，以及那三段真实文本。对每种消融，
 # 给出第二遍上的损失（复制能降低的那部分）和真实文本上的损失。均值消融用的平均值是在真实文本上求的，
-# 这里却也用在随机词元上，而这类输入和求平均的那些输入并不相像：在重复序列上，它放进去的是一个典型的
-# 散文输出，而不是随机词元上的典型输出。（自己运行本页需要真实模型：下面打印三条安装命令。）
+# 这里却也用在随机词元上，而这类输入和求平均的那些输入并不相像：在重复序列上，它放进去的是普通文本上的
+# 典型输出，而不是随机词元上的典型输出。（自己运行本页需要真实模型：下面打印三条安装命令。）
 
 import matplotlib.pyplot as plt
 import torch
@@ -39,9 +39,10 @@ from mha_ref.tutorial.smollm2.heads import (
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
-result = interventions_analysis()  # 有缓存：每次构建只算一次，两种语言共用
+result = interventions_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 heads = result["induction_heads"]
 clean_copy, clean_text = result["clean"]
+MODES = {"zero": "零消融", "mean": "均值消融"}  # 打印用的名字
 print(f"最强的归纳头（块，头）：{heads}")
 print(f"不消融：第二遍损失 {clean_copy:.2f}，真实文本损失 {clean_text:.3f}")
 for mode in ("zero", "mean"):
@@ -49,23 +50,23 @@ for mode in ("zero", "mean"):
             for (block, h), (c, t) in result["single"][mode].items()]
     together_copy, together_text = result["together"][mode]
     rows.append(["三个一起", f"{together_copy:.2f}", f"{together_text:.3f}"])
-    print(f"{mode} 消融：")
+    print(f"{MODES[mode]}：")
     print(text_table(["消融的头", "第二遍损失", "真实文本损失"], rows))
 
 # %%
-# 每个头单独消融都会抬高第二遍的损失；三个一起抬得多得多，而真实文本的损失只变动了百分之几奈特。
+# 每个头单独消融都会抬高第二遍的损失；三个一起抬得多得多，而真实文本的损失只变动了零点零几奈特。
 # 三个一起的效果是否大于各自单独效果之和？
 
 for mode in ("zero", "mean"):
     singles = sum(c - clean_copy for c, _ in result["single"][mode].values())
     joint = result["together"][mode][0] - clean_copy
-    print(f"{mode}：单独效果之和 {singles:.2f} 奈特，三个一起 {joint:.2f} "
-          f"（比值 {joint / singles:.2f}）；第二遍损失 x{result['together'][mode][0] / clean_copy:.2f}")
+    print(f"{MODES[mode]}：单独效果之和 {singles:.2f} 奈特，三个一起 {joint:.2f} 奈特"
+          f"（比值 {joint / singles:.2f}）；第二遍损失变为 ×{result['together'][mode][0] / clean_copy:.2f}")
 
 # %%
 # 一起消融的代价大于各部分之和（超可加）。这 *提示* 存在冗余：拿掉一个头时，其余的头仍能复制它原来
 # 复制的很多内容，所以单独消融低估了每个头的份额。但这 *不能证明* 冗余：这些头的输出还要经过后面每
-# 一层，而后面各层不是线性的，单独效果之和可能漏掉任何一种相互作用。它也说明不了这里没有消融的其余
+# 一个块，而这些块不是线性的，单独效果之和可能漏掉任何一种相互作用。它也说明不了这里没有消融的其余
 # 267 个头。
 #
 # .. _ex17-the-previous-token-head-that-feeds-them:
@@ -182,7 +183,7 @@ print(f"alpha 0.99 时的损失变化除以 0.01：{scaling[0.99] / 0.01:+.3f}�
 # *下降* （一直到 ``alpha = 0.75``）；再往下调，损失才上升，而且升得很陡，一直升到 ``alpha = 0`` 处的
 # 精确效果。
 # 损失对这个头的输出远不是线性的（它通过归纳头的注意力模式起作用，上面拿掉它就改变了这些模式），所以
-# 从 ``alpha = 1`` 出发的任何一阶估计都到不了 0 处的值。去掉这个头，估计和精确效果给各个头的排序相近
+# 从 ``alpha = 1`` 出发的任何一阶估计都到不了 0 处的值。去掉这个头，估计和精确效果大体成线性关系
 # （上面打印的皮尔逊相关系数），但对效果最强的几个头，估计只有精确效果的一半到三分之二左右（表的最后
 # 一列）。
 #
@@ -200,7 +201,7 @@ print(f"alpha 0.99 时的损失变化除以 0.01：{scaling[0.99] / 0.01:+.3f}�
 # .. dropdown:: 答案
 #    :class-container: mha-answer
 #
-#    一个头的平均输出可能离零很远，而它后面的各层是在这个平均值存在的情况下训练出来的：置零把平均值
+#    一个头的平均输出可能离零很远，而它后面的各个块是在这个平均值存在的情况下训练出来的：置零把平均值
 #    也去掉了，这是模型从没见过的情况，代价可能超过这个头携带的信息。均值消融保留平均值，只去掉随输入
 #    变化的部分。这里两种方式相差不过零点几奈特，而且均值消融的代价略大，所以零消融并没有夸大这三个
 #    头：
@@ -220,15 +221,15 @@ for (block, h), (c, _) in result["single"]["zero"].items():
 #    本页没有测量它。平均值的变化是：
 
 for mode in ("zero", "mean"):
-    print(f"{mode}：真实文本损失 {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
+    print(f"{MODES[mode]}：真实文本损失 {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
 
 # %%
 # .. _ex17-summary:
 #
 # 小结
 # ----
-# - 把 SmolLM2-135M-Instruct（4 位文件）最强的三个归纳头一起消融，重复随机词元上的损失按上面打印的
-#   倍数上升，超过它们单独效果之和（在三个种子的随机词元上都是如此），而真实文本的损失几乎不变。
+# - 把 SmolLM2-135M-Instruct（4 位文件）最强的三个归纳头一起消融，重复随机词元第二遍的损失升到不消融
+#   时的两倍多，超过它们单独效果之和（在三个种子的随机词元上都是如此），而真实文本的损失几乎不变。
 # - 消融它们之前的前一词元头，会去掉它们的归纳模式和复制能力；同一块里的三个对照头不会。
 # - 归因修补用一次反向传播给头排序；它和精确扫描的吻合程度打印在上面。它的导数是对的，但损失对前一
 #   词元头的输出远不是线性的，所以它把这个头的符号弄错了；对效果最强的几个头，它只给出精确效果的一半

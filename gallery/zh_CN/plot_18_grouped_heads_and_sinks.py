@@ -31,8 +31,8 @@ from mha_ref.tutorial.smollm2.sink_values import first_token_scores_by_text, sin
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
 config = load_model().config
-scores = heads_analysis()["scores"]  # 有缓存（示例 16 的结果），每个都是 (num_layers, num_heads)
-result = sinks_analysis()  # 有缓存：每次构建只算一次，两种语言共用
+scores = heads_analysis()["scores"]  # 示例 16 的结果，每个都是 (num_layers, num_heads)
+result = sinks_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 within, across = result["within"], result["across"]  # (num_layers,)，各一个
 blocks = list(range(config.num_layers))
 fig = plot_lines(
@@ -115,13 +115,15 @@ fig = plot_lines(
 plt.show()
 print(f"块 0-3 中：{int(sinks_per_block[:4].sum())}；块 4-29 中："
       f"{int(sinks_per_block[4:].sum())}；共 {config.num_layers * config.num_heads} 个头")
+first_sink_block = int(sinks_per_block.nonzero()[0])  # 第一个有汇点头的块
+print(f"第一个有汇点头的块：块 {first_sink_block}")
 
 # %%
 # 这个计数只来自一段文本。下面在每段随包文本的前 256 个词元上（本页的文本更短，取全文；实验代码
 # :func:`~mha_ref.tutorial.smollm2.sink_values.first_token_scores_by_text`）做同样的计数，并给出
 # 每段文本的汇点头中有多少在本页文本上也是汇点头：
 
-by_text = first_token_scores_by_text()  # 有缓存；文本名 -> (num_layers, num_heads)
+by_text = first_token_scores_by_text()  # 文本名 -> (num_layers, num_heads)
 rows = []
 for name, text_scores in by_text.items():
     text_sinks = text_scores > 0.5  # (num_layers, num_heads)
@@ -132,7 +134,8 @@ print(text_table(["文本（前 256 个词元）", "块 0-3 中的汇点头", "�
 
 # %%
 # 哪些头是汇点头，几乎不取决于文本：本页的汇点头大多在其他每段文本上也是汇点头，而且几乎所有汇点头都在
-# 块 4-29 中。前四个块在本页文本上一个汇点头也没有，但并非在每段文本上都没有：在有的文本上有几个（见表）。
+# 块 4-29 中。在本页文本上，第一个有汇点头的块（上面打印的块号）比块 4 靠后得多，它之前的块一个汇点头
+# 也没有；但前四个块并非在每段文本上都没有汇点头：在有的文本上有几个（见表）。
 
 # %%
 # .. _ex18-why-a-softmax-makes-sinks:
@@ -148,7 +151,7 @@ print(text_table(["文本（前 256 个词元）", "块 0-3 中的汇点头", "�
 # :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`）。先看每个键/值头里词元 0 的值有多大，
 # 与其他词元的值大小的中位数相比（1 表示和一个典型词元的值一样大）：
 
-values = sink_values_analysis()  # 有缓存：每次构建只算一次，两种语言共用
+values = sink_values_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
 fig = plot_lines(
     blocks,
@@ -209,10 +212,11 @@ print(f"汇点头（归纳分数 <= 0.3）：{result['sinks']}")
 print(f"首词元分数最高的九个头：{result['top_first']}；其中的归纳头："
       f"{result['top_first_induction']}")
 print(f"不消融：{result['clean']:.3f}")
+MODES = {"zero": "零消融", "mean": "均值消融"}  # 打印用的名字
 rows = []
 for mode in ("zero", "mean"):
     controls = result["control_losses"][mode]
-    rows.append([mode, f"{result['ablated'][mode]:.3f}",
+    rows.append([MODES[mode], f"{result['ablated'][mode]:.3f}",
                  ", ".join(f"{loss:.3f}" for loss in controls),
                  f"{result['top_first_ablated'][mode]:.3f}",
                  f"{result['top_first_induction_ablated'][mode]:.3f}"])
@@ -222,8 +226,8 @@ print(text_table(["方式", "汇点头", "对照（3 次抽取）", "首词元�
 # %%
 # 一个几乎把全部权重都放在词元 0 上的头，会在每个位置加上几乎相同的向量，即词元 0 的值经过该头在
 # ``W^O`` 中那几列的结果；上面的拆分测量了它，对于几乎纯粹的汇点头，它比其他头写出的东西小。把九个
-# 汇点头一起拿掉，代价很小：零消融时约为百分之二奈特，比每一组对照都小；均值消融（保留每个头的平均
-# 输出）时约为千分之五奈特，落在各组对照的范围之内。首词元分数最高的九个头代价更大，均值消融时比每一组
+# 汇点头一起拿掉，代价很小：零消融时只有零点零几奈特，比每一组对照都小；均值消融（保留每个头的平均
+# 输出）时更小，落在各组对照的范围之内。首词元分数最高的九个头代价更大，均值消融时比每一组
 # 对照都大；而只拿掉其中的三个归纳头，代价就超过了这个数的一半：这一组的代价主要来自其中的归纳头，而不是
 # 来自汇点头。汇点头那个不变的输出有什么用，以及首词元本身值多少（拿掉它，或者像 StreamingLLM 的滑动
 # 窗口那样拿掉汇点的模式），是另外的干预，这里没有做。
@@ -252,8 +256,10 @@ print(f"最大差距 {gap.max():.3f}（块 {int(gap.argmax())}）；最小 {gap.
 # .. dropdown:: 答案
 #    :class-container: mha-answer
 #
-#    它有了另一个放权重的地方，于是不再需要把首词元当作汇点；Xiao 等人（2023，第 3.3 节）正是出于这个
-#    原因训练了带可学习汇词元的模型。本页只测量了一个没有这种设置的模型。这里主要关注首词元的头有：
+#    可以预期会更少：它有了另一个放权重的地方，不必再把首词元当作汇点；Xiao 等人（2023，第 3.3 节）
+#    出于这个原因在预训练时加入一个可学习的汇点词元，并报告模型随后把它当作汇点。本站没有测量这一点：
+#    本页只测量了一个没有这种设置的模型，而示例 24 的小实验里，头并没有用上提供给它的汇点。下面打印的
+#    只是这个模型里主要关注首词元的头数：
 
 print(f"{int(is_sink.sum())} / {config.num_layers * config.num_heads} 个头")
 
@@ -265,11 +271,11 @@ print(f"{int(is_sink.sum())} / {config.num_layers * config.num_heads} 个头")
 # - 在 SmolLM2-135M-Instruct（4 位文件）里，大多数块中共用一个键/值头的头比不同组的头更相像，但差距
 #   很小，算不算首词元都是如此；有一组里，最强的归纳头、另一个归纳头和一个纯粹的汇点头在真实文本上
 #   都把大部分权重放在首词元上。
-# - 许多头把大部分权重放在首词元上：在本页文本上，前四个块中一个也没有；在其他随包文本上，前四个块中
-#   没有或只有几个；它们大多在其他每段文本上也是汇点头。在大多数块里，首词元的值比典型词元的值小；
+# - 许多头把大部分权重放在首词元上：在本页文本上，前面的许多块里一个也没有（第一个有汇点头的块打印在
+#   上面）；在其他随包文本上，前四个块中没有或只有几个；它们大多在其他每段文本上也是汇点头。在大多数块里，首词元的值比典型词元的值小；
 #   几乎只停在它上面的头写出的东西比其他头少，而且几乎全部来自词元 0；只把部分权重放在那里的头，输出
 #   大部分来自其他键。
-# - 把九个最强的、不是归纳头的汇点头一起消融，代价不超过百分之二奈特：零消融时比消融同样块中同样数量
+# - 把九个最强的、不是归纳头的汇点头一起消融，代价不超过零点零几奈特：零消融时比消融同样块中同样数量
 #   的其他头还小，均值消融时落在这些对照的范围之内；首词元分数最高的九个头代价更大，主要是因为其中有
 #   归纳头（见上面的打印）。
 # - softmax 必须把权重放在某处；``add_zero_attn`` （示例 7）给了它一个地方，训练好的模型用的是首词元。

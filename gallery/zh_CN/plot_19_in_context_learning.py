@@ -38,7 +38,7 @@ from mha_ref.tutorial.smollm2.heads import (
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
-result = icl_analysis()  # 有缓存：每次构建只算一次，两种语言共用
+result = icl_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 clean = result["clean"]  # (windows, 511)，单位奈特；第 t 项是第 t + 1 个词元的损失
 per_text = Counter(name for name, _ in result["windows"])
 print(f"窗口：{clean.shape[0]} 个，每个 {clean.shape[1] + 1} 个词元，每隔 {ICL_STRIDE} 个词元一个；"
@@ -155,7 +155,7 @@ print(text_table(["文本", "窗口数", "上下文学习分数，平均", "上�
 # 配对变化在零的一个标准误之内，又不比对照的大，就在噪声之内；归纳头对分数有小的影响，并没有被排除。
 #
 # 为什么相变在示例 10 的合成任务上展示，而不是在真实文本上：Olsson 等人看到归纳头在预训练中形成，
-# 所需的词元远多于这次构建能训练的量；示例 10 的合成任务在构建预算之内就能形成归纳头。
+# 所需的词元远多于一台普通电脑能训练的量；示例 10 的合成任务很小，在 CPU 上训练一会儿就能形成归纳头。
 #
 # .. _ex19-exercises:
 #

@@ -3,7 +3,7 @@
 ==============================
 
 示例 20 把旋转位置编码（RoPE）放进了一个两层的玩具模型。这里看它在一个真实语言模型里的样子：
-SmolLM2-135M，也就是真实模型那几个示例所用的模型，它的 270 个头（30 个块，每块 9 个查询头）都旋转
+SmolLM2-135M-Instruct，也就是真实模型那几个示例所用的模型（同一个 4 位文件），它的 270 个头（30 个块，每块 9 个查询头）都旋转
 自己的查询和键。每个头有 64 个特征，分成 32 对旋转，每一对转得快慢不同：最快的一对每个词元转一
 弧度，最慢的一对慢到在模型的整个上下文里几乎不转。Barbero 等人（2024，“Round and Round We Go!
 What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
@@ -17,9 +17,9 @@ What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
 #
 # 32 种转速
 # ---------
-# 一个头的第 ``i`` 对每个词元转 ``base ** (-2i / 64)`` 弧度，SmolLM2 的 base 是 100000
+# 一个头的第 :math:`i` 对每个词元转 :math:`\theta_i = b^{-2i/64}` 弧度，其中 :math:`b` 是 RoPE 的 base，SmolLM2 的是 100000
 # （:func:`mha_ref.rotary_frequencies`）。下表对其中几对给出这个转速、转一整圈需要的词元数
-# （``2 pi / speed``），以及在下面所用的文本上一共转了多少。在整段文本上转得远不到一弧度的一对，
+# （:math:`2\pi/\theta_i`），以及在下面所用的文本上一共转了多少。在整段文本上转得远不到一弧度的一对，
 # 几乎分不出一个位置和另一个位置：它给分数加上的部分只取决于内容。（自己运行本页需要真实模型：
 # 下面打印三条安装命令。）
 
@@ -36,7 +36,7 @@ from mha_ref.tutorial.smollm2.files import install_steps
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 model = load_model()
 config = model.config
-analysis = rope_head_analysis("statements", max_tokens=256)  # 有缓存：每次构建只算一次
+analysis = rope_head_analysis("statements", max_tokens=256)  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 tokens, usage = analysis["tokens"], analysis["usage"]
 text_len = len(tokens)
 speeds = rotary_frequencies(config.head_dim, config.rope_base)  # (32,) 每个词元转的弧度
@@ -56,7 +56,7 @@ print(text_table(["特征对", "每个词元转的弧度", "转一圈的词元�
 # ----------------
 # 对每个头，在这段文本（Python 语言参考中关于 ``for``、``while`` 和 ``if`` 语句的三段话，随软件包
 # 一起提供）上算出旋转之前的查询和键，测量每一对的大小（它在所有词元上的均方根范数）。一对给分数
-# 加上的量，最多是查询和键在这一对里大小的乘积，所以这个乘积（这一对的 *用量*）说明每种转速对这个头
+# 加上的量，最多是查询和键在这一对里大小的乘积，所以这个乘积（这一对的 *使用量*，usage）说明每种转速对这个头
 # 能有多大影响（:class:`~mha_ref.tutorial.rope_heads.FrequencyUsage`）。热力图给出每个块在每一对上
 # 的份额，对块内 9 个头取平均（每一行之和为 1）。
 
@@ -87,8 +87,9 @@ print(f"平均份额最大的特征对：{most}")
 #
 # 依赖位置的头
 # ------------
-# 一个头的前一词元得分，是它放在每个查询前一个词元上的平均注意力权重。下表把得分最高的五个头和它们
-# 在最快 8 对中的份额放在一起，再把最快几对份额最大的五个头和它们的得分放在一起。（块和头都从 0
+# 一个头的前一词元分数，是它放在每个查询前一个词元上的平均注意力权重（这里在这段文本上测；示例 16 在重复的
+# 随机词元上测，所以数值与那里不同）。下表把分数最高的五个头和它们
+# 在最快 8 对中的份额放在一起，再把最快几对份额最大的五个头和它们的分数放在一起。（块和头都从 0
 # 开始编号，与其他真实模型示例相同。）
 
 previous = analysis["previous"]  # (layers, heads)
@@ -100,8 +101,8 @@ def describe(index):
     return [f"({layer}, {head})", f"{previous[layer, head]:.3f}", f"{fast_share[layer, head]:.3f}"]
 
 
-header = ["头（块，头）", "前一词元得分", "最快 8 对的份额"]
-print("前一词元得分最高的头：")
+header = ["头（块，头）", "前一词元分数", "最快 8 对的份额"]
+print("前一词元分数最高的头：")
 print(text_table(header, [describe(i) for i in previous.flatten().argsort(descending=True)[:5]]))
 print("最快几对份额最大的头：")
 print(text_table(header, [describe(i) for i in fast_share.flatten().argsort(descending=True)[:5]]))
@@ -111,8 +112,8 @@ print(text_table(header, [describe(i) for i in fast_share.flatten().argsort(desc
 #
 # 逐对拿掉旋转
 # ------------
-# 大小只说明一个头 *能* 用什么。为了看清前一词元得分最高的那个头 *需要* 什么，我们重新计算它所在块
-# 的注意力，把其中一些对的旋转拿掉（查询和键在这些对上的角度都设为 0），再测一次它的前一词元得分
+# 大小只说明一个头 *能* 用什么。为了看清前一词元分数最高的那个头 *需要* 什么，我们重新计算它所在块
+# 的注意力，把其中一些对的旋转拿掉（查询和键在这些对上的角度都设为 0），再测一次它的前一词元分数
 # （:func:`~mha_ref.tutorial.rope_heads.rotation_removal_curve`）。两种顺序：先拿掉最快的几对，或先
 # 拿掉最慢的几对。什么都不拿掉时，重新计算的结果就是模型自己的注意力（测试会检查这一点）。这里只
 # 测量这一个头的注意力模式。
@@ -123,7 +124,7 @@ fig = plot_lines(
     removed,
     {"先拿掉最快的": analysis["fast_first"], "先拿掉最慢的": analysis["slow_first"]},
     xlabel="拿掉旋转的特征对数",
-    ylabel="前一词元得分",
+    ylabel="前一词元分数",
     title=f"拿掉旋转时的头 ({layer}, {head})",
 )
 plt.show()
@@ -134,7 +135,7 @@ print(text_table(["不旋转的特征对数", "先拿掉最快的", "先拿掉�
 # %%
 # 只拿掉最快那一对的旋转，这个头放在前一个词元上的权重就大部分没了；先拿掉慢的几对，在拿到快的那几
 # 对之前什么都不变。前一词元模式是用最快的转速搭出来的，与 Barbero 等人在 Gemma 中的发现一致，尽管
-# 这个头最大的那些大小在别处（它在最快几对中的份额见上表）。
+# 这个头的大小大部分在别的特征对里（它在最快 8 对中的份额见上表）。
 #
 # 同样的干预同时作用于每一个头，每个头在自己的块里，所有对都不旋转：前一词元模式明显的那些头，有多少
 # 还能保住它？
@@ -142,9 +143,9 @@ print(text_table(["不旋转的特征对数", "先拿掉最快的", "先拿掉�
 unrotated = analysis["unrotated"]  # (layers, heads)
 clear = previous > 0.3
 kept = (unrotated[clear] > 0.5 * previous[clear]).sum()
-print(f"前一词元得分高于 0.3 的头：{int(clear.sum())}")
-print(f"其中不旋转时仍保住一半以上得分的头：{int(kept)}")
-print(f"不旋转时所有头中最高的得分：{unrotated.max():.3f}")
+print(f"前一词元分数高于 0.3 的头：{int(clear.sum())}")
+print(f"其中不旋转时仍保住一半以上分数的头：{int(kept)}")
+print(f"不旋转时所有头中最高的分数：{unrotated.max():.3f}")
 
 # %%
 # .. _ex21-what-this-shows:
@@ -152,7 +153,7 @@ print(f"不旋转时所有头中最高的得分：{unrotated.max():.3f}")
 # 这说明了什么
 # ------------
 # 在这个模型里，和 Gemma 7B 一样，查询和键在慢的那几对里最大，它们在这种长度的文本上几乎不转，
-# 因此承载内容。前一词元得分最高的那个头是用快的几对搭出来的：最快那一对停转，它就失去这个模式；
+# 因此承载内容。前一词元分数最高的那个头是用快的几对搭出来的：最快那一对停转，它就失去这个模式；
 # 只有慢的几对停转时，它保住这个模式；而前一词元模式明显的头，没有一个在完全不旋转时还能保住它。
 # RoPE 给每个头同时提供这两种通道，每个头各有自己的搭配。Barbero 等人认为，慢的几对正是更大的 base
 # 有助于长上下文的原因：base 越大，在整个上下文里几乎不动的特征对就越多。
@@ -162,8 +163,8 @@ print(f"不旋转时所有头中最高的得分：{unrotated.max():.3f}")
 #
 # 练习
 # ----
-# **练习 1.** Barbero 等人提出 p-RoPE：最慢的那些对干脆不旋转。根据上面那个头的表，最慢的多少对可以
-# 停转，而它的前一词元得分下降不超过 0.01？
+# **练习 1.** Barbero 等人提出 p-RoPE：最慢的那些对干脆不旋转。根据上面那个头的曲线，最慢的多少对可以
+# 停转，而它的前一词元分数下降不超过 0.01？
 #
 # .. dropdown:: 参考答案
 #    :class-container: mha-answer
@@ -172,9 +173,9 @@ print(f"不旋转时所有头中最高的得分：{unrotated.max():.3f}")
 
 start = analysis["slow_first"][0]
 safe = next(n for n, score in enumerate(analysis["slow_first"]) if score < start - 0.01) - 1
-print(f"最慢的 {safe} 对可以停转：得分 {analysis['slow_first'][safe]:.3f}"
+print(f"最慢的 {safe} 对可以停转：分数 {analysis['slow_first'][safe]:.3f}"
       f"（原为 {start:.3f}）；再多一对：{analysis['slow_first'][safe + 1]:.3f}")
-print(f"其余各对中最慢的第 {31 - safe} 对，在这段文本上转过 {speeds[31 - safe] * (text_len - 1):.3f} "
+print(f"其余各对中最慢的是第 {31 - safe} 对，在这段文本上转过 {speeds[31 - safe] * (text_len - 1):.3f} "
       f"弧度")
 
 # %%
@@ -184,7 +185,7 @@ print(f"其余各对中最慢的第 {31 - safe} 对，在这段文本上转过 {
 # .. dropdown:: 参考答案
 #    :class-container: mha-answer
 #
-#    一对转一整圈需要 ``2 pi / speed`` 个词元。需要的词元数比上下文还多的那些对，在上下文里永远回不到
+#    一对转一整圈需要 :math:`2\pi/\theta_i` 个词元。需要的词元数比上下文还多的那些对，在上下文里永远回不到
 #    同一个角度，而它们占了大小的大部分：
 
 never = [i for i in range(len(speeds)) if 2 * math.pi / speeds[i] > config.context_length]
@@ -198,5 +199,5 @@ print(f"它们在头的大小中的平均份额：{all_heads[:, never].sum(-1).m
 # ----
 # - SmolLM2 的每个头把查询和键分成 32 对旋转，从每个词元一弧度，到在整个上下文里远不到一弧度。
 # - 查询和键的大小大多在慢的几对里：它们是内容的通道。
-# - 前一词元得分最高的头，在最快那一对的旋转被拿掉时失去它的模式，在慢的几对失去旋转时保住它：它的
+# - 前一词元分数最高的头，在最快那一对的旋转被拿掉时失去它的模式，在慢的几对失去旋转时保住它：它的
 #   位置来自快的几对。前一词元模式明显的头，没有一个在不旋转时还能保住它。

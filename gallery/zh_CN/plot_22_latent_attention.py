@@ -132,15 +132,16 @@ print(f"H100 SXM 的屋脊点：{gpu_flops / gpu_bandwidth:.0f} FLOP/字节；"
 #
 # 一步解码随上下文的耗时，与 GQA 并排
 # -----------------------------------
-# 换一个本构建计时得起的小层：``embed_dim = 512``，8 个 64 维的头，批大小 1，每步一个新词元，
-# ``float32``，在本构建的 CPU 上运行。比较 MHA（8 个键/值头）、GQA（2 个）以及 ``kv_latent_dim = 256``
+# 换一个在普通 CPU 上也能很快计时的小层：``embed_dim = 512``，8 个 64 维的头，批大小 1，每步一个新词元，
+# ``float32``，在运行本页的设备上计时（最后一行打印它）。比较 MHA（8 个键/值头）、GQA（2 个）以及 ``kv_latent_dim = 256``
 # （4 个头宽，与 DeepSeek-V2 相同）、``rope_dim = 32`` 的 MLA；吸收形式的 MLA 像推理引擎那样只算一次
 # 合并后的矩阵，朴素形式的 MLA 每一步都要重建全部缓存的键和值。四者都用 ``mha_ref`` 的显式注意力
 # （GQA 设 ``use_fused=False``），哪一方都不用 PyTorch 的融合内核。对每个缓存词元、每个头，吸收形式
 # 算分数要乘 ``kv_latent_dim + rope_dim`` 个数，加权求和再乘 ``kv_latent_dim`` 个数，而 GQA 是
 # ``2 * head_dim`` 个（打印的第一行）。计时按轮进行（预热 2 轮，计时 7 轮；
 # :func:`mha_ref.tutorial.bench.time_interleaved_spread`），结果写成同一上下文下相对 GQA 一步的倍数。
-# 这些数只描述这台机器，不描述 GPU；在 GPU 上一步解码受什么限制，取决于它的运算强度（见上表）。
+# 耗时只打印在 ``[timing]`` 行里：它们取决于机器，每次运行都不一样。这些数只描述这台机器，不描述 GPU；
+# 在 GPU 上一步解码受什么限制，取决于它的运算强度（见上表）。
 
 embed_dim, num_heads, step_head_dim = 512, 8, 64
 contexts = [256, 512, 1024, 2048]
@@ -208,8 +209,8 @@ plt.show()
 
 small_head = 64
 mla_bytes = latent_cache_bytes_per_token(1, 4 * small_head, small_head // 2)
-print("MLA，每词元每层字节数：", mla_bytes)
-print("4 × MLA：", 4 * mla_bytes, "字节；9 = 4 × 2.25 个 KV 头的 GQA：", kv_cache_bytes_per_token(1, 9, small_head), "字节")
+print(f"MLA，每词元每层字节数：{mla_bytes}")
+print(f"4 × MLA：{4 * mla_bytes} 字节；9 = 4 × 2.25 个 KV 头的 GQA：{kv_cache_bytes_per_token(1, 9, small_head)} 字节")
 
 # %%
 # **练习 2.** 为什么 RoPE 那部分不能也吸收进去？把 *内容* 键按位置旋转，仍然硬把 ``W^UK`` 并入查询：
@@ -230,7 +231,7 @@ latents = torch.randn(6, 32, dtype=torch.float64)  # (seq_len, kv_latent_dim)
 keys = apply_rotary(latents @ w_uk.T, torch.arange(6))  # (seq_len, head_dim)，旋转后的内容键
 real = keys @ q_one  # (seq_len,)
 folded_scores = latents @ (w_uk.T @ q_one)  # (seq_len,)
-print("各键位置的 |真实 - 合并|：", [f"{d:.1e}" for d in (real - folded_scores).abs().tolist()])
+print(f"各键位置的 |真实 - 合并|：{[f'{d:.1e}' for d in (real - folded_scores).abs().tolist()]}")
 
 
 # %%

@@ -8,7 +8,7 @@
 
 本例构建带状掩码（:func:`mha_ref.sliding_window_mask`），核对用 :class:`mha_ref.RollingKVCache`
 逐步解码等于带这个掩码的完整注意力，计算感受野随深度的增长和每个词元的内存，再在一个 **没有** 用窗口
-训练过的模型上试用窗口：SmolLM2-135M 读一段真实文本，比较只用窗口的缓存与窗口加上保留最初四个词元
+训练过的模型上试用窗口：SmolLM2-135M-Instruct 读一段真实文本，比较只用窗口的缓存与窗口加上保留最初四个词元
 （StreamingLLM，Xiao 等 2023），另加几个各只改一个因素的对照。
 """
 
@@ -93,7 +93,7 @@ for depth in (1, 2, 4, 8, 16):
     reach = receptive_field(64, 4, depth)  # (64, 64) bool
     farthest = 63 - int(reach[63].nonzero().min())
     rows.append((depth, farthest, depth * (4 - 1)))
-print(text_table(["层数", "最后一个词元读到的最远距离", "depth x (window - 1)"], rows))
+print(text_table(["层数", "最后一个词元读到的最远距离", "depth × (window - 1)"], rows))
 
 # %%
 # .. _ex23-memory-per-token:
@@ -101,8 +101,9 @@ print(text_table(["层数", "最后一个词元读到的最远距离", "depth x 
 # 每个词元的内存
 # --------------
 # 取 Mistral 7B 的形状（32 层，8 个 128 维的键/值头，窗口 4096，``bfloat16``）：完整缓存随文本增长，
-# 滚动缓存到窗口大小就停住。下面的字节数来自真实的 :class:`mha_ref.KVCache` 和
-# :class:`mha_ref.RollingKVCache` 缓冲区（一层、一个键/值头，这样本构建放得下），再乘以头数和层数。
+# 滚动缓存到窗口大小就停住。滚动缓存一开始就按窗口分配全部 4096 个槽位，所以文本短于窗口时，它反而比
+# 完整缓存大（表的第一行）。下面的字节数来自真实的 :class:`mha_ref.KVCache` 和
+# :class:`mha_ref.RollingKVCache` 缓冲区（只建一层、一个键/值头，免得占用太多内存），再乘以头数和层数。
 
 layers, kv_heads, kv_dim, mistral_window = 32, 8, 128, 4096
 per_token = kv_cache_bytes_per_token(layers, kv_heads, kv_dim, torch.bfloat16)
@@ -119,20 +120,20 @@ print(text_table(["词元数", "完整缓存（MiB）", "公式（MiB）", "滚�
 #
 # 在没有用窗口训练过的模型上加窗口
 # --------------------------------
-# SmolLM2-135M 是用完整因果注意力训练的。取一段随包提供的文本（Python 参考手册讲赋值语句的一章）的
-# 前 512 个词元，让模型跑七遍：完整注意力；每层都用 64 个词元的窗口；同样的窗口再保留最初 4 个词元；
+# SmolLM2-135M-Instruct 是用完整因果注意力训练的。取一段随包提供的文本（Python 参考手册讲赋值语句的一章）的
+# 前 512 个词元，让模型跑七遍：完整注意力；每个块都用 64 个词元的窗口；同样的窗口再保留最初 4 个词元；
 # 然后是四个对照。68 个词元的普通窗口与 64 + 4 的缓存一样大，但多出的槽位放的是最近的词元，而不是最初的
 # 词元；64 个词元的窗口只加词元 0，则只保留第一个词元；64 个词元的窗口只加词元 16，或只加词元 32，和加
 # 词元 0 一样多出一个槽位，但保留的不是第一个词元：如果随便哪个一直保留的旧词元都有帮助，它们的帮助应该
-# 一样大。掩码代表缓存：上面环形缓冲区的等式对这个模型
+# 一样大。这里用掩码来模拟缓存：上面环形缓冲区的等式对这个模型
 # 同样成立，见下面输出的第一行。那里把文本开头逐个词元解码，每个块用一个环形缓冲区保存最近的 16 个词元
 # 和最初的 4 个（``rolling_decode_logits``），再与带掩码的前向计算比较。位置用词元自己的位置，所以 RoPE
 # 看到的是真实距离。StreamingLLM 则按词元在缓存
 # 中的位置重新编号（Xiao 等 2023，第 3.2 节），这里没有这样做。困惑度是第一个窗口之后各词元平均损失的
 # ``exp``，每次运行统计的都是这些词元。最后一列是：只用窗口时比完整注意力多出的困惑度中，这次运行消除的
-# 比例。计算结果有缓存（:mod:`mha_ref.tutorial.cache`），第二种语言直接复用。
+# 比例。
 
-check = rolling_decode_check("assignment_statements", 48, 16, 4)  # 有缓存，与下面的几次运行一样
+check = rolling_decode_check("assignment_statements", 48, 16, 4)  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 print(f"每个块一个 {check['slots']} 个槽位的环形缓冲区，逐个解码 {check['num_tokens']} 个词元，"
       f"与带掩码的前向计算相比：logit 的最大差"
       f"{'小于' if check['max_abs_diff'] < 1e-3 else '大于'} 1e-3（logit 最大约 "
@@ -144,7 +145,7 @@ result = streaming_losses("assignment_statements", 512, text_window, text_sinks)
 losses = result["losses"]
 ppl = {key: losses[key][text_window:].mean().exp().item() for key in losses}
 runs = (("完整因果", "full", None), (f"窗口 {text_window}", "window", text_window),
-        (f"窗口 {text_window + text_sinks}（不保留词元）", "wide_window", text_window + text_sinks),
+        (f"窗口 {text_window + text_sinks}（不保留最初词元）", "wide_window", text_window + text_sinks),
         (f"窗口 {text_window} + 最初 1", "first_token", text_window + 1),
         *((f"窗口 {text_window} + 只加词元 {p}", f"token_{p}", text_window + 1)
           for p in KEPT_CONTROLS),
@@ -154,14 +155,14 @@ rows = [(name, "全部" if key == "full" else slots, f"{ppl[key]:.2f}",
 print(f"文本：{result['tokens'].numel()} 个词元；困惑度统计词元 {text_window + 1}..{result['tokens'].numel() - 1}")
 print(text_table(["注意力", "缓存中的词元", "困惑度", "消除的多出部分的比例"], rows))
 sink_weight = result["sink_weight"]  # (num_layers,)
-print(f"完整注意力：窗口之后的查询给词元 0 的平均权重，逐层统计：最小 {sink_weight.min():.3f}，"
+print(f"完整注意力：窗口之后的查询给词元 0 的平均权重，逐块统计：最小 {sink_weight.min():.3f}，"
       f"中位数 {sink_weight.median():.3f}，最大 {sink_weight.max():.3f}；"
-      f"超过 0.1 的层：{int((sink_weight > 0.1).sum())} / {sink_weight.numel()}")
+      f"超过 0.1 的块：{int((sink_weight > 0.1).sum())} / {sink_weight.numel()}")
 
 positions = list(range(text_window, result["tokens"].numel() - 1, 32))
 curves = {label: [losses[key][p : p + 32].mean().item() for p in positions] for label, key in
           (("完整因果", "full"), (f"窗口 {text_window}", "window"), (f"窗口 + 最初 {text_sinks}", "sinks"))}
-fig = plot_lines(positions, curves, xlabel="位置（每块 32 个词元）", ylabel="平均损失（nats）", title="SmolLM2-135M，一段随包文本的前 512 个词元")
+fig = plot_lines(positions, curves, xlabel="位置（每段 32 个词元）", ylabel="平均损失（奈特）", title="SmolLM2-135M-Instruct，一段随包文本的前 512 个词元")
 plt.show()
 
 # %%
@@ -188,9 +189,9 @@ plt.show()
 #    每一层多出 ``window - 1`` 个位置，所以 32 层能往回读 ``32 * 4095`` 个词元（论文约为 131K）。
 #    掩码乘积在小例子上给出同样的数：
 
-print("Mistral 7B：往回", 32 * (4096 - 1), "个词元")
+print(f"Mistral 7B：往回 {32 * (4096 - 1)} 个词元")
 small = receptive_field(32, 3, 5)  # (32, 32) bool
-print("窗口 3、5 层：最后一个词元往回读到", 31 - int(small[31].nonzero().min()), "个位置；规则：", 5 * (3 - 1))
+print(f"窗口 3、5 层：最后一个词元往回读到 {31 - int(small[31].nonzero().min())} 个位置；规则：{5 * (3 - 1)}")
 
 # %%
 # **练习 2.** 一个 ``window = 4``、``num_sinks = 1`` 的 :class:`mha_ref.RollingKVCache` 已经收下了
@@ -206,7 +207,7 @@ print("窗口 3、5 层：最后一个词元往回读到", 31 - int(small[31].no
 exercise = RollingKVCache(1, 1, 4, 16, num_sinks=1)
 for _ in range(10):
     exercise.append(torch.zeros(1, 1, 1, 16), torch.zeros(1, 1, 1, 16))
-print("各槽位的位置：", exercise.positions.tolist(), "；字节数：", exercise.nbytes())
+print(f"各槽位的位置：{exercise.positions.tolist()}；字节数：{exercise.nbytes()}")
 
 
 # %%
@@ -217,9 +218,10 @@ print("各槽位的位置：", exercise.positions.tolist(), "；字节数：", e
 # * 滑动窗口就是带状的因果掩码；``window`` 个槽位的环形缓冲区能精确地解码它（表中打印了差值），而
 #   缓存不再增长。
 # * 经过 ``depth`` 层，一个词元能读到 ``depth * (window - 1)`` 个位置之前，掩码乘积打印了这一点。
-# * 在没有用窗口训练过的 SmolLM2 上，打印的困惑度比较了只用窗口、窗口加最初四个词元，以及完整注意力；
-#   槽位数相同但不保留最初词元的窗口，以及只加词元 0 的窗口，说明起作用的是第一个词元；只加词元 16
-#   或词元 32 的窗口说明，起作用的是第一个词元本身（汇点词元），而不是随便哪一个多保留的旧词元。
+# * 在没有用窗口训练过的 SmolLM2-135M-Instruct 上，只用窗口时困惑度远高于完整注意力；保留最初四个词元
+#   消除了多出部分的大部分，但没有全部消除。槽位数相同但不保留最初词元的窗口只消除了一小部分，只加
+#   词元 0 的窗口消除的几乎一样多：起作用的是第一个词元；只加词元 16 或词元 32 的窗口什么也没有消除：
+#   起作用的是第一个词元本身（汇点词元），而不是随便哪一个多保留的旧词元。
 #
 # 出处：Beltagy 等 2020，“Longformer: The Long-Document Transformer”，arXiv:2004.05150，第 3.1 节；
 # Jiang 等 2023，“Mistral 7B”，arXiv:2310.06825，第 2 节（滑动窗口、滚动缓冲缓存、模型形状）；

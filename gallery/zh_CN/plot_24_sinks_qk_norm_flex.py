@@ -68,27 +68,28 @@ print(f"零汇点时每行留在真实键上的权重：最小 {w_zero_sink.sum(
 #
 # 它们会改变一个无事可做的头的行为吗？
 # ------------------------------------
-# 一个受控任务（实验代码 ``mha_ref.tutorial.sinks_lab``）：16 种 id 的随机词元；在 *触发* 词元
+# 一个受控任务（实验代码 ``mha_ref.tutorial.sinks_lab``）：词表大小为 16 的随机词元；在 *触发* 词元
 # （id 0-7）处，目标是前一个词元，只有注意力能取到它；在其他词元处，目标是固定的 id 15，单靠残差流
 # 就能给出。一层、一个头，每个种子的初始化、数据和 400 步 Adam 都相同；只改 softmax：普通的、带可学习
 # 汇点 logit 的、加一的（与上面的 ``add_zero_attn`` 相同）。每种三个种子。训练后在 2048 条固定序列上，
 # 表中打印两类位置的准确率、头在那里放在真实键上的权重，以及在非触发位置把头的输出置零时非触发位置的
 # 准确率（消融：模型的其余部分在那里需要这个头吗？）。
 
+VARIANTS = {"softmax": "普通 softmax", "sink logit": "汇点 logit", "softmax + 1": "softmax 加一"}  # 打印用的名字
 rows, stopped = [], {}
 for variant in NO_OP_VARIANTS:
     runs = [no_op_runs(variant, seed) for seed in (0, 1, 2)]
     stopped[variant] = sum(r["mass_other"] < 0.9 for r in runs)
     for seed, r in enumerate(runs):
-        rows.append((variant, seed, f"{r['accuracy_trigger']:.3f}", f"{r['accuracy_other']:.3f}", f"{r['mass_trigger']:.3f}",
+        rows.append((VARIANTS[variant], seed, f"{r['accuracy_trigger']:.3f}", f"{r['accuracy_other']:.3f}", f"{r['mass_trigger']:.3f}",
                      f"{r['mass_other']:.3f}", f"{r['ablated_other']:.3f}", f"{r['sink_logit']:.2f}"))
 print(text_table(["softmax", "种子", "触发处准确率", "其他处准确率", "触发处键上权重", "其他处键上权重",
                   "其他处准确率（头置零）", "汇点 logit"], rows))
 for variant, count in stopped.items():
-    print(f"{variant}：在非触发词元处头放在真实键上的权重低于 0.9 的种子数：{count} / 3")
+    print(f"{VARIANTS[variant]}：在非触发词元处头放在真实键上的权重低于 0.9 的种子数：{count} / 3")
 
 # %%
-# 只读表中显示的内容。在非触发词元处，大多数运行里模型的其余部分几乎不需要这个头（在那里把它的输出
+# 下面只根据表中的数字来说。在非触发词元处，大多数运行里模型的其余部分几乎不需要这个头（在那里把它的输出
 # 置零，准确率损失很小；种子 1 例外，每种 softmax 都是如此），可是无论哪种 softmax，头在那里仍把权重
 # 放在真实键上，最后几行数出了这一点。在这个任务里，“关注什么都没有”的途径没有被用上。一个可能的原因
 # （这里没有检验）是：头读到一些读出层可以忽略的东西，并不会受到惩罚。带汇点的两种变体在触发词元处
@@ -100,7 +101,8 @@ for variant, count in stopped.items():
 #
 # QK-norm 与塌缩的单头模型
 # ------------------------
-# 示例 6 的单头模型（``embed_dim = 16``），用示例 6 的训练代码
+# 示例 6 的单头模型（``embed_dim = 16``）在较高的学习率下会塌缩：它的注意力饱和，每个查询只看一个键，
+# 准确率停在很低的水平（见示例 6 的“单头为什么失败”一节）。这里用示例 6 的训练代码
 # （:func:`mha_ref.tutorial.training.train` 的循环）训练 400 步，三个种子，注意力由同样的参数
 # 显式计算；两组之间唯一的改动是在查询和键上加一个 :class:`mha_ref.QKNorm` （LayerNorm，与
 # Dehghani 等 2023 相同），外加这个 LayerNorm 可学习的增益和偏置，第二组也训练它们。两组都先以
@@ -132,7 +134,9 @@ for lr in (3e-2, 1e-2):
 # 出的增益除外），softmax 保持一定的分散。较低的学习率是对照：如果两组在那里也有差别，QK-norm
 # 改变的不只是饱和；如果没有差别，``3e-2`` 下的好处与 QK-norm 通过饱和起作用是一致的（每格三个
 # 种子；在查询和键上加 LayerNorm 也会改变它们的有效步长，本页没有把两者分开）。最后两行给出本次
-# 构建的两组比较。
+# 构建的两组比较：学习率 ``3e-2`` 下，没有 QK-norm 的三个种子准确率都停在很低的水平，注意力熵接近 0
+# （softmax 饱和）；有 QK-norm 的三个种子准确率都超过 0.9，熵远离 0。学习率 ``1e-2`` 下，两组的种子都
+# 学会了任务，熵也相近。好处只在较高的学习率下出现，这与 QK-norm 通过防止饱和起作用是一致的。
 
 # %%
 # .. _ex24-flexattention-against-the-explicit-masks:
@@ -207,7 +211,7 @@ if flex is not None:
         run_flex(fq.clone().requires_grad_(True), fk, fv)
         print("CPU 上的 FlexAttention 反向传播：这个 torch 接受（此处未核对）")
     except NotImplementedError as error:
-        print(f"跳过 CPU 上的 FlexAttention 反向传播：{str(error).splitlines()[0]}")
+        print(f"跳过 CPU 上的 FlexAttention 反向传播（这个 torch 不支持在 CPU 上对它求梯度）：{str(error).splitlines()[0]}")
 
 # %%
 # .. _ex24-a-block-mask-built-for-batch-0-only:
@@ -222,7 +226,7 @@ if flex is not None:
 # :func:`~mha_ref.tutorial.sinks_lab.flex_padding_check` 为长度分别为 12 和 7 个词元的两个序列，用这两种
 # 方式构建块掩码，再分别用它们运行 FlexAttention，即时执行一次，用 ``torch.compile`` 编译后再运行一次，
 # 输入为 ``float32`` （CPU 上编译后的 FlexAttention 不接受 ``float64``），与 ``float64`` 的显式掩码结果
-# 比较。编译在每次构建时只做一次，而且用这么小的规模，因为编译要花好几秒 CPU 时间。表中每一行依次给出
+# 比较。编译只做一次，而且用这么小的规模，因为编译要花好几秒 CPU 时间。表中每一行依次给出
 # 序列 0 和序列 1 计算的块数，以及与显式结果的最大绝对差。
 
 compile_ok, compile_reason = torch_compile_status("cpu")
@@ -306,10 +310,10 @@ print(f"行和：最小 {band_w.sum(-1).min().item():.6f}，最大 {band_w.sum(-
 # ----
 # * 汇点 logit 为 ``-inf`` 就是普通注意力，为 ``0`` 就是 softmax 加一，``add_zero_attn`` 在输出投影
 #   之前等同于零汇点（开头几行打印了差值）。
-# * 在受控任务中，打印的计数说明是否有哪种 softmax 让不被需要的头停止读取；本构建的运行中一种也没有，
-#   所以本页没有显示出这个效果。
-# * 在示例 6 的单头模型上使用 QK-norm：QK-norm 一节的最后几行数出了有无 QK-norm 时、在相同预算下、
-#   学习率 ``3e-2`` 和 ``1e-2`` 下准确率达到 0.9 的种子数，以及这个头的注意力熵（接近 0：softmax 饱和）。
+# * 在受控任务中，三种 softmax 都没有让不被需要的头停止读取：每个种子的头在非触发词元处仍把权重放在
+#   真实键上，所以本页没有显示出这个效果。
+# * 在示例 6 的单头模型上，训练步数相同：学习率 ``3e-2`` 下，没有 QK-norm 的三个种子都没有学会，注意力熵
+#   接近 0（softmax 饱和），有 QK-norm 的三个都学会了；学习率 ``1e-2`` 下两组都学会了。
 # * FlexAttention 的掩码和分数修改在这台 CPU 上即时执行时与显式计算相等；用这次调用的 ``B`` 和 ``H``
 #   构建的块掩码列出的正是显式掩码的块。即时执行的 FlexAttention 不使用块掩码；编译之后，对读取 ``b`` 的
 #   ``mask_mod`` 用 ``B=None`` 构建的块掩码给出错误的输出（见上面的打印）。反向传播因打印的原因而跳过。
