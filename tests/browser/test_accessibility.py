@@ -169,6 +169,26 @@ def test_no_axe_violation_in_the_live_model_and_the_overview(watched, site_url, 
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize(("lang", "scheme"), [("en", "light"), ("zh_CN", "dark")])
+def test_no_axe_violation_in_the_real_models_overview(watched, site_url, axe, lang, scheme):
+    """Example 16's overview of 30 blocks x 9 heads, a grid of its own (numbered rows and columns,
+    one tab stop); the same code as example 10's overview, audited above in both schemes and
+    languages, at the real model's size: every rule in one language, the dark scheme's contrast
+    in the other (the headers' colours do not depend on the language)."""
+    watch = watched(scheme)
+    page = watch.page
+    page.goto(f"{site_url}/{lang}/auto_examples/plot_16_real_model_heads.html", wait_until="load")
+    page.wait_for_selector(".mha-attn[data-mha-attn='2'] [role='grid']")
+    view = page.locator(".mha-attn", has=page.locator(".mha-attn-overview-toggle")).last
+    view.locator(".mha-attn-overview-toggle").click()
+    assert view.locator("[data-overview]").count() == 270
+    view.locator("[data-overview='3,2']").focus()  # the focus ring, and the readout's line
+    problems = _violations_sampling_contrast(
+        axe, page, f"{lang} example 16 ({scheme}), overview", scheme
+    )
+    assert not problems, "\n".join(problems)
+
+
 def test_the_sampled_contrast_audit_finds_a_style_with_poor_contrast(watched, site_url, axe):
     """The sampling keeps axe's verdict: light grey paragraphs on a white page are caught, by the
     contrast audit alone (the dark scheme's) and by the one run that does every rule, which

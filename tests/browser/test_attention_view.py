@@ -434,6 +434,23 @@ def test_escape_unpins_in_the_grid(watched, site_url, lang):
 # -- all layers x all heads -----------------------------------------------------------------------
 
 
+#: each overview heatmap: its head, its size and its last row's colours
+_PIXELS = """maps => maps.map(m => {
+  const row = m.getContext('2d').getImageData(0, m.height - 1, m.width, 1).data;
+  const rgb = [];
+  for (let k = 0; k < row.length; k += 4) rgb.push([row[k], row[k + 1], row[k + 2]]);
+  return {head: Number(m.dataset.head), size: [m.width, m.height], rgb: rgb};
+})"""
+
+
+def overview_rows(overview) -> list[str]:
+    """The overview's row headers as layer names: a number under a corner that holds the word
+    ("block \\ head" over "0", "1", ...), or the names themselves."""
+    corner = overview.locator(".mha-attn-corner").text_content()
+    rows = overview.locator(".mha-attn-overview-layer").all_text_contents()
+    return [f"{corner.split(' ')[0]} {row}" if corner else row for row in rows]
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_the_overview_shows_every_head_of_every_layer(watched, site_url, lang):
     watch = open_page(watched, site_url, lang, INDUCTION)
@@ -447,15 +464,22 @@ def test_the_overview_shows_every_head_of_every_layer(watched, site_url, lang):
     assert button.get_attribute("aria-pressed") == "true"
     overview = view.locator(".mha-attn-overview")
     layers = sorted(set(data["layers"]), key=data["layers"].index)
-    assert overview.locator(".mha-attn-overview-layer").all_text_contents() == layers
-    assert overview.locator(".mha-attn-multiple").count() == len(data["weights"]) == 4
-    # each small multiple is coloured by its own head's weights
-    for h in range(len(data["weights"])):
-        assert overview.locator(f"[data-cell='{h},0,0']").count() == 1
-    overview.locator(".mha-attn-multiple-title").nth(3).click()  # the second layer's head 1
+    assert overview_rows(overview) == layers
+    assert overview.locator("[data-overview]").count() == len(data["weights"]) == 4
+    # each heatmap is its own head's weights, a pixel each, in the colours of the head's grid
+    pixels = overview.locator("canvas[data-head]").evaluate_all(_PIXELS)
+    assert [p["head"] for p in pixels] == [0, 1, 2, 3]
+    assert all(p["size"] == [len(data["keys"]), len(data["queries"])] for p in pixels)
+    assert len({str(p["rgb"]) for p in pixels}) == 4, "four heads drawn alike"
+    overview.locator("[data-overview='1,1']").click()  # the second layer's head 1
     assert button.get_attribute("aria-pressed") == "false"
     assert view.locator(".mha-attn-layer select").input_value() == data["layers"][3]
     assert view.locator("[data-cell='3,0,0']").count() == 1
+    last = len(data["queries"]) - 1  # the last query: every key is open to it
+    for j in range(len(data["keys"])):
+        shown_colour = view.locator(f"[data-cell='3,{last},{j}']").evaluate(
+            "c => getComputedStyle(c).backgroundColor")
+        assert shown_colour == "rgb({}, {}, {})".format(*pixels[3]["rgb"][j]), (j, shown_colour)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     button.click()
     view.screenshot(path=str(SCREENSHOTS / f"attention-{lang}-overview.png"))
@@ -495,12 +519,73 @@ def test_the_real_models_overview_holds_all_270_heads_and_reads_their_weights(
     button = view.locator(".mha-attn-overview-toggle")
     button.click()
     overview = view.locator(".mha-attn-overview")
-    assert overview.locator(".mha-attn-overview-layer").count() == 30
-    assert overview.locator(".mha-attn-multiple").count() == 270
-    overview.locator(".mha-attn-multiple-title").nth(9 * 17 + 4).click()  # block 17, head 4
+    assert overview_rows(overview) == sorted(set(data["layers"]), key=data["layers"].index)
+    assert overview.locator("[data-overview]").count() == 270
+    # the pointer on a heatmap reads the weight under it: block 17, head 4, the last query's
+    # first key (the heatmap's bottom-left corner)
+    h, last = 9 * 17 + 4, len(data["queries"]) - 1
+    heatmap = overview.locator(f"canvas[data-head='{h}']")
+    size = heatmap.bounding_box()
+    heatmap.hover(position={"x": 1, "y": size["height"] - 1})
+    text = view.locator(".mha-attn-readout").text_content()
+    assert text.startswith(data["names"][h]) and f"“{data['keys'][0]}”" in text, text
+    sent = data["weights"][h][last][0]
+    assert readout_number(text) == ("<0.001" if sent == -1 else shown(sent / 1000)), text
+    _the_overview_fits_and_is_one_tab_stop(page, view, overview, data, lang)
+    overview.locator("[data-overview='17,4']").click()  # block 17, head 4
     assert view.locator(".mha-attn-layer select").input_value() == data["layers"][9 * 17 + 4]
     assert view.locator(f"[data-cell='{9 * 17 + 4},0,0']").count() == 1
     assert not watch.errors, watch.errors
+
+
+#: the overview's layout: its box, its scroll box's, each row's heads' tops (one line: one top)
+_OVERVIEW_BOXES = """o => {
+  const scroll = o.closest('.mha-attn-scroll');
+  const top = c => c.getBoundingClientRect().top;
+  const rows = [...o.querySelectorAll('[role=row]')].slice(1).map(row =>
+    new Set([...row.querySelectorAll('[data-overview]')].map(top)).size);
+  return {right: o.getBoundingClientRect().right, scrollRight: scroll.getBoundingClientRect().right,
+          scrollWidth: scroll.scrollWidth, clientWidth: scroll.clientWidth, rows: rows};
+}"""
+
+
+def _the_overview_fits_and_is_one_tab_stop(page, view, overview, data, lang):
+    """Example 16's 30 blocks x 9 heads: each block's heads on one line inside the page's column,
+    at 1280 px and on a phone (no sideways scroll), and the grid is one tab stop: the arrow keys
+    move between heads, Enter opens one, Tab leaves the view at once. It was 1,302 px wide in an
+    896 px column, and 270 tab stops."""
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        boxes = overview.evaluate(_OVERVIEW_BOXES)
+        assert boxes["rows"] == [1] * 30, (width, boxes["rows"])
+        assert boxes["right"] <= boxes["scrollRight"] + 0.5, (width, boxes)
+        assert boxes["scrollWidth"] <= boxes["clientWidth"], (width, boxes)  # nothing hidden
+    page.set_viewport_size({"width": 1280, "height": 900})
+    cells = overview.locator("[data-overview]")
+    assert cells.evaluate_all("cs => cs.filter(c => c.tabIndex === 0).length") == 1
+    view.locator(".mha-attn-overview-toggle").focus()
+    for _ in range(3):  # the token view's button, the table's, then the grid
+        page.keyboard.press("Tab")
+    where = "document.activeElement.getAttribute('data-overview')"
+    assert page.evaluate(where) == "0,5"  # block 0, head 5: the head the view showed
+    for key, expected in [("ArrowRight", "0,6"), ("ArrowDown", "1,6"), ("End", "1,8"),
+                          ("ArrowRight", "1,8"), ("Home", "1,0"), ("ArrowUp", "0,0"),
+                          ("ArrowLeft", "0,0"), ("ArrowDown", "1,0"), ("ArrowDown", "2,0")]:
+        page.keyboard.press(key)
+        assert page.evaluate(where) == expected, (key, page.evaluate(where), expected)
+    label = page.evaluate("document.activeElement.getAttribute('aria-label')")
+    assert label.startswith(data["names"][9 * 2]), label  # block 2, head 0
+    assert cells.evaluate_all("cs => cs.filter(c => c.tabIndex === 0).length") == 1
+    page.keyboard.press("Tab")  # out of the grid, and out of the view, in one press
+    assert not view.evaluate("v => v.contains(document.activeElement)")
+    page.keyboard.press("Shift+Tab")  # back to the head it left
+    assert page.evaluate(where) == "2,0"
+    page.keyboard.press("Enter")  # block 2, head 0, alone
+    assert view.locator(".mha-attn-layer select").input_value() == data["layers"][9 * 2]
+    assert view.locator(f"[data-cell='{9 * 2},0,0']").count() == 1
+    assert view.locator(".mha-attn-heads button[aria-pressed='true']").text_content() == (
+        data["names"][9 * 2])
+    view.locator(".mha-attn-overview-toggle").click()
 
 
 # -- the live model -------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
-"""Search: the scorer that ranks titles holding the whole query, then object names, before full-text
-matches (``search_scorer.js``, set at ``config-inited``: in ``conf.py`` a change to it would run
-every example again). The Chinese index's one-character words are :mod:`.chinese_text`'s.
+"""Search: the scorer that ranks headings holding the whole query (or a synonym of it) first, then
+object names, then full-text matches, pages holding every word of the query before the others
+and the pages that mention every topic (references, home page, glossary) last
+(``search_scorer.js``, set at ``config-inited``: in ``conf.py`` a change to it would run every
+example again; here it runs none). The Chinese index's one-character words are
+:mod:`.chinese_text`'s.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@
  * Keyboard (the hint above the grid says it in this order): Tab reaches the layer menu, the head
  * picker (arrow keys change the head), the view's buttons, then the grid (arrow keys move between
  * cells, Home/End go to the row's ends, Page Up/Page Down change the head, Enter pins the row)
- * or, in the token view, the query tokens (arrow keys move, Enter pins); Escape unpins. Numbers
+ * or, in the token view, the query tokens (arrow keys move, Enter pins), or, in the overview of
+ * every layer's heads, its grid of heads (one tab stop: arrow keys move between heads, Enter
+ * shows the head alone); Escape unpins. Numbers
  * are shown to 3 decimals ("<0.001" for a smaller positive one), the exact value in the
  * element's title. A view of many heads (weights_decimals set) carries its weights rounded, as
  * integers in units of 1 / weights_scale (12 for 0.012 in thousandths): 0 is an exact zero (a
@@ -56,6 +58,9 @@
         "weights; Enter pins a token's lines, Escape unpins them). Mouse: click a query token " +
         "to see its lines alone.",
       tabAll: "then each head's button, which shows that head alone.",
+      tabOverview: "then the grid of heads (the arrow keys move between heads, a row per layer; " +
+        "Enter shows that head alone). Mouse: hover a head to read its weights; click it to " +
+        "show it alone.",
       hintTouch: "Tap a cell to read its weight; tap a query token to pin its row.",
       overview: "All layers × heads",
       overviewLabel: "every head of every layer: rows are layers, columns are heads",
@@ -118,6 +123,8 @@
       tabLines: "最后到查询词元（方向键在词元间移动并读出它最大的权重；Enter 键固定它的连线，" +
         "Esc 键取消固定）。鼠标：点击查询词元只看它的连线。",
       tabAll: "最后到每个头的按钮（只显示这个头）。",
+      tabOverview: "最后到头的网格（方向键在头之间移动，每层一行；Enter 键只显示这个头）。" +
+        "鼠标：把鼠标移到头上即可读出权重；点击它只显示这个头。",
       hintTouch: "点按格子读出权重；点按查询词元固定该行。",
       overview: "全部层 × 头",
       overviewLabel: "每一层的每一个头：行是层，列是头",
@@ -289,7 +296,7 @@
     return w.tabStart + (this.data.live ? w.tabLive : "") +
       (this.layerNames.length > 1 ? w.tabLayer : "") +
       (this.data.kind === "mask" ? w.tabMasks : w.tabHeads) + w.tabButtons +
-      (this.all || this.overview ? w.tabAll : this.lines ? w.tabLines : w.tabGrid);
+      (this.overview ? w.tabOverview : this.all ? w.tabAll : this.lines ? w.tabLines : w.tabGrid);
   };
 
   View.prototype.say = function (text, title) {
@@ -329,6 +336,7 @@
         "aria-pressed": "false" }, w.overview);
       this.overviewButton.addEventListener("click", function () {
         self.overview = !self.overview;
+        self.overviewAt = null; // the grid's tab stop starts on the layer and head shown
         self.syncHeadButtons();
         self.render();
       });
@@ -379,14 +387,17 @@
       if (cell) self.read(cell);
       var query = event.target.closest("[data-query]");
       if (query) self.readRow(self.head, Number(query.getAttribute("data-query")));
+      var head = event.target.closest("[data-overview]");
+      if (head) self.say(head.getAttribute("aria-label"));
     });
     // a tap on a touch screen reads the cell too (no hover there)
     this.scroll.addEventListener("click", function (event) {
-      var cell = event.target.closest("[role='gridcell']");
+      var cell = event.target.closest("[role='gridcell'][data-cell]");
       if (cell) self.read(cell);
     });
     this.scroll.addEventListener("keydown", function (event) {
       if (event.target.closest("[data-query]")) self.onQueryKey(event);
+      else if (event.target.closest("[data-overview]")) self.onOverviewKey(event);
       else self.onGridKey(event);
     });
     // Escape unpins, wherever the focus is in the view
@@ -501,30 +512,137 @@
     this.hintBox.textContent = this.hint();
   };
 
-  /* every head of every layer: one row of small multiples per layer (a 30-layer, 9-head model
-     gives 30 rows of 9); each small multiple opens its layer and head */
+  /* every head of every layer, as a grid: a row per layer, a column per head, each cell a small
+     heatmap of that head (a 30-layer, 9-head model gives 30 rows of 9). The heatmaps share the
+     column's width, so a row fits the page; the grid is one tab stop, as the single-head grid:
+     the arrow keys move between heads (roving tabindex), Enter or a click shows the head alone */
   View.prototype.overviewGrid = function () {
     var self = this;
-    var box = el("div", { class: "mha-attn-overview", role: "group",
-      "aria-label": this.w.overviewLabel });
-    var keys = this.data.keys.length;
+    var d = this.data;
+    var w = this.w;
+    var grid = el("div", { class: "mha-attn-overview", role: "grid",
+      "aria-label": w.overviewLabel, "aria-describedby": this.hintId });
     var perRow = 0;
     this.layerNames.forEach(function (layer) {
       perRow = Math.max(perRow, self.headsIn(layer).length);
     });
-    // each small multiple about 6 rem wide whatever the length, 2 to 12 px a cell
-    var side = Math.max(2, Math.min(12, Math.floor(96 / keys)));
-    box.style.setProperty("--mha-mini", side + "px");
-    box.style.gridTemplateColumns = "auto repeat(" + perRow + ", max-content)";
-    this.layerNames.forEach(function (layer) {
-      box.appendChild(el("span", { class: "mha-attn-overview-layer" }, layer));
+    // each head's column shares the width, up to 6 rem (a model of 2 heads gets no giant ones)
+    grid.style.gridTemplateColumns = "max-content repeat(" + perRow + ", minmax(0, 6rem))";
+    // rows and columns are headed by numbers where the names are a word and a number ("block 3",
+    // "block 3 head 5"), the two words in the corner ("block \ head"), so 9 columns fit a phone
+    var first = this.headsIn(this.layerNames[0]);
+    var headName = function (h, layer) { // "block 3 head 5" -> "head 5"
+      var name = self.name(h);
+      return name.indexOf(layer) === 0 ? name.slice(layer.length).trim() : name;
+    };
+    var numbered = function (labels) { // ["head 0", "head 1"] -> ["head", ["0", "1"]], or null
+      var word = labels[0].replace(/\s*\d+$/, "");
+      var numbers = labels.map(function (label) {
+        var rest = label.slice(word.length).trim();
+        return label.indexOf(word) === 0 && /^\d+$/.test(rest) ? rest : null;
+      });
+      return word && numbers.indexOf(null) < 0 ? [word, numbers] : null;
+    };
+    var rows = numbered(this.layerNames);
+    var columns = numbered(first.map(function (h) { return headName(h, self.layerNames[0]); }));
+    if (!rows || !columns) rows = columns = null; // then the names in full
+    var head = el("div", { role: "row", class: "mha-attn-row" });
+    head.appendChild(el("span", { role: "columnheader", class: "mha-attn-corner" },
+      rows ? rows[0] + " \\ " + columns[0] : ""));
+    for (var k = 0; k < perRow; k++) {
+      head.appendChild(el("span", { role: "columnheader", class: "mha-attn-overview-head" },
+        k >= first.length ? "" : columns ? columns[1][k] : headName(first[k], this.layerNames[0])));
+    }
+    grid.appendChild(head);
+    var at = this.overviewAt || [Math.max(0, this.layerNames.indexOf(this.layer)),
+      Math.max(0, this.headsIn(this.layer).indexOf(this.head))];
+    this.overviewAt = at;
+    this.layerNames.forEach(function (layer, row) {
+      var line = el("div", { role: "row", class: "mha-attn-row" });
+      line.appendChild(el("span", { role: "rowheader", class: "mha-attn-overview-layer" },
+        rows ? rows[1][row] : layer));
       var heads = self.headsIn(layer);
       for (var k = 0; k < perRow; k++) {
-        if (k < heads.length) box.appendChild(self.multiple(heads[k], layer));
-        else box.appendChild(el("span"));
+        if (k >= heads.length) {
+          line.appendChild(el("span", { role: "gridcell" }));
+          continue;
+        }
+        var name = layer && self.name(heads[k]).indexOf(layer) < 0
+          ? layer + " " + self.name(heads[k]) : self.name(heads[k]);
+        var cell = el("div", { role: "gridcell", class: "mha-attn-overview-cell",
+          "data-overview": row + "," + k, tabindex: row === at[0] && k === at[1] ? "0" : "-1",
+          "aria-label": name + w.colon + w.showHead });
+        cell.appendChild(self.heatmap(heads[k]));
+        cell.addEventListener("click", self.openHead.bind(self, heads[k], layer));
+        line.appendChild(cell);
       }
+      grid.appendChild(line);
     });
-    return box;
+    // the pointer over a heatmap reads the weight under it
+    grid.addEventListener("mousemove", function (event) {
+      var map = event.target.closest("canvas[data-head]");
+      if (!map) return;
+      var box = map.getBoundingClientRect();
+      var h = Number(map.getAttribute("data-head"));
+      var i = Math.floor(((event.clientY - box.top) / box.height) * d.queries.length);
+      var j = Math.floor(((event.clientX - box.left) / box.width) * d.keys.length);
+      i = Math.max(0, Math.min(d.queries.length - 1, i));
+      j = Math.max(0, Math.min(d.keys.length - 1, j));
+      self.say(self.describe(h, i, j), self.exact(h, i, j));
+    });
+    return grid;
+  };
+
+  /* one head's weights as a canvas of one pixel per weight, drawn with the view's colours and
+     scaled up by the page (pixelated): 270 heads of 23 x 23 weights as spans were 143,000
+     elements, seconds to lay out on every resize */
+  View.prototype.heatmap = function (h) {
+    var d = this.data;
+    var canvas = el("canvas", { class: "mha-attn-overview-map", "data-head": h,
+      width: d.keys.length, height: d.queries.length, "aria-hidden": "true" });
+    var style = getComputedStyle(this.root);
+    var blocked = style.getPropertyValue("--mha-blocked-b").trim() || "#9a9a9a";
+    var nan = style.getPropertyValue("--mha-nan").trim() || "#c8c8c8";
+    var context = canvas.getContext("2d");
+    for (var i = 0; i < d.queries.length; i++) {
+      for (var j = 0; j < d.keys.length; j++) {
+        var v = d.weights[h][i][j];
+        context.fillStyle = this.isBlocked(h, i, j) ? blocked : v === null ? nan : colour(d, v);
+        context.fillRect(j, i, 1, 1);
+      }
+    }
+    return canvas;
+  };
+
+  /* the overview's keys: the arrow keys, Home and End move (as in the single-head grid), Enter or
+     Space shows the head alone */
+  View.prototype.onOverviewKey = function (event) {
+    var cell = event.target.closest("[data-overview]");
+    var at = cell.getAttribute("data-overview").split(",").map(Number);
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      cell.click();
+      return;
+    }
+    var layer = this.layerNames[at[0]];
+    var to = this.step(event.key, at[0], at[1], this.layerNames.length,
+      this.headsIn(layer).length);
+    if (!to) return;
+    event.preventDefault();
+    // a shorter row (fewer heads in that layer) keeps the last head it has
+    to[1] = Math.min(to[1], this.headsIn(this.layerNames[to[0]]).length - 1);
+    this.overviewAt = to;
+    this.rove(this.scroll.querySelector("[data-overview='" + to[0] + "," + to[1] + "']"));
+  };
+
+  /* show head h of layer alone (from the overview or the small multiples) */
+  View.prototype.openHead = function (h, layer) {
+    if (layer && layer !== this.layer) {
+      this.layer = layer;
+      this.layerSelect.value = layer;
+      this.renderHeads();
+    }
+    this.choose(h, true);
   };
 
   View.prototype.headsIn = function (layer) {
@@ -641,23 +759,20 @@
   };
 
   /* all heads: small multiples; each is a button that shows its head alone */
-  View.prototype.multiple = function (h, layer) {
+  View.prototype.multiple = function (h) {
+    var figure = el("div", { class: "mha-attn-multiple" });
+    var button = el("button", { type: "button", class: "mha-attn-multiple-title",
+      "aria-label": this.name(h) + this.w.colon + this.w.showHead }, this.name(h));
+    button.addEventListener("click", this.openHead.bind(this, h, null));
+    figure.appendChild(button);
+    figure.appendChild(this.mini(h));
+    return figure;
+  };
+
+  /* one head's weights as a small heatmap, a span per cell (hovering one reads it) */
+  View.prototype.mini = function (h) {
     var self = this;
     var d = this.data;
-    var figure = el("div", { class: "mha-attn-multiple" });
-    var name = layer && this.name(h).indexOf(layer) < 0 ? layer + " " + this.name(h)
-      : this.name(h);
-    var button = el("button", { type: "button", class: "mha-attn-multiple-title",
-      "aria-label": name + this.w.colon + this.w.showHead }, this.name(h));
-    button.addEventListener("click", function () {
-      if (layer && layer !== self.layer) {
-        self.layer = layer;
-        self.layerSelect.value = layer;
-        self.renderHeads();
-      }
-      self.choose(h, true);
-    });
-    figure.appendChild(button);
     var cells = el("div", { class: "mha-attn-mini", "aria-hidden": "true" });
     cells.style.gridTemplateColumns = "repeat(" + d.keys.length + ", var(--mha-mini))";
     d.queries.forEach(function (q, i) {
@@ -667,8 +782,7 @@
         cells.appendChild(cell);
       });
     });
-    figure.appendChild(cells);
-    return figure;
+    return cells;
   };
 
   View.prototype.read = function (cell) {
@@ -740,39 +854,55 @@
       (d.kind === "mask" ? d.allowed_label : w.rowTotal) + w.colon + top.join(w.sep), exact);
   };
 
+  /* where an arrow key, Home or End moves (row i, column j) in a grid of rows x cols; null
+     for another key. The single-head grid and the overview move alike */
+  View.prototype.step = function (key, i, j, rows, cols) {
+    switch (key) {
+      case "ArrowRight": return [i, Math.min(cols - 1, j + 1)];
+      case "ArrowLeft": return [i, Math.max(0, j - 1)];
+      case "ArrowDown": return [Math.min(rows - 1, i + 1), j];
+      case "ArrowUp": return [Math.max(0, i - 1), j];
+      case "Home": return [i, 0];
+      case "End": return [i, cols - 1];
+      default: return null;
+    }
+  };
+
+  /* the grid's one tab stop moves to target, which takes the focus (roving tabindex) */
+  View.prototype.rove = function (target) {
+    Array.prototype.forEach.call(this.scroll.querySelectorAll("[role='gridcell']"),
+      function (c) { c.tabIndex = -1; });
+    target.tabIndex = 0;
+    target.focus();
+  };
+
   View.prototype.onGridKey = function (event) {
     var cell = event.target.closest("[role='gridcell']");
     if (!cell) return;
     var at = cell.getAttribute("data-cell").split(",").map(Number);
     var i = at[1];
     var j = at[2];
-    var rows = this.data.queries.length;
-    var cols = this.data.keys.length;
     var heads = this.headsOfLayer();
     var k = heads.indexOf(this.head);
-    switch (event.key) {
-      case "ArrowRight": j = Math.min(cols - 1, j + 1); break;
-      case "ArrowLeft": j = Math.max(0, j - 1); break;
-      case "ArrowDown": i = Math.min(rows - 1, i + 1); break;
-      case "ArrowUp": i = Math.max(0, i - 1); break;
-      case "Home": j = 0; break;
-      case "End": j = cols - 1; break;
-      case "PageDown": k = (k + 1) % heads.length; break;
-      case "PageUp": k = (k - 1 + heads.length) % heads.length; break;
-      case "Enter": case " ":
-        event.preventDefault();
-        this.pin(i);
-        return;
-      default: return;
+    var to = this.step(event.key, i, j, this.data.queries.length, this.data.keys.length);
+    if (to) {
+      i = to[0];
+      j = to[1];
+    } else {
+      switch (event.key) {
+        case "PageDown": k = (k + 1) % heads.length; break;
+        case "PageUp": k = (k - 1 + heads.length) % heads.length; break;
+        case "Enter": case " ":
+          event.preventDefault();
+          this.pin(i);
+          return;
+        default: return;
+      }
     }
     event.preventDefault();
     this.cell = [i, j];
     if (heads[k] !== this.head) this.choose(heads[k]);
-    var target = this.scroll.querySelector("[data-cell='" + this.head + "," + i + "," + j + "']");
-    Array.prototype.forEach.call(this.scroll.querySelectorAll("[role='gridcell']"),
-      function (c) { c.tabIndex = -1; });
-    target.tabIndex = 0;
-    target.focus();
+    this.rove(this.scroll.querySelector("[data-cell='" + this.head + "," + i + "," + j + "']"));
   };
 
   View.prototype.toggleTable = function () {
