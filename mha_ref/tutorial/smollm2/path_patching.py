@@ -230,7 +230,7 @@ def head_weights_from(
         weights; V-composition cannot).
     """
     with torch.no_grad():
-        _, weights = attention(query, key, value, is_causal=True, need_weights=True)
+        _, weights = attention(query, key, value, is_causal=True, need_weights=True)  # (b,h,L,L)
     return weights  # (batch, num_heads, seq_len, seq_len)
 
 
@@ -433,6 +433,7 @@ def _patch_one_seed(model, sender, receivers, seed: int) -> dict:
     patched, induction = {}, {}
     for path, names in PATHS.items():
         losses, weights = path_patched_losses(model, streams, ablated, repeated, receivers, names)
+        # losses (2, 2n - 1); weights {receiver: (2, 2n, 2n)}
         patched[path], induction[path] = second_copy(losses), scores(weights)
     return {
         "clean": second_copy(ablated_token_losses(model, streams, repeated, [])),
