@@ -3,7 +3,8 @@ Example 16: A real model's heads
 ================================
 
 Every head so far belonged to a toy trained on this site. This page looks at the 270 heads
-(30 blocks of 9 query heads) of a real pretrained language model: SmolLM2-135M-Instruct, in the
+(30 blocks of 9 query heads; the first figure below draws one block) of a real pretrained
+language model: SmolLM2-135M-Instruct, in the
 4-bit quantised file (Q4_1) the real-model examples use, dequantised and run by this package's
 own :class:`~mha_ref.GroupedQueryAttention`. Every number below is this build's measurement on
 that file, not a published figure. The scores come from the attention weights; what a head
@@ -33,6 +34,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from mha_ref.masks import causal_mask
+from mha_ref.tutorial.block_diagram import block_sizes, plot_prenorm_block
 from mha_ref.tutorial.plotting import plot_heads, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
@@ -53,6 +55,45 @@ print(f"heads: {config.num_layers} blocks × {config.num_heads} query heads "
       f"({config.num_kv_heads} key/value heads per block)")
 print(f"repeated input: {tuple(analysis['repeated'].shape)}; real text: "
       f"{len(analysis['text'])} tokens")
+
+# %%
+# .. _ex16-one-block-of-the-model:
+#
+# One block of the model
+# ----------------------
+# The model is a stack of identical blocks, each pre-norm as in LLaMA
+# (``mha_ref.tutorial.smollm2.model.SmolLM2Block``). The *residual stream* ``x`` (one vector of
+# ``embed_dim`` numbers per token) runs straight through every block; in each, the attention
+# reads it after an RMS normalisation and adds its output back to it, then the MLP does the
+# same. A head of block ``l`` therefore reads everything the blocks before it wrote into the
+# stream, which is how one head can use another's output (example 17). The sizes below are
+# read from the model file and drawn into the figure:
+
+sizes = block_sizes(config)  # {name: size}, from the model file's metadata
+meaning = {
+    "embed_dim": "width of the residual stream (d_model)",
+    "num_heads": "query heads per block",
+    "num_kv_heads": "key/value heads per block (each shared by a group of query heads)",
+    "head_dim": "features per head",
+    "ffn_dim": "hidden width of the MLP",
+    "num_layers": "blocks",
+}
+print(text_table(["config name", "size", "what it is"],
+                 [[name, size, meaning[name]] for name, size in sizes.items()]))
+labels = {
+    "title": "One block of SmolLM2 (pre-norm); the model stacks {num_layers} of them",
+    "stream": "residual stream x, shape (batch, L, {embed_dim})",
+    "enter": "x from the block before (block 0: the token embeddings)",
+    "leave": "x to the next block (after the last: RMSNorm, then the logits)",
+    "norm": "RMSNorm",
+    "attention": "grouped-query attention, RoPE\n{num_heads} query heads, "
+                 "{num_kv_heads} key/value heads\nhead_dim {head_dim}",
+    "mlp": "MLP (SwiGLU)\n{embed_dim} → {ffn_dim} → {embed_dim}",
+    "add_attention": "x + attention(RMSNorm(x))",
+    "add_mlp": "x + MLP(RMSNorm(x))",
+}
+fig = plot_prenorm_block(config, labels)
+plt.show()
 
 # %%
 # .. _ex16-the-model-copies-in-context:

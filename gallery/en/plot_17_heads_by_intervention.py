@@ -11,7 +11,9 @@ projection (``mha_ref.tutorial.smollm2.ablate_heads``, a hook added and removed 
 `arXiv:1905.10650 <https://arxiv.org/abs/1905.10650>`_) mask heads. The argument that
 induction heads need a previous-token head in an earlier block is Elhage et al.'s (2021, "A
 Mathematical Framework for Transformer Circuits") and Olsson et al.'s (2022,
-`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_).
+`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_); path patching, which finds through
+which input one head reads another, is Wang et al.'s (2022, "Interpretability in the Wild",
+`arXiv:2211.00593 <https://arxiv.org/abs/2211.00593>`_).
 """
 
 # %%
@@ -40,6 +42,7 @@ from mha_ref.tutorial.smollm2.heads import (
     top_heads,
     top_k_overlap,
 )
+from mha_ref.tutorial.smollm2.path_patching import PATHS, path_patching_analysis
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
@@ -80,8 +83,9 @@ for mode in ("zero", "mean"):
 # The previous-token head that feeds them
 # ---------------------------------------
 # An induction head finds "the token after the earlier occurrence" because an earlier head has
-# written, at every position, which token came before it (Elhage et al.'s K-composition). The
-# strongest previous-token head in a block before every top induction head is zero-ablated;
+# written, at every position, which token came before it. The induction head can read that
+# through its queries, its keys or its values (Elhage et al.'s Q-, K- and V-composition); which
+# of them it uses is measured further down, by path patching. The strongest previous-token head in a block before every top induction head is zero-ablated;
 # as a control, three other heads of the same block, drawn at random, each alone. For each:
 # the second-copy loss and the induction score of the three heads above.
 
@@ -124,6 +128,73 @@ print(f"seeds: 0 (above) and {list(OTHER_SEEDS)}")
 # On every seed the three together cost more than the sum of their single effects (a ratio
 # above 1), and removing the previous-token head raises the second-copy loss to about three
 # times its clean value or more: neither finding rests on one draw of tokens.
+#
+# .. _ex17-which-input-reads-the-previous-token-head-path-patching:
+#
+# Which input reads the previous-token head: path patching
+# --------------------------------------------------------
+# Removing the previous-token head changes every input of every later head at once, so the
+# ablation above cannot say whether the induction heads read it through their queries, keys
+# or values. Path patching separates the three (``mha_ref.tutorial.smollm2.path_patching``):
+# a second run has the previous-token head zero-ablated, and only **one** input of the three
+# induction heads (their keys, then their queries, then their values) reads that run's
+# residual stream; their other inputs read the clean stream, and the rest of the model runs
+# as usual. Feeding all three inputs gives each induction head exactly what it computes in the
+# ablated run. The measure is the one above, the second-copy loss, on the three seeds' random
+# sequences, next to the full ablation.
+
+patching = path_patching_analysis(previous, heads)  # cached: {seed: run}, 3 seeds
+names = {"key": "key only", "query": "query only", "value": "value only",
+         "all three": "all three inputs"}
+print(f"ablated: {previous}; patched into the inputs of the induction heads: {heads}")
+print("second-copy loss (in brackets: its rise as a share of the full ablation's)")
+rows = []
+for seed, run in patching.items():
+    full = run["ablated"] - run["clean"]  # the full ablation's effect, nats
+    shares = {path: (run["patched"][path] - run["clean"]) / full for path in PATHS}
+    rows.append([str(seed), f"{run['clean']:.2f}", f"{run['ablated']:.2f}",
+                 *(f"{run['patched'][path]:.2f} ({shares[path]:.0%})" for path in PATHS)])
+print(text_table(["seed", "no ablation", f"{previous} ablated", *names.values()], rows))
+
+runs = list(patching.values())  # one per seed
+all_three = torch.tensor([run["patched"]["all three"] - run["clean"] for run in runs])  # (seeds,)
+rows = []
+for path in PATHS:
+    effect = torch.tensor([run["patched"][path] - run["clean"] for run in runs])  # (seeds,)
+    share = effect / all_three  # (seeds,)
+    rows.append([names[path], f"{effect.mean():.2f} ({effect.min():.2f} to {effect.max():.2f})",
+                 f"{share.min():.0%} to {share.max():.0%}"])
+print(text_table(["patched into", "loss rise, mean (min to max)", "share of the all-three rise"],
+                 rows))
+
+# %%
+# The same runs, read at the induction heads themselves: their induction scores, the mean over
+# the three seeds (smallest to largest in brackets).
+
+
+def spread(values: list[float]) -> str:
+    """Mean over the seeds, with the smallest and largest value."""
+    values = torch.tensor(values)  # (seeds,)
+    return f"{values.mean():.3f} ({values.min():.3f} to {values.max():.3f})"
+
+
+rows = [["none", *(spread([run["clean_induction"][h] for run in runs]) for h in heads)]]
+for path in PATHS:
+    rows.append([names[path], *(spread([run["induction"][path][h] for run in runs])
+                                for h in heads)])
+print(text_table(["patched into", *(f"induction {h}" for h in heads)], rows))
+
+# %%
+# On every seed, the keys alone raise the second-copy loss nearly as much as all three inputs
+# together, and lower the three heads' induction scores about as far; the queries alone and
+# the values alone raise it little. The values cannot move a pattern at all: their row repeats
+# the clean scores, as it must. The induction heads read the previous-token head through their
+# keys: Elhage et al.'s K-composition, now separated from Q- and V-composition by an
+# intervention. Two limits of what this shows. The three heads' inputs together carry only the
+# share of the full ablation's effect printed in the first table: other heads read the
+# previous-token head's output too, and they were not patched. And the patched stream carries
+# the removal through every path to the heads' blocks (the MLP of the previous-token head's
+# own block, and the blocks between), not through its direct path alone.
 #
 # .. _ex17-every-head-exact-sweep-and-attribution-patching:
 #
@@ -260,6 +331,9 @@ for mode in ("zero", "mean"):
 #   loss nearly unchanged.
 # - Ablating the previous-token head before them removes their induction pattern and their
 #   copying; three control heads of its block do not.
+# - Path patching on three seeds: fed into the induction heads' keys alone, the previous-token
+#   head's removal costs nearly as much as fed into all three of their inputs; into their
+#   queries or values alone, little. The circuit is K-composition.
 # - Attribution patching ranks heads from one backward pass; its agreement with the exact
 #   sweep is printed above. Its derivative is right, but the loss is far from linear in the
 #   previous-token head's output, so it gets that head's sign wrong; and it gives the strongest

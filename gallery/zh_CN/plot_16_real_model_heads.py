@@ -3,7 +3,7 @@
 =====================
 
 到目前为止，所有的头都属于本站现场训练的玩具模型。本页看一个真实的预训练语言模型的 270 个头（30 个块，
-每块 9 个查询头）：SmolLM2-135M-Instruct，用的是真实模型这几个示例共用的 4 位量化文件（Q4_1），反量化
+每块 9 个查询头；下面第一张图画的就是一个块）：SmolLM2-135M-Instruct，用的是真实模型这几个示例共用的 4 位量化文件（Q4_1），反量化
 后由本软件包自己的 :class:`~mha_ref.GroupedQueryAttention` 运行。下面的每个数都是这次构建在这个文件上
 测出来的，不是论文里发表的数字。分数来自注意力权重；一个头 *做了* 什么，要到示例 17 把它拿掉之后才下
 结论。这些分数沿用 Olsson 等人（2022，“In-context Learning and Induction Heads”，`arXiv:2209.11895
@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from mha_ref.masks import causal_mask
+from mha_ref.tutorial.block_diagram import block_sizes, plot_prenorm_block
 from mha_ref.tutorial.plotting import plot_heads, text_table
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
@@ -47,6 +48,43 @@ print(f"头：{config.num_layers} 个块 × {config.num_heads} 个查询头"
       f"（每块 {config.num_kv_heads} 个键/值头）")
 print(f"重复输入：{tuple(analysis['repeated'].shape)}；真实文本："
       f"{len(analysis['text'])} 个词元")
+
+# %%
+# .. _ex16-one-block-of-the-model:
+#
+# 模型的一个块
+# ------------
+# 这个模型由一摞相同的块组成，每个块都和 LLaMA 一样是前置归一化（pre-norm）的
+# （``mha_ref.tutorial.smollm2.model.SmolLM2Block``）。\ *残差流*\ ``x``\ （每个词元一个长为
+# ``embed_dim`` 的向量）笔直地穿过每一个块；在每个块里，注意力先对它做 RMS 归一化再读取，把输出加回
+# 残差流，然后 MLP 也这样做一遍。所以第 ``l`` 块的头能读到前面各块写进残差流的一切，一个头正是这样
+# 用上另一个头的输出的（示例 17）。下面这些尺寸是从模型文件里读出来的，也画进了图里：
+
+sizes = block_sizes(config)  # {名字: 尺寸}，来自模型文件的元数据
+meaning = {
+    "embed_dim": "残差流的宽度（d_model）",
+    "num_heads": "每块的查询头数",
+    "num_kv_heads": "每块的键/值头数（每个由一组查询头共用）",
+    "head_dim": "每个头的特征数",
+    "ffn_dim": "MLP 的隐藏层宽度",
+    "num_layers": "块数",
+}
+print(text_table(["配置中的名字", "尺寸", "含义"],
+                 [[name, size, meaning[name]] for name, size in sizes.items()]))
+labels = {
+    "title": "SmolLM2 的一个块（前置归一化）；模型把 {num_layers} 个这样的块叠起来",
+    "stream": "残差流 x，形状 (batch, L, {embed_dim})",
+    "enter": "来自前一个块的 x（块 0：词元嵌入）",
+    "leave": "送往下一个块的 x（最后一块之后：RMSNorm，再得到 logits）",
+    "norm": "RMSNorm",
+    "attention": "分组查询注意力，RoPE\n{num_heads} 个查询头，"
+                 "{num_kv_heads} 个键/值头\nhead_dim {head_dim}",
+    "mlp": "MLP（SwiGLU）\n{embed_dim} → {ffn_dim} → {embed_dim}",
+    "add_attention": "x + 注意力(RMSNorm(x))",
+    "add_mlp": "x + MLP(RMSNorm(x))",
+}
+fig = plot_prenorm_block(config, labels)
+plt.show()
 
 # %%
 # .. _ex16-the-model-copies-in-context:

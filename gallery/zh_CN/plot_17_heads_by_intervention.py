@@ -9,7 +9,9 @@
 （2019，“Are Sixteen Heads Really Better than One?”，`arXiv:1905.10650
 <https://arxiv.org/abs/1905.10650>`_）屏蔽头的做法一样。归纳头需要更早一个块里的前一词元头，这个论证来自
 Elhage 等人（2021，“A Mathematical Framework for Transformer Circuits”）和 Olsson 等人（2022，
-`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_）。
+`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_）。路径修补（path patching）用来找出一个头通过
+哪个输入读取另一个头，来自 Wang 等人（2022，“Interpretability in the Wild”，`arXiv:2211.00593
+<https://arxiv.org/abs/2211.00593>`_）。
 """
 
 # %%
@@ -36,6 +38,7 @@ from mha_ref.tutorial.smollm2.heads import (
     top_heads,
     top_k_overlap,
 )
+from mha_ref.tutorial.smollm2.path_patching import PATHS, path_patching_analysis
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
@@ -73,8 +76,9 @@ for mode in ("zero", "mean"):
 #
 # 为它们提供输入的前一词元头
 # --------------------------
-# 归纳头之所以能找到“上次出现处之后的词元”，是因为更早的一个头已经在每个位置写下了它前面是哪个词元
-# （Elhage 等人所说的 K 组合）。在所有最强归纳头之前的块中，取前一词元分数最高的头，做零消融；作为
+# 归纳头之所以能找到“上次出现处之后的词元”，是因为更早的一个头已经在每个位置写下了它前面是哪个词元。
+# 归纳头可以通过自己的查询、键或值读到这个信息（Elhage 等人所说的 Q 组合、K 组合和 V 组合）；它用的是
+# 哪一个，下文用路径修补来测。在所有最强归纳头之前的块中，取前一词元分数最高的头，做零消融；作为
 # 对照，从同一块里随机抽三个别的头，各自单独消融。对每一种，给出第二遍损失和上面三个头的归纳分数。
 
 previous = result["previous_head"]
@@ -111,6 +115,65 @@ print(f"种子：0（上面）和 {list(OTHER_SEEDS)}")
 # %%
 # 每个种子上，三个一起的代价都大于各自单独效果之和（比值大于 1），拿掉前一词元头都会让第二遍损失
 # 升到不消融时的三倍左右或更多：这两个发现都不是只靠一次抽样得出的。
+#
+# .. _ex17-which-input-reads-the-previous-token-head-path-patching:
+#
+# 哪个输入读取前一词元头：路径修补
+# --------------------------------
+# 拿掉前一词元头，会同时改变后面每个头的每个输入，所以上面的消融说不出归纳头是通过查询、键还是值读到
+# 它的。路径修补（``mha_ref.tutorial.smollm2.path_patching``）把这三者分开：另跑一次前一词元头被零
+# 消融的前向传播，只让三个归纳头的\ **一个**\ 输入（先是键，再是查询，再是值）读取这次运行的残差流；它们
+# 的其他输入读取干净的残差流，模型的其余部分照常运行。三个输入都换掉时，每个归纳头算出的正好就是它在
+# 消融运行里算出的东西。度量和上面相同，即第二遍损失，用三个种子的随机序列，和完整消融并排给出。
+
+patching = path_patching_analysis(previous, heads)  # 有缓存：{种子: 运行结果}，3 个种子
+names = {"key": "只换键", "query": "只换查询", "value": "只换值",
+         "all three": "三个输入都换"}
+print(f"消融：{previous}；修补进这些归纳头的输入：{heads}")
+print("第二遍损失（括号里：它的上升占完整消融上升的比例）")
+rows = []
+for seed, run in patching.items():
+    full = run["ablated"] - run["clean"]  # 完整消融的效果，单位奈特
+    shares = {path: (run["patched"][path] - run["clean"]) / full for path in PATHS}
+    rows.append([str(seed), f"{run['clean']:.2f}", f"{run['ablated']:.2f}",
+                 *(f"{run['patched'][path]:.2f} ({shares[path]:.0%})" for path in PATHS)])
+print(text_table(["种子", "不消融", f"{previous} 消融", *names.values()], rows))
+
+runs = list(patching.values())  # 每个种子一个
+all_three = torch.tensor([run["patched"]["all three"] - run["clean"] for run in runs])  # (种子数,)
+rows = []
+for path in PATHS:
+    effect = torch.tensor([run["patched"][path] - run["clean"] for run in runs])  # (种子数,)
+    share = effect / all_three  # (种子数,)
+    rows.append([names[path], f"{effect.mean():.2f} ({effect.min():.2f} 到 {effect.max():.2f})",
+                 f"{share.min():.0%} 到 {share.max():.0%}"])
+print(text_table(["修补进", "损失上升，均值（最小到最大）", "占三个都换时上升的比例"],
+                 rows))
+
+# %%
+# 同样这些运行，在归纳头本身上读：它们的归纳分数，取三个种子的均值（括号里是最小到最大）。
+
+
+def spread(values: list[float]) -> str:
+    """各种子上的均值，以及最小值和最大值。"""
+    values = torch.tensor(values)  # (种子数,)
+    return f"{values.mean():.3f} ({values.min():.3f} 到 {values.max():.3f})"
+
+
+rows = [["不修补", *(spread([run["clean_induction"][h] for run in runs]) for h in heads)]]
+for path in PATHS:
+    rows.append([names[path], *(spread([run["induction"][path][h] for run in runs])
+                                for h in heads)])
+print(text_table(["修补进", *(f"归纳 {h}" for h in heads)], rows))
+
+# %%
+# 在每个种子上，只换键让第二遍损失上升得几乎和三个输入都换一样多，也让三个头的归纳分数降得差不多一样
+# 低；只换查询或只换值，损失都只上升一点。值根本动不了注意力模式：它那一行和不修补时的分数相同，本该
+# 如此。归纳头是通过自己的键读取前一词元头的：这就是 Elhage 等人所说的 K 组合，现在由一次干预把它和
+# Q 组合、V 组合区分开了。这个结果有两点局限。第一，三个头的输入加起来，只占完整消融效果的一部分
+# （比例见第一张表）：别的头也读取前一词元头的输出，而它们没有被修补。第二，修补进去的残差流带着这次
+# 消融经过的所有路径抵达这几个头所在的块（前一词元头所在块的 MLP，以及中间的块），而不只是它的直接
+# 路径。
 #
 # .. _ex17-every-head-exact-sweep-and-attribution-patching:
 #
@@ -231,6 +294,8 @@ for mode in ("zero", "mean"):
 # - 把 SmolLM2-135M-Instruct（4 位文件）最强的三个归纳头一起消融，重复随机词元第二遍的损失升到不消融
 #   时的两倍多，超过它们单独效果之和（在三个种子的随机词元上都是如此），而真实文本的损失几乎不变。
 # - 消融它们之前的前一词元头，会去掉它们的归纳模式和复制能力；同一块里的三个对照头不会。
+# - 在三个种子上做路径修补：把前一词元头被拿掉后的残差流只送进归纳头的键，代价几乎和送进它们全部三个
+#   输入一样大；只送进查询或值，代价很小。这个回路是 K 组合。
 # - 归因修补用一次反向传播给头排序；它和精确扫描的吻合程度打印在上面。它的导数是对的，但损失对前一
 #   词元头的输出远不是线性的，所以它把这个头的符号弄错了；对效果最强的几个头，它只给出精确效果的一半
 #   到三分之二左右。关于单个头的结论要靠精确消融。
