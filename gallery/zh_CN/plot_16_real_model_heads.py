@@ -66,7 +66,7 @@ meaning = {
     "num_heads": "每块的查询头数",
     "num_kv_heads": "每块的键/值头数（每个由一组查询头共用）",
     "head_dim": "每个头的特征数",
-    "ffn_dim": "MLP 的隐藏层宽度",
+    "ffn_dim": "MLP 的中间宽度（隐藏单元数）",
     "num_layers": "块数",
 }
 print(text_table(["配置中的名字", "尺寸", "含义"],
