@@ -361,3 +361,23 @@ def test_plot_head_count_sweep_bleu_axis_and_base_model(clean_matplotlib):
     assert marker.get_offsets().tolist() == [[8.0, 25.8]]
     no_base = head_count.plot_head_count_sweep(rows, published, base_heads=None)
     assert no_base.axes[1].get_legend() is None
+
+
+def test_a_real_model_computation_is_keyed_by_the_module_that_defines_it(monkeypatch):
+    """The real model's analyses run on its threads through a wrapper defined in ``heads``; the
+    key must still hold the code of the module whose function is computed: a change to
+    ``sink_values.py`` alone (example 18's value norms) would otherwise read a stale result."""
+    from mha_ref.tutorial.smollm2 import heads, sink_values
+    from mha_ref.tutorial.sources import fingerprint
+
+    computes = []
+    monkeypatch.setattr(sink_values, "cached", lambda name, args, compute: computes.append(compute))
+    sink_values.sink_values_analysis()
+    (compute,) = computes
+    assert cache.compute_modules(compute) == ["mha_ref.tutorial.smollm2.sink_values"]
+    assert "mha_ref/tutorial/smollm2/sink_values.py" in set(
+        fingerprint(cache.compute_modules(compute))
+    )
+    assert cache.compute_modules(heads._in_model_threads(heads._icl, 0.3, 3)) == [
+        "mha_ref.tutorial.smollm2.heads"
+    ]

@@ -759,13 +759,19 @@ OTHER_SEEDS = (1, 2)
 
 
 def _in_model_threads(compute, *args):
-    """``compute(*args)`` as a function of no arguments that runs on the real model's threads."""
+    """``compute(*args)`` as a function of no arguments that runs on the real model's threads.
+
+    The result's ``func`` is ``compute``: the cache key follows it to the module that defines
+    ``compute`` (:func:`mha_ref.tutorial.cache.compute_modules`), so that a computation of
+    ``sink_values`` is keyed by that module's code, not by this one's alone.
+    """
     from mha_ref.tutorial.smollm2.load import model_threads
 
     def run():
         with model_threads():
             return compute(*args)
 
+    run.func = compute  # as functools.partial names what it calls
     return run
 
 
