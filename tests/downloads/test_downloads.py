@@ -444,13 +444,3 @@ def test_the_run_time_check_fails_on_a_hint_a_cold_run_does_not_keep(tmp_path, m
     with pytest.raises(AssertionError, match=r"set run_s = 2\b"):  # and a hint far too long
         assert_run_time_as_its_page_says(download, 1.5, 2.0)
 
-
-def test_the_runs_are_dealt_to_shares_of_about_equal_time():
-    """Longest first, each job to the share with the least time so far: 5, 4, 3, 3, 3 over two
-    workers is 5 + 3 = 8 and 4 + 3 + 3 = 10 (by hand), where consecutive blocks, as xdist's
-    ``load`` mode first hands them out, would be 5 + 4 + 3 = 12 against 6."""
-    from work_shares import equal_shares  # what tests/downloads/conftest.py deals with
-
-    assert equal_shares([5, 4, 3, 3, 3], 2) == [0, 1, 1, 0, 1]
-    assert equal_shares([5, 4, 3], 1) == [0, 0, 0]
-    assert equal_shares([], 3) == []
