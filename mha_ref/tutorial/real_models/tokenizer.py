@@ -1,59 +1,63 @@
-"""SmolLM2's tokenizer, built from the GGUF file's metadata with the ``tokenizers`` package.
+"""A GGUF file's tokenizer, built from its metadata with the ``tokenizers`` package.
 
-The file describes a GPT-2-style byte-level BPE (``tokenizer.ggml.model = "gpt2"``): every
-UTF-8 byte has a printable stand-in character (a space is ``"Ġ"``), the vocabulary's 49,152
-tokens are strings of those characters, and 48,900 merges, in priority order, join them.
-Before the merges, the text is split the way llama.cpp's ``smollm`` pre-tokenizer does
-(``tokenizer.ggml.pre = "smollm"``): every digit on its own, then GPT-2's split into words,
-numbers, punctuation runs and spaces. The 17 tokens the file marks as control tokens
-(``token_type == 3``: ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>``, ...) are special
-tokens. The file says ``add_bos_token = false``: no beginning-of-sequence token is added, so
-the first token of a text is whatever the text begins with.
+Two kinds of tokenizer are written in the files read here, and one class uses either:
+
+* **byte-level BPE** (``tokenizer.ggml.model = "gpt2"``, SmolLM2): every UTF-8 byte has a
+  printable stand-in character (a space is ``"Ġ"``), the vocabulary's tokens are strings of
+  those characters, and the file lists the merges in priority order
+  (:func:`byte_level_bpe`);
+* **SentencePiece BPE** (``tokenizer.ggml.model = "llama"``, Gemma 3): the tokens are text,
+  a space written ``"▁"``; a byte that no token holds becomes one of 256 byte tokens
+  (``<0x41>``, "byte fallback"); the file has a score per token and no merges, and the merges
+  are recovered from the scores (:func:`sentencepiece_bpe`).
 
 **Control tokens in a text.** The string ``"<|im_end|>"`` typed by a user is not the control
 token ``<|im_end|>``, which only the program around a model should insert.
-:meth:`SmolLM2Tokenizer.encode` therefore refuses a text that contains the spelling of a control
-token by default
-(``control_tokens="error"``); ``"text"`` encodes such a spelling as ordinary characters, and
-``"special"`` turns it into the control token (what a chat program does with its own
-template).
+:meth:`GGUFTokenizer.encode` therefore refuses a text that contains the spelling of a control
+token by default (``control_tokens="error"``); ``"text"`` encodes such a spelling as ordinary
+characters, and ``"special"`` turns it into the control token (what a chat program does with
+its own template).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
-from mha_ref.tutorial.smollm2.files import require_package
+from mha_ref.tutorial.real_models.packages import require_package
 
-__all__ = ["CONTROL_TOKEN_MODES", "SmolLM2Tokenizer"]
+__all__ = ["CONTROL_TOKEN_MODES", "GGUFTokenizer", "byte_level_bpe", "sentencepiece_bpe"]
 
-#: the three ways :meth:`SmolLM2Tokenizer.encode` treats the spelling of a control token
+#: the three ways :meth:`GGUFTokenizer.encode` treats the spelling of a control token
 CONTROL_TOKEN_MODES = ("error", "text", "special")
-#: GGUF's token type of a control token (llama.cpp ``LLAMA_TOKEN_TYPE_CONTROL``)
-_CONTROL = 3
+#: GGUF's token types (llama.cpp ``llama_token_type``): a normal piece, a control token, a
+#: user-defined token (matched in the text before anything else)
+_NORMAL, _CONTROL, _USER_DEFINED = 1, 3, 4
 
 
-class SmolLM2Tokenizer:
-    """Text to token ids and back, as SmolLM2 was trained: byte-level BPE, digits split.
+class GGUFTokenizer:
+    """Text to token ids and back, as a model of a GGUF file was trained.
 
-    Build it with :meth:`from_metadata` (from :func:`mha_ref.tutorial.smollm2.gguf_file.read_gguf`'s
-    metadata) or :meth:`from_json` (a saved copy); :func:`mha_ref.tutorial.smollm2.load.load_model`
-    gives one with the model (``model.tokenizer``).
+    Build the backend with :func:`byte_level_bpe` or :func:`sentencepiece_bpe` (from
+    :func:`mha_ref.tutorial.real_models.gguf.read_gguf`'s metadata), or rebuild a saved one with
+    :meth:`from_json`; each model's loader gives one with the model (``model.tokenizer``).
 
     Args:
-        backend: a ``tokenizers.Tokenizer`` with the vocabulary, merges, pre-tokenizer,
-            decoder and the control tokens as special tokens.
+        backend: a ``tokenizers.Tokenizer`` with the vocabulary, the merges, the
+            pre-tokenizer or normaliser, the decoder, the control tokens as special tokens,
+            and a post-processor that adds the beginning-of-sequence token where the file asks
+            for one.
 
     Attributes:
-        vocab_size (int): number of token ids, 49,152.
+        vocab_size (int): number of token ids.
         control_tokens (dict[str, int]): each control token's spelling and id.
+        bos_ids (list[int]): what :meth:`encode` puts in front of a text by default (Gemma 3:
+            ``[2]``, ``<bos>``; SmolLM2: ``[]``).
 
     Source:
-        Radford et al. 2019 (GPT-2), Sec. 2.2 (byte-level BPE); llama.cpp ``llama-vocab.cpp``
-        (``LLAMA_VOCAB_PRE_TYPE_SMOLLM``: ``\\p{N}``, then GPT-2's split); the ``tokenizers``
-        package (``models.BPE``, ``pre_tokenizers.Digits``, ``pre_tokenizers.ByteLevel``).
+        the ``tokenizers`` package (``Tokenizer``, ``AddedToken``, ``TemplateProcessing``).
     """
 
     def __init__(self, backend) -> None:
@@ -64,63 +68,21 @@ class SmolLM2Tokenizer:
             for index, token in sorted(backend.get_added_tokens_decoder().items())
             if token.special
         }
+        self.bos_ids = backend.encode("", add_special_tokens=True).ids
 
     # --------------------------------------------------------------------------------------------
     # building
     # --------------------------------------------------------------------------------------------
 
     @classmethod
-    def from_metadata(cls, metadata: dict) -> SmolLM2Tokenizer:
-        """Build the tokenizer from a GGUF file's ``tokenizer.ggml.*`` metadata.
-
-        Args:
-            metadata: :attr:`~mha_ref.tutorial.smollm2.gguf_file.GGUFContents.metadata` of the
-                SmolLM2 file.
-
-        Returns:
-            SmolLM2Tokenizer: the tokenizer.
-
-        Raises:
-            ModuleNotFoundError: if the ``tokenizers`` package is missing.
-            ValueError: if the metadata describes another kind of tokenizer (not ``gpt2`` BPE
-                with the ``smollm`` pre-tokenizer).
-        """
-        tokenizers = require_package("tokenizers")
-        kind, pre = metadata.get("tokenizer.ggml.model"), metadata.get("tokenizer.ggml.pre")
-        if (kind, pre) != ("gpt2", "smollm"):
-            raise ValueError(
-                f"the file describes a {kind!r} tokenizer with the {pre!r} pre-tokenizer; this "
-                f"code builds SmolLM2's ('gpt2', 'smollm'). Use the SmolLM2 file (model_file())."
-            )
-        tokens = metadata["tokenizer.ggml.tokens"]
-        vocab = {token: index for index, token in enumerate(tokens)}
-        merges = [tuple(merge.split(" ")) for merge in metadata["tokenizer.ggml.merges"]]
-        bpe = tokenizers.models.BPE(vocab=vocab, merges=merges)
-        backend = tokenizers.Tokenizer(bpe)
-        backend.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(
-            [
-                tokenizers.pre_tokenizers.Digits(individual_digits=True),
-                tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-            ]
-        )
-        backend.decoder = tokenizers.decoders.ByteLevel()
-        control = [
-            tokenizers.AddedToken(token, special=True, normalized=False)
-            for token, kind in zip(tokens, metadata["tokenizer.ggml.token_type"], strict=True)
-            if kind == _CONTROL
-        ]
-        backend.add_special_tokens(control)  # already in the vocabulary: their ids are kept
-        return cls(backend)
-
-    @classmethod
-    def from_json(cls, text: str) -> SmolLM2Tokenizer:
+    def from_json(cls, text: str) -> GGUFTokenizer:
         """Rebuild a tokenizer saved with :meth:`to_json` (fast: no merges to parse again).
 
         Args:
             text: the JSON string.
 
         Returns:
-            SmolLM2Tokenizer: the same tokenizer.
+            GGUFTokenizer: the same tokenizer (of the class this is called on).
         """
         tokenizers = require_package("tokenizers")
         return cls(tokenizers.Tokenizer.from_str(text))
@@ -133,8 +95,10 @@ class SmolLM2Tokenizer:
     # using
     # --------------------------------------------------------------------------------------------
 
-    def encode(self, text: str, *, control_tokens: str = "error") -> torch.Tensor:
-        """The token ids of ``text``; no beginning-of-sequence token is added.
+    def encode(
+        self, text: str, *, control_tokens: str = "error", add_bos: bool = True
+    ) -> torch.Tensor:
+        """The token ids of ``text``, after :attr:`bos_ids` (none for SmolLM2's file).
 
         Args:
             text: any Unicode string that UTF-8 can encode (no lone surrogate).
@@ -142,6 +106,8 @@ class SmolLM2Tokenizer:
                 (``"<|im_end|>"``) inside ``text``: ``"error"`` (default) raises,
                 ``"text"`` encodes it as ordinary characters, ``"special"`` makes it the
                 control token's id.
+            add_bos: Keyword-only. Put :attr:`bos_ids` first, as the file asks (default);
+                ``False`` gives the text's tokens alone (to join pieces of one text).
 
         Shape:
             - Output: ``(seq_len,)``, ``torch.long``.
@@ -172,9 +138,11 @@ class SmolLM2Tokenizer:
                     f"control_tokens='text' to encode it as ordinary characters, or "
                     f"control_tokens='special' to make it the control token."
                 )
+        if not isinstance(add_bos, bool):
+            raise TypeError(f"add_bos must be a bool, got {type(add_bos).__name__}.")
         self._backend.encode_special_tokens = control_tokens == "text"
         try:
-            ids = self._backend.encode(text, add_special_tokens=False).ids
+            ids = self._backend.encode(text, add_special_tokens=add_bos).ids
         finally:
             self._backend.encode_special_tokens = False
         return torch.tensor(ids, dtype=torch.long)  # (seq_len,)
@@ -269,5 +237,151 @@ _BYTES = _byte_decoder()
 
 
 def _token_bytes(token: str) -> bytes:
-    """The bytes a byte-level token string stands for."""
+    """The bytes a token stands for: a byte token ``<0xE4>`` (SentencePiece's byte fallback) is
+    its one byte, a byte-level token each stand-in character's byte."""
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        return bytes([int(token[3:5], 16)])
     return bytes(_BYTES[ch] for ch in token if ch in _BYTES)
+
+
+# ------------------------------------------------------------------------------------------------
+# the two kinds of tokenizer in GGUF files
+# ------------------------------------------------------------------------------------------------
+
+
+def _require_kind(metadata: dict, kinds: tuple[str, ...], builder: str) -> None:
+    """Raise unless the file's ``tokenizer.ggml.model`` is one of ``kinds``."""
+    kind = metadata.get("tokenizer.ggml.model")
+    if kind not in kinds:
+        raise ValueError(
+            f"{builder}: the file describes a {kind!r} tokenizer, this builds {kinds[0]!r} "
+            f"ones. Build the tokenizer its model's loader builds."
+        )
+
+
+def _special_tokens(tokenizers, tokens: Sequence[str], types: Sequence[int]) -> list:
+    """The control tokens as special tokens, matched in the raw text (with ``"special"``)."""
+    return [
+        tokenizers.AddedToken(token, special=True, normalized=False)
+        for token, kind in zip(tokens, types, strict=True)
+        if kind == _CONTROL
+    ]
+
+
+def byte_level_bpe(metadata: dict, split_digits: bool = True):
+    """A byte-level BPE backend (GPT-2's kind) from a GGUF file's ``tokenizer.ggml.*`` fields.
+
+    The vocabulary and the merges come from the file; before the merges the text is split the
+    way llama.cpp's ``smollm`` pre-tokenizer does (``split_digits``: every digit on its own),
+    then by GPT-2's rule into words, numbers, punctuation runs and spaces, without a prefix
+    space; the control tokens (``token_type == 3``) are special tokens. No beginning-of-sequence
+    token is added.
+
+    Args:
+        metadata: :attr:`~mha_ref.tutorial.real_models.gguf.GGUFContents.metadata`.
+        split_digits: split every digit off first (llama.cpp's ``smollm``). Default: ``True``.
+
+    Returns:
+        The backend, a ``tokenizers.Tokenizer``, for :class:`GGUFTokenizer`.
+
+    Raises:
+        ModuleNotFoundError: if the ``tokenizers`` package is missing.
+        ValueError: if ``tokenizer.ggml.model`` is not ``"gpt2"``.
+
+    Source:
+        Radford et al. 2019 (GPT-2), Sec. 2.2 (byte-level BPE); llama.cpp ``llama-vocab.cpp``
+        (``LLAMA_VOCAB_PRE_TYPE_SMOLLM``: ``\\p{N}``, then GPT-2's split); the ``tokenizers``
+        package (``models.BPE``, ``pre_tokenizers.Digits``, ``pre_tokenizers.ByteLevel``).
+    """
+    tokenizers = require_package("tokenizers")
+    _require_kind(metadata, ("gpt2",), "byte_level_bpe")
+    tokens = metadata["tokenizer.ggml.tokens"]
+    vocab = {token: index for index, token in enumerate(tokens)}
+    merges = [tuple(merge.split(" ")) for merge in metadata["tokenizer.ggml.merges"]]
+    bpe = tokenizers.models.BPE(vocab=vocab, merges=merges)
+    backend = tokenizers.Tokenizer(bpe)
+    steps = [tokenizers.pre_tokenizers.Digits(individual_digits=True)] if split_digits else []
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.Sequence(
+        steps + [tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+    )
+    backend.decoder = tokenizers.decoders.ByteLevel()
+    control = _special_tokens(tokenizers, tokens, metadata["tokenizer.ggml.token_type"])
+    backend.add_special_tokens(control)  # already in the vocabulary: their ids are kept
+    return backend
+
+
+def sentencepiece_bpe(metadata: dict):
+    """A SentencePiece BPE backend with byte fallback from a GGUF file's metadata (Gemma 3).
+
+    The file gives each token a type and a score and no merge list. A BPE merges the pair whose
+    merged piece ranks highest, and SentencePiece ranks pieces by score, so the merges are
+    recovered from the scores: every split of a normal piece into two normal pieces, ordered by
+    the merged piece's score (ties by the two halves' ids, as ``transformers``'
+    ``SentencePieceExtractor`` does). The text is not split into words first: a space becomes
+    ``"▁"`` (the normaliser) and no space is put in front. The user-defined tokens (runs of
+    spaces, newlines and tabs, HTML tags) are matched in the text before anything else, as
+    llama.cpp does; the control tokens are special tokens; a byte no piece holds becomes its
+    byte token (``<0xE4>``); and the file's ``add_bos_token`` puts ``<bos>`` first.
+
+    Args:
+        metadata: :attr:`~mha_ref.tutorial.real_models.gguf.GGUFContents.metadata`.
+
+    Returns:
+        The backend, a ``tokenizers.Tokenizer``, for :class:`GGUFTokenizer`.
+
+    Raises:
+        ModuleNotFoundError: if the ``tokenizers`` package is missing.
+        ValueError: if ``tokenizer.ggml.model`` is not ``"llama"`` (SentencePiece).
+
+    Source:
+        Kudo and Richardson 2018, "SentencePiece", arXiv:1808.06226; llama.cpp
+        ``llama-vocab.cpp`` (``LLAMA_VOCAB_TYPE_SPM``, ``tokenizer_st_partition``);
+        ``transformers`` ``convert_slow_tokenizer.SentencePieceExtractor`` (merges from scores);
+        the ``tokenizers`` package (``models.BPE(byte_fallback=True)``, ``decoders.ByteFallback``).
+    """
+    tokenizers = require_package("tokenizers")
+    _require_kind(metadata, ("llama",), "sentencepiece_bpe")
+    tokens = metadata["tokenizer.ggml.tokens"]
+    types = np.asarray(metadata["tokenizer.ggml.token_type"])  # (vocab_size,)
+    scores = np.asarray(metadata["tokenizer.ggml.scores"])  # (vocab_size,)
+    vocab = {token: index for index, token in enumerate(tokens)}
+    merges = _merges_from_scores(tokens, types, scores, vocab)
+    unknown = tokens[int(metadata["tokenizer.ggml.unknown_token_id"])]
+    bpe = tokenizers.models.BPE(
+        vocab=vocab, merges=merges, unk_token=unknown, byte_fallback=True, fuse_unk=True
+    )
+    backend = tokenizers.Tokenizer(bpe)
+    backend.normalizer = tokenizers.normalizers.Replace(" ", "\u2581")
+    backend.decoder = tokenizers.decoders.Sequence([
+        tokenizers.decoders.Replace("\u2581", " "),
+        tokenizers.decoders.ByteFallback(),
+        tokenizers.decoders.Fuse(),
+    ])  # fmt: skip
+    user_defined = [
+        tokenizers.AddedToken(tokens[index], special=False, normalized=False)
+        for index in np.flatnonzero(types == _USER_DEFINED)
+    ]
+    backend.add_tokens(user_defined)  # matched in the raw text, before the BPE
+    backend.add_special_tokens(_special_tokens(tokenizers, tokens, types))
+    if metadata.get("tokenizer.ggml.add_bos_token", False):
+        bos = tokens[int(metadata["tokenizer.ggml.bos_token_id"])]
+        backend.post_processor = tokenizers.processors.TemplateProcessing(
+            single=f"{bos} $A", special_tokens=[(bos, vocab[bos])]
+        )
+    return backend
+
+
+def _merges_from_scores(
+    tokens: Sequence[str], types: np.ndarray, scores: np.ndarray, vocab: dict[str, int]
+) -> list[tuple[str, str]]:
+    """Every split of a normal piece into two normal pieces, best merged score first."""
+    normal = {tokens[index] for index in np.flatnonzero(types == _NORMAL)}
+    ranked = []
+    for index in np.flatnonzero(types == _NORMAL):
+        piece = tokens[index]
+        for cut in range(1, len(piece)):
+            left, right = piece[:cut], piece[cut:]
+            if left in normal and right in normal:
+                ranked.append((-float(scores[index]), vocab[left], vocab[right], left, right))
+    ranked.sort()
+    return [(left, right) for _, _, _, left, right in ranked]
