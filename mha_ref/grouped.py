@@ -22,6 +22,7 @@ from mha_ref.functional import (
 )
 from mha_ref.kv_cache import KVCache
 from mha_ref.masks import _causal_mask
+from mha_ref.qk_norm import QKNorm
 from mha_ref.rope import RotaryEmbedding, _require_positions
 
 __all__ = ["GroupedQueryAttention", "mha_to_gqa"]
@@ -34,9 +35,10 @@ class GroupedQueryAttention(nn.Module):
     :math:`g(i) = \lfloor i / (h / h_{kv}) \rfloor`; the output is
     :math:`\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h) W^O`.
 
-    Layers, created in this order: ``q_proj = nn.Linear(embed_dim, embed_dim)``,
+    Layers, created in this order: ``q_proj = nn.Linear(embed_dim, num_heads * head_dim)``,
     ``k_proj`` and ``v_proj = nn.Linear(embed_dim, num_kv_heads * head_dim)``,
-    ``out_proj = nn.Linear(embed_dim, embed_dim)``, all with ``bias=bias``.
+    ``out_proj = nn.Linear(num_heads * head_dim, embed_dim)``, all with ``bias=bias``
+    (``num_heads * head_dim`` is ``embed_dim`` unless ``head_dim`` is given).
 
     Masks follow ``scaled_dot_product_attention`` (not ``nn.MultiheadAttention``): a bool
     ``attn_mask`` is ``True`` where the query **may attend**; a float mask is added to the
@@ -72,6 +74,14 @@ class GroupedQueryAttention(nn.Module):
             every head's queries and keys are rotated by their positions after the head split
             and before the scores (and the KV cache stores the keys after rotation). Default:
             ``None`` (no position information inside the layer).
+        head_dim: Keyword-only. Features per head. Default: ``embed_dim // num_heads``. Given,
+            the heads together may be wider or narrower than the model (Gemma 3 270M: 4 heads
+            of 256 in a width of 640), and ``num_heads`` need not divide ``embed_dim``.
+        qk_norm: Keyword-only. A ``mha_ref.QKNorm`` with this layer's ``head_dim``: every
+            head's queries and keys are normalised after the head split and before ``rope``
+            (Gemma 3, Qwen3). Default: ``None``.
+        scale: Keyword-only. The factor on the scores, as in ``scaled_dot_product_attention``.
+            Default: ``None``, ``1 / sqrt(head_dim)``.
 
     Shape:
         - query: ``(N, L, embed_dim)`` (``(L, N, embed_dim)`` if not ``batch_first``).
@@ -82,10 +92,12 @@ class GroupedQueryAttention(nn.Module):
         - Output: ``(N, L, embed_dim)``; weights ``(N, num_heads, L, S)``.
 
     Raises:
-        TypeError: If a size is not an integer, or ``rope`` is not a ``RotaryEmbedding``.
+        TypeError: If a size is not an integer, ``rope`` is not a ``RotaryEmbedding``,
+            ``qk_norm`` is not a ``QKNorm``, or ``scale`` is not a real number.
         ValueError: If a size is not positive, ``embed_dim`` is not divisible by
-            ``num_heads``, ``num_kv_heads`` does not divide ``num_heads``, ``dropout`` is
-            outside ``[0, 1]``, or ``rope`` was built for another ``head_dim``.
+            ``num_heads`` (without ``head_dim``), ``num_kv_heads`` does not divide
+            ``num_heads``, ``dropout`` is outside ``[0, 1]``, ``scale`` is not finite, or
+            ``rope`` or ``qk_norm`` was built for another ``head_dim``.
 
     Source:
         Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from
@@ -107,29 +119,40 @@ class GroupedQueryAttention(nn.Module):
         *,
         use_fused: bool = True,
         rope: RotaryEmbedding | None = None,
+        head_dim: int | None = None,
+        qk_norm: QKNorm | None = None,
+        scale: float | None = None,
     ) -> None:
         check.require_positive_int("embed_dim", embed_dim, "model width")
         check.require_positive_int("num_heads", num_heads, "number of query heads")
         check.require_positive_int("num_kv_heads", num_kv_heads, "number of key/value heads")
-        check.require_divisible_heads(embed_dim, num_heads)
+        if head_dim is None:
+            check.require_divisible_heads(embed_dim, num_heads)
+        else:
+            check.require_positive_int("head_dim", head_dim, "features per head")
         check.require_kv_heads_divide(num_heads, num_kv_heads)
         check.require_probability("dropout", dropout)
+        check.require_finite_scale(scale)
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
-        self.head_dim = embed_dim // num_heads
+        self.head_dim = embed_dim // num_heads if head_dim is None else head_dim
         self.dropout = dropout
         self.batch_first = batch_first
         self.use_fused = use_fused
+        self.scale = None if scale is None else float(scale)  # a 0-d tensor too
+        heads_dim = num_heads * self.head_dim  # embed_dim unless head_dim was given
         kv_dim = num_kv_heads * self.head_dim
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
+        self.q_proj = nn.Linear(embed_dim, heads_dim, bias=bias, **factory_kwargs)
         self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)
         self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)
+        self.out_proj = nn.Linear(heads_dim, embed_dim, bias=bias, **factory_kwargs)
         _check_rope(rope, self.head_dim)
         self.rope = rope
+        _check_qk_norm(qk_norm, self.head_dim)
+        self.qk_norm = qk_norm
 
     def kv_cache_size_per_token(self) -> int:
         """Numbers stored in a KV cache per token (one layer): ``2 * num_kv_heads * head_dim``.
@@ -206,13 +229,15 @@ class GroupedQueryAttention(nn.Module):
         queries = _split_heads(queries, self.num_heads)  # (batch, num_heads, query_len, head_dim)
         keys = _split_heads(keys, self.num_kv_heads)  # (batch, num_kv_heads, key_len, head_dim)
         values = _split_heads(values, self.num_kv_heads)  # (batch, num_kv_heads, key_len, ..)
+        if self.qk_norm is not None:  # each head's vectors normalised, before the rotation
+            queries, keys = self.qk_norm(queries, keys)  # the same shapes
         if self.rope is not None:  # position enters here, inside each head
             queries = self.rope._rotate(queries, positions)  # (batch, num_heads, query_len, hd)
             keys = self.rope._rotate(keys, key_positions)  # (batch, num_kv_heads, key_len, hd)
         context, weights = self._attend(
             queries, keys, values, attn_mask, is_causal, need_weights
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, key_len)
-        merged = _merge_heads(context)  # (batch, query_len, embed_dim)
+        merged = _merge_heads(context)  # (batch, query_len, num_heads * head_dim)
         output = self.out_proj(merged)  # (batch, query_len, embed_dim)
 
         if not self.batch_first:
@@ -233,13 +258,15 @@ class GroupedQueryAttention(nn.Module):
         if self.use_fused and not need_weights:
             # No weights wanted: PyTorch's fused kernels compute the same context faster.
             context = F.scaled_dot_product_attention(
-                queries, keys, values, attn_mask, dropout_p, is_causal, enable_gqa=True
+                queries, keys, values, attn_mask, dropout_p, is_causal, scale=self.scale,
+                enable_gqa=True,
             )  # (batch, num_heads, query_len, head_dim)
             return context, None
         if is_causal:
             attn_mask = _causal_mask(queries.shape[2], keys.shape[2], device=queries.device)
+        scale = _default_scale(self.head_dim) if self.scale is None else self.scale
         context, weights = _grouped_attention(
-            queries, keys, values, attn_mask, dropout_p, scale=_default_scale(self.head_dim)
+            queries, keys, values, attn_mask, dropout_p, scale=scale
         )  # (batch, num_heads, query_len, head_dim), (batch, num_heads, query_len, key_len)
         return context, (weights if need_weights else None)
 
@@ -313,6 +340,8 @@ class GroupedQueryAttention(nn.Module):
         queries = _split_heads(self.q_proj(x), self.num_heads)  # (batch, num_heads, new_len, hd)
         new_keys = _split_heads(self.k_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
         new_values = _split_heads(self.v_proj(x), self.num_kv_heads)  # (batch, kv, new_len, hd)
+        if self.qk_norm is not None:  # as in forward: normalised, then rotated, then cached
+            queries, new_keys = self.qk_norm(queries, new_keys)  # the same shapes
         if self.rope is not None:  # the new tokens' positions follow the cached ones
             start = cache.cached_len
             positions = torch.arange(start, start + x.shape[1], device=x.device)  # (new_len,)
@@ -444,6 +473,22 @@ def _check_rope(rope: object, head_dim: int) -> None:
         raise ValueError(
             f"rope was built for head_dim={rope.head_dim}, but this layer's head_dim is "
             f"{head_dim} (embed_dim / num_heads). Build it with RotaryEmbedding({head_dim})."
+        )
+
+
+def _check_qk_norm(qk_norm: object, head_dim: int) -> None:
+    """Raise unless ``qk_norm`` is ``None`` or a ``QKNorm`` for ``head_dim``."""
+    if qk_norm is None:
+        return
+    if not isinstance(qk_norm, QKNorm):
+        raise TypeError(
+            f"qk_norm must be an mha_ref.QKNorm or None, got {type(qk_norm).__name__}. "
+            f"Build one with mha_ref.QKNorm(head_dim={head_dim}, kind='rms')."
+        )
+    if qk_norm.head_dim != head_dim:
+        raise ValueError(
+            f"qk_norm was built for head_dim={qk_norm.head_dim}, but this layer's head_dim is "
+            f"{head_dim}. Build it with QKNorm({head_dim})."
         )
 
 

@@ -407,3 +407,90 @@ def test_mqa_from_scratch_beats_convert_and_uptrain_at_the_same_budget(monkeypat
     assert uptrained.uptrained_accuracy["mean"] < 0.8
     with pytest.raises(ValueError, match="divide"):
         gqa_from_scratch((3,))
+
+
+# ------------------------------------------------------------------------------------------------
+# GroupedQueryAttention's head_dim, qk_norm and scale (Gemma 3: 4 heads of 256 in a width of 640)
+# ------------------------------------------------------------------------------------------------
+
+
+def _explicit_gqa(module, x, attn_mask):
+    """The layer written out with the functional reference: project, split, normalise, rotate,
+    attend with repeated key/value heads, merge, project out."""
+    from mha_ref import merge_heads, repeat_kv_heads, split_heads
+
+    queries = split_heads(module.q_proj(x), module.num_heads)  # (batch, heads, L, head_dim)
+    keys = split_heads(module.k_proj(x), module.num_kv_heads)  # (batch, kv_heads, L, head_dim)
+    values = split_heads(module.v_proj(x), module.num_kv_heads)  # (batch, kv_heads, L, hd)
+    if module.qk_norm is not None:
+        queries = module.qk_norm.query_norm(queries)  # (batch, heads, L, head_dim)
+        keys = module.qk_norm.key_norm(keys)  # (batch, kv_heads, L, head_dim)
+    if module.rope is not None:
+        queries = module.rope(queries, torch.arange(x.shape[1]))  # (batch, heads, L, hd)
+        keys = module.rope(keys, torch.arange(x.shape[1]))  # (batch, kv_heads, L, hd)
+    keys, values = repeat_kv_heads(keys, values, module.num_heads)  # (batch, heads, L, hd)
+    context = scaled_dot_product_attention(
+        queries, keys, values, attn_mask=attn_mask, scale=module.scale
+    )  # (batch, heads, L, head_dim)
+    return module.out_proj(merge_heads(context))  # (batch, L, embed_dim)
+
+
+@pytest.mark.parametrize("use_fused", [False, True])
+def test_gqa_with_its_own_head_dim_qk_norm_and_scale_equals_the_explicit_computation(use_fused):
+    from mha_ref import QKNorm, RotaryEmbedding, sliding_window_mask
+
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(
+        10, 4, 1, bias=False, dtype=F64, use_fused=use_fused, head_dim=6,
+        rope=RotaryEmbedding(6, max_len=16, pairing="half"),
+        qk_norm=QKNorm(6, kind="rms", dtype=F64), scale=0.3,
+    )  # fmt: skip
+    with torch.no_grad():  # gains other than 1, so that a missing norm is seen
+        module.qk_norm.query_norm.weight.uniform_(0.5, 2.0)
+        module.qk_norm.key_norm.weight.uniform_(0.5, 2.0)
+    assert module.q_proj.weight.shape == (24, 10) and module.out_proj.weight.shape == (10, 24)
+    x = torch.randn(2, 9, 10, dtype=F64)  # (batch, seq_len, embed_dim): 4 x 6 = 24 != 10
+    mask = sliding_window_mask(9, window=4)  # (9, 9)
+    with torch.no_grad():
+        output, _ = module(x, attn_mask=mask)  # (2, 9, 10)
+        expected = _explicit_gqa(module, x, mask)  # (2, 9, 10)
+        torch.testing.assert_close(output, expected, rtol=0, atol=1e-12)
+        # each option matters: without it the output is another
+        for name, other in (("scale", None), ("qk_norm", None)):
+            kept = getattr(module, name)
+            setattr(module, name, other)
+            assert (module(x, attn_mask=mask)[0] - output).abs().max() > 1e-3, name
+            setattr(module, name, kept)
+
+
+def test_gqa_decode_with_qk_norm_and_head_dim_equals_the_causal_forward():
+    from mha_ref import QKNorm, RotaryEmbedding
+
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(
+        10, 4, 2, dtype=F64, head_dim=6, rope=RotaryEmbedding(6, max_len=16),
+        qk_norm=QKNorm(6, kind="rms", dtype=F64), scale=0.2,
+    )  # fmt: skip
+    x = torch.randn(1, 8, 10, dtype=F64)  # (batch, seq_len, embed_dim)
+    with torch.no_grad():
+        full, _ = module(x, is_causal=True)  # (1, 8, 10)
+        cache = module.new_cache(1, 8)
+        pieces = [module.decode(x[:, :5], cache)]
+        pieces += [module.decode(x[:, t : t + 1], cache) for t in range(5, 8)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-12)
+
+
+def test_gqa_head_dim_qk_norm_and_scale_errors():
+    from mha_ref import QKNorm
+
+    assert GroupedQueryAttention(10, 4, 2, head_dim=3).head_dim == 3  # 4 does not divide 10
+    with pytest.raises(ValueError, match="head_dim"):
+        GroupedQueryAttention(10, 4, 2, head_dim=0)
+    with pytest.raises(TypeError, match=r"qk_norm must be an mha_ref.QKNorm or None, got str"):
+        GroupedQueryAttention(8, 4, 2, qk_norm="rms")
+    with pytest.raises(ValueError, match=r"qk_norm was built for head_dim=4.*head_dim is 2"):
+        GroupedQueryAttention(8, 4, 2, qk_norm=QKNorm(4))
+    with pytest.raises(TypeError, match="scale must be a real number or None"):
+        GroupedQueryAttention(8, 4, 2, scale="0.5")
+    with pytest.raises(ValueError, match="scale"):
+        GroupedQueryAttention(8, 4, 2, scale=float("inf"))

@@ -9,7 +9,8 @@ it on its own, without its declared dependencies, and the two packages that read
 
 No model hub and no network are used. The attention inside every block is the reference's
 :class:`mha_ref.GroupedQueryAttention` with :class:`mha_ref.RotaryEmbedding`; the rest
-(RMSNorm, SwiGLU, embedding, loader, tokenizer) is here.
+(RMSNorm, SwiGLU, embedding, loader, tokenizer) is here, on the machinery every real model
+shares (:mod:`mha_ref.tutorial.real_models`).
 
 How to use it::
 
@@ -37,14 +38,14 @@ Modules:
     where the model file is (:func:`~mha_ref.tutorial.smollm2.files.model_file`), its pinned
     SHA-256, the install command.
 ``gguf_file``
-    reading the GGUF file and dequantising its tensors
-    (:func:`~mha_ref.tutorial.smollm2.gguf_file.read_gguf`, with ``gguf``).
+    reading the GGUF file and dequantising its tensors, now shared by every real model
+    (:func:`~mha_ref.tutorial.real_models.gguf.read_gguf`, with ``gguf``).
 ``tokenizer``
     :class:`~mha_ref.tutorial.smollm2.tokenizer.SmolLM2Tokenizer`, built from the file's metadata
     (with ``tokenizers``).
 ``model``
     :class:`~mha_ref.tutorial.smollm2.model.SmolLM2`, its blocks,
-    :class:`~mha_ref.tutorial.smollm2.model.RMSNorm`,
+    :class:`~mha_ref.tutorial.real_models.layers.RMSNorm`,
     :class:`~mha_ref.tutorial.smollm2.model.SwiGLU`,
     :class:`~mha_ref.tutorial.smollm2.model.SmolLM2Config`.
 ``load``
@@ -57,13 +58,13 @@ Modules:
     ``texts/README.md``).
 """
 
+from mha_ref.tutorial.real_models.gguf import GGUFContents, read_gguf
 from mha_ref.tutorial.smollm2.files import (
     INSTALL_COMMAND,
     MODEL_FILE_SHA256,
     ModelFileError,
     model_file,
 )
-from mha_ref.tutorial.smollm2.gguf_file import GGUFContents, read_gguf
 from mha_ref.tutorial.smollm2.heads import ablate_heads
 from mha_ref.tutorial.smollm2.load import load_model, load_tokenizer
 from mha_ref.tutorial.smollm2.model import RMSNorm, SmolLM2, SmolLM2Block, SmolLM2Config, SwiGLU

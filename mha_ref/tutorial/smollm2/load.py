@@ -1,6 +1,6 @@
 """Loading SmolLM2 from its GGUF file: once per process, and from a disk cache when one is set.
 
-:func:`load_model` reads the file (:func:`~mha_ref.tutorial.smollm2.gguf_file.read_gguf`),
+:func:`load_model` reads the file (:func:`~mha_ref.tutorial.real_models.gguf.read_gguf`),
 builds the tokenizer from its metadata, creates
 :class:`~mha_ref.tutorial.smollm2.model.SmolLM2` without weights (on PyTorch's ``"meta"``
 device, so nothing is randomly initialised only to be overwritten) and assigns the dequantised
@@ -13,31 +13,31 @@ Reading and dequantising cost about 6 s of CPU. Two things make that rare:
   process);
 * **on disk**, when the environment variable ``MHA_REF_CACHE_DIR`` names a folder (the docs
   build sets it), the float32 weights, the config and the tokenizer are stored there once, as
-  one :data:`~mha_ref.tutorial.cache.TENSORS` entry of the cache (540 MB), keyed by the model
-  file's SHA-256, the versions of torch, ``gguf`` and ``tokenizers`` and the source of the
-  loading code. A later process maps that file into memory, checks its key and its SHA-256
-  (0.35 s of CPU, see :mod:`mha_ref.tutorial.cache`) and uses the tensors where they lie,
-  instead of parsing the GGUF file again; a damaged file is reported on standard error, read
-  again from the GGUF file and replaced. Only the newest such file is kept.
+  one checksummed entry of the cache (540 MB), shared machinery of every real model
+  (:func:`mha_ref.tutorial.real_models.loading.cached_weights`); a later process reads it in
+  0.35 s of CPU, checksum included.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 from pathlib import Path
 
 import torch
 
 from mha_ref.device import pick_device
-from mha_ref.tutorial.cache import TENSORS, cached
-from mha_ref.tutorial.smollm2.files import MODEL_FILE_SHA256, model_file, require_package
-from mha_ref.tutorial.smollm2.gguf_file import read_gguf
+from mha_ref.tutorial.real_models.gguf import read_gguf
+from mha_ref.tutorial.real_models.loading import (  # noqa: F401  (SmolLM2's names since 0.1)
+    MAX_THREADS_ENV_VAR,
+    MODEL_THREADS,
+    cached_weights,
+    model_threads,
+)
+from mha_ref.tutorial.smollm2.files import MODEL_FILE_SHA256, model_file
 from mha_ref.tutorial.smollm2.model import SmolLM2, SmolLM2Config
 from mha_ref.tutorial.smollm2.tokenizer import SmolLM2Tokenizer
 
-__all__ = ["MODEL_THREADS", "load_model", "load_tokenizer", "model_threads", "state_dict_from_gguf"]
+__all__ = ["load_model", "load_tokenizer", "state_dict_from_gguf"]
 
 #: GGUF tensor names (block ``N``) -> this model's parameter names
 _BLOCK_NAMES = {
@@ -62,7 +62,7 @@ def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> d
     :class:`~mha_ref.tutorial.smollm2.model.SmolLM2`.
 
     Args:
-        tensors: :attr:`~mha_ref.tutorial.smollm2.gguf_file.GGUFContents.tensors`
+        tensors: :attr:`~mha_ref.tutorial.real_models.gguf.GGUFContents.tensors`
             (``"blk.3.attn_q.weight"`` -> tensor).
         num_layers: blocks in the model.
 
@@ -92,54 +92,6 @@ def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> d
             f"{missing[:3]}, unexpected {unexpected[:3]}."
         )
     return {name: tensors[gguf_name] for name, gguf_name in renamed.items()}
-
-
-#: How many threads the real model's measurements use. A 512-token forward pass takes 2.2 s on
-#: one thread and 1.2 s on two, on a quiet 2-core machine. The outputs were checked bit for bit
-#: equal between one and two threads; a fixed count keeps every machine with two or more cores
-#: on the same arithmetic, so cached results and a reader's rerun print the same digits.
-MODEL_THREADS = 2
-#: the environment variable that caps :func:`model_threads` (the site's build sets it)
-MAX_THREADS_ENV_VAR = "MHA_REF_MAX_THREADS"
-
-
-def _cores() -> int:
-    """The cores this process may use: ``MHA_REF_MAX_THREADS`` when set, else every core."""
-    value = os.environ.get(MAX_THREADS_ENV_VAR, "")
-    if value:
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(
-                f"{MAX_THREADS_ENV_VAR} must be a positive integer, got {value!r}; "
-                f"unset it to use every core"
-            )
-        return int(value)
-    return os.cpu_count() or 1
-
-
-@contextlib.contextmanager
-def model_threads(threads: int = MODEL_THREADS):
-    """Run the block with ``min(threads, cores)`` torch threads, then restore the count.
-
-    The build runs the toy trainings on one thread (``OMP_NUM_THREADS=1``: their tensors are too
-    small to share), and the real model's measurements inside this block. ``cores`` is
-    ``os.cpu_count()``, or the environment variable ``MHA_REF_MAX_THREADS`` where it is set: the
-    site's build sets it when examples run side by side, so that two of them never ask for more
-    threads than the machine has (oversubscribed, the real-model examples ran 2-5 times slower).
-
-    Args:
-        threads: the wanted number of intra-op threads, at least 1.
-
-    Raises:
-        ValueError: if ``threads`` is not a positive int.
-    """
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"model_threads: threads must be a positive int, got {threads!r}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(min(threads, _cores()))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def load_model(device: torch.device | str | None = None) -> SmolLM2:
@@ -208,30 +160,16 @@ def _read(path: Path) -> tuple[SmolLM2Config, dict, str]:
 
 
 def _read_cached(path: Path) -> tuple[SmolLM2Config, dict, str]:
-    """:func:`_read`, through the cache (:func:`mha_ref.tutorial.cache.cached`) when
-    ``MHA_REF_CACHE_DIR`` is set: one :data:`~mha_ref.tutorial.cache.TENSORS` entry, checked on
-    every read, whose tensors are views of the file mapped into memory."""
-    arguments = {
-        "model_file_sha256": MODEL_FILE_SHA256,
-        "gguf": _distribution_version("gguf"),
-        "tokenizers": require_package("tokenizers").__version__,
-    }
-    saved = cached(
-        _CACHE_NAME,
-        arguments,
-        lambda: _as_entry(*_read(path)),  # the key covers this module's import closure
-        codec=TENSORS,
-        keep_latest=True,  # each entry is 540 MB: keep the newest only
-    )
+    """:func:`_read`, through the weights cache when ``MHA_REF_CACHE_DIR`` is set
+    (:func:`~mha_ref.tutorial.real_models.loading.cached_weights`)."""
+
+    def read() -> dict:  # defined here: the cache key covers this module's import closure
+        return _as_entry(*_read(path))
+
+    saved = cached_weights(_CACHE_NAME, MODEL_FILE_SHA256, read)
     return SmolLM2Config(**saved["config"]), saved["state"], saved["tokenizer"]
 
 
 def _as_entry(config: SmolLM2Config, state: dict, tokenizer_json: str) -> dict:
     """What the cache stores: the config as a dict, the state dict, the tokenizer's JSON."""
     return {"config": dataclasses.asdict(config), "state": state, "tokenizer": tokenizer_json}
-
-
-def _distribution_version(name: str) -> str:
-    from importlib.metadata import version
-
-    return version(name)

@@ -4,9 +4,11 @@ Each of the 30 blocks is pre-norm: ``x = x + attention(rms_norm(x))`` then
 ``x = x + mlp(rms_norm(x))``. The attention is the reference's
 :class:`~mha_ref.GroupedQueryAttention` (9 query heads sharing 3 key/value heads, ``head_dim``
 64, no biases) with :class:`~mha_ref.RotaryEmbedding` (base 100000, all 64 features, the
-``"adjacent"`` pairing that GGUF weights need); the rest of the block is written here: RMS
-normalisation (:class:`RMSNorm`) and the SwiGLU feed-forward layer (:class:`SwiGLU`). The token
-embedding is also the output projection (tied weights), after a final RMS norm.
+``"adjacent"`` pairing that GGUF weights need); the rest of the block is written here and in
+:mod:`mha_ref.tutorial.real_models.layers`: RMS normalisation
+(:class:`~mha_ref.tutorial.real_models.layers.RMSNorm`) and the SwiGLU feed-forward layer
+(:class:`SwiGLU`). The token embedding is also the output projection (tied weights), after a
+final RMS norm.
 
 The pieces are separate methods, so an analysis can start or stop anywhere:
 :meth:`SmolLM2.embed` (tokens -> residual stream), :meth:`SmolLM2.run_layers` (a range of
@@ -26,15 +28,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from mha_ref import _validation as check
 from mha_ref.grouped import GroupedQueryAttention
 from mha_ref.kv_cache import KVCache
 from mha_ref.rope import RotaryEmbedding
+from mha_ref.tutorial.real_models.layers import (  # noqa: F401  (SmolLM2's names since 0.1)
+    GatedMLP,
+    RMSNorm,
+    check_token_ids,
+    next_token_losses,
+)
 
-__all__ = ["RMSNorm", "SmolLM2", "SmolLM2Block", "SmolLM2Config", "SwiGLU"]
+__all__ = ["SmolLM2", "SmolLM2Block", "SmolLM2Config", "SwiGLU"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,7 @@ class SmolLM2Config:
         """Read the sizes from GGUF metadata (``llama.*`` keys).
 
         Args:
-            metadata: :attr:`~mha_ref.tutorial.smollm2.gguf_file.GGUFContents.metadata`.
+            metadata: :attr:`~mha_ref.tutorial.real_models.gguf.GGUFContents.metadata`.
 
         Returns:
             SmolLM2Config: the sizes.
@@ -109,37 +116,7 @@ class SmolLM2Config:
         )
 
 
-class RMSNorm(nn.Module):
-    r"""Root-mean-square normalisation with a learned gain, computed in float32.
-
-    Math: :math:`y = g \odot x / \sqrt{\tfrac{1}{d}\sum_i x_i^2 + \epsilon}`; unlike layer
-    normalisation, no mean is subtracted and there is no bias.
-
-    Args:
-        dim: features ``d``.
-        eps: added to the mean square, for stability.
-        device: where the gain is created (``"meta"`` to fill it later).
-
-    Shape:
-        - Input: ``(..., dim)``. Output: the same shape and dtype.
-
-    Source:
-        Zhang and Sennrich 2019, "Root Mean Square Layer Normalization", arXiv:1910.07467,
-        eq. 4; ``torch.nn.RMSNorm`` computes the same.
-    """
-
-    def __init__(self, dim: int, eps: float, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim, device=device))  # (dim,) the gain g
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()  # (..., dim)
-        inverse_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
-        return self.weight * (x32 * inverse_rms).to(x.dtype)  # (..., dim)
-
-
-class SwiGLU(nn.Module):
+class SwiGLU(GatedMLP):
     r"""The gated feed-forward layer: :math:`W_2\,(\mathrm{SiLU}(W_1 x) \odot W_3 x)`.
 
     Math: :math:`\mathrm{SiLU}(z) = z\,\sigma(z)`; ``gate_proj`` is :math:`W_1`, ``up_proj``
@@ -160,14 +137,7 @@ class SwiGLU(nn.Module):
     def __init__(
         self, embed_dim: int, ffn_dim: int, device: torch.device | str | None = None
     ) -> None:
-        super().__init__()
-        self.gate_proj = nn.Linear(embed_dim, ffn_dim, bias=False, device=device)
-        self.up_proj = nn.Linear(embed_dim, ffn_dim, bias=False, device=device)
-        self.down_proj = nn.Linear(ffn_dim, embed_dim, bias=False, device=device)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = F.silu(self.gate_proj(x))  # (..., ffn_dim)
-        return self.down_proj(gate * self.up_proj(x))  # (..., embed_dim)
+        super().__init__(embed_dim, ffn_dim, "silu", device=device)
 
 
 class SmolLM2Block(nn.Module):
@@ -533,36 +503,9 @@ class SmolLM2(nn.Module):
                 outside ``0 .. vocab_size - 1``, or is longer than ``context_length`` (split
                 the text into windows of at most that many tokens).
         """
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(
-                f"tokens must be a torch.Tensor of ids, got {type(tokens).__name__}. Use "
-                f"model.tokenizer.encode(text)."
-            )
-        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}.")
-        if tokens.dim() == 1:
-            tokens = tokens[None]  # (1, seq_len)
-        if tokens.dim() != 2:
-            raise ValueError(
-                f"tokens must be (batch, seq_len) or (seq_len,), got shape {tuple(tokens.shape)}."
-            )
-        seq_len, limit = tokens.shape[1], self.config.context_length
-        if seq_len < min_len:
-            raise ValueError(f"tokens must hold at least {min_len} tokens, got {seq_len}.")
-        if seq_len > limit:
-            raise ValueError(
-                f"tokens has {seq_len} positions, more than the model's context of {limit} "
-                f"tokens (its rotary table and its training stop there). Split the text into "
-                f"windows of at most {limit} tokens."
-            )
-        low, high = int(tokens.min()), int(tokens.max())
-        if low < 0 or high >= self.config.vocab_size:
-            bad = low if low < 0 else high
-            raise ValueError(
-                f"tokens must be ids in 0 .. {self.config.vocab_size - 1}, got {bad}. Use "
-                f"model.tokenizer.encode(text)."
-            )
-        return tokens.long()
+        return check_token_ids(
+            tokens, self.config.vocab_size, self.config.context_length, min_len
+        )  # (batch, seq_len)
 
     def check_head(self, layer: object, head: object) -> tuple[int, int]:
         """Validate a (layer, head) pair, both 0-based.
@@ -610,24 +553,3 @@ def _require_max_new_tokens(max_new_tokens: object, prompt_len: int, context_len
             f"and the model's context_length is {context_length}, which leaves room for "
             f"{room} new tokens. Pass max_new_tokens={room} or less, or a shorter prompt."
         )
-
-
-def next_token_losses(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of each position's prediction of the next token, in nats.
-
-    Args:
-        logits: ``(batch, seq_len, vocab_size)``.
-        tokens: ``(batch, seq_len)``.
-
-    Returns:
-        torch.Tensor: ``(batch, seq_len - 1)``.
-    """
-    batch, seq_len, vocab_size = logits.shape
-    predictions = logits[:, :-1].float()  # (batch, seq_len - 1, vocab_size)
-    targets = tokens[:, 1:]  # (batch, seq_len - 1)
-    # one row per prediction, the vocabulary last and contiguous: cross_entropy's fast path
-    # (over dim 1 of a transposed (batch, vocab_size, seq_len - 1) it took 2.4x as long)
-    losses = F.cross_entropy(
-        predictions.reshape(-1, vocab_size), targets.reshape(-1), reduction="none"
-    )  # (batch * (seq_len - 1),)
-    return losses.view(batch, seq_len - 1)  # (batch, seq_len - 1)

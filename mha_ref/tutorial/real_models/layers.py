@@ -1,0 +1,168 @@
+"""The parts of a decoder that every real model here shares, and the checks of its input.
+
+:class:`RMSNorm` (SmolLM2 and Gemma 3 both normalise with it; Gemma 3's file stores its gains as
+``1 + w`` already, so the same class reads both files), :class:`GatedMLP` (SwiGLU and GeGLU),
+:func:`next_token_losses` (the loss of every next-token prediction) and
+:func:`check_token_ids` (a model's input, checked once).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["ACTIVATIONS", "GatedMLP", "RMSNorm", "check_token_ids", "next_token_losses"]
+
+#: the gates of :class:`GatedMLP`: SiLU (SwiGLU: LLaMA, SmolLM2) and GELU with its tanh
+#: approximation (GeGLU: Gemma)
+ACTIVATIONS = {"silu": F.silu, "gelu_tanh": lambda z: F.gelu(z, approximate="tanh")}
+
+
+class RMSNorm(nn.Module):
+    r"""Root-mean-square normalisation with a learned gain, computed in float32.
+
+    Math: :math:`y = g \odot x / \sqrt{\tfrac{1}{d}\sum_i x_i^2 + \epsilon}`; unlike layer
+    normalisation, no mean is subtracted and there is no bias.
+
+    Args:
+        dim: features ``d``.
+        eps: added to the mean square, for stability.
+        device: where the gain is created (``"meta"`` to fill it later).
+
+    Shape:
+        - Input: ``(..., dim)``. Output: the same shape and dtype.
+
+    Source:
+        Zhang and Sennrich 2019, "Root Mean Square Layer Normalization", arXiv:1910.07467,
+        eq. 4; ``torch.nn.RMSNorm`` computes the same.
+    """
+
+    def __init__(self, dim: int, eps: float, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim, device=device))  # (dim,) the gain g
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()  # (..., dim)
+        inverse_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
+        return self.weight * (x32 * inverse_rms).to(x.dtype)  # (..., dim)
+
+
+class GatedMLP(nn.Module):
+    r"""The gated feed-forward layer: :math:`W_2\,(\phi(W_1 x) \odot W_3 x)`.
+
+    Math: ``gate_proj`` is :math:`W_1`, ``up_proj`` :math:`W_3`, ``down_proj`` :math:`W_2`, all
+    without bias; :math:`\phi` is SiLU, :math:`z\,\sigma(z)` (SwiGLU), or GELU with the tanh
+    approximation (GeGLU).
+
+    Args:
+        embed_dim: input and output width.
+        ffn_dim: hidden width.
+        activation: ``"silu"`` or ``"gelu_tanh"`` (the keys of :data:`ACTIVATIONS`).
+        device: where the weights are created (``"meta"`` to fill them later).
+
+    Shape:
+        - Input: ``(..., embed_dim)``. Output: ``(..., embed_dim)``.
+
+    Raises:
+        ValueError: if ``activation`` is not a key of :data:`ACTIVATIONS`.
+
+    Source:
+        Shazeer 2020, "GLU Variants Improve Transformer", arXiv:2002.05202, eqs. 5 and 6
+        (FFN_GEGLU, FFN_SwiGLU).
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        ffn_dim: int,
+        activation: str,
+        device: torch.device | str | None = None,
+    ) -> None:
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}."
+            )
+        super().__init__()
+        self.activation = activation
+        self.gate_proj = nn.Linear(embed_dim, ffn_dim, bias=False, device=device)
+        self.up_proj = nn.Linear(embed_dim, ffn_dim, bias=False, device=device)
+        self.down_proj = nn.Linear(ffn_dim, embed_dim, bias=False, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = ACTIVATIONS[self.activation](self.gate_proj(x))  # (..., ffn_dim)
+        return self.down_proj(gate * self.up_proj(x))  # (..., embed_dim)
+
+
+def check_token_ids(
+    tokens: object, vocab_size: int, context_length: int, min_len: int = 1
+) -> torch.Tensor:
+    """Validate token ids and return them as ``(batch, seq_len)``.
+
+    Args:
+        tokens: ``(batch, seq_len)`` or ``(seq_len,)`` integer tensor.
+        vocab_size: the model's number of token ids.
+        context_length: the longest sequence the model takes.
+        min_len: the fewest tokens allowed.
+
+    Returns:
+        torch.Tensor: ``(batch, seq_len)``, ``torch.long``.
+
+    Raises:
+        TypeError: if ``tokens`` is not an integer tensor.
+        ValueError: if it is not 1-D or 2-D, is shorter than ``min_len``, holds an id
+            outside ``0 .. vocab_size - 1``, or is longer than ``context_length`` (split
+            the text into windows of at most that many tokens).
+    """
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"tokens must be a torch.Tensor of ids, got {type(tokens).__name__}. Use "
+            f"model.tokenizer.encode(text)."
+        )
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be an integer tensor, got dtype {tokens.dtype}.")
+    if tokens.dim() == 1:
+        tokens = tokens[None]  # (1, seq_len)
+    if tokens.dim() != 2:
+        raise ValueError(
+            f"tokens must be (batch, seq_len) or (seq_len,), got shape {tuple(tokens.shape)}."
+        )
+    seq_len, limit = tokens.shape[1], context_length
+    if seq_len < min_len:
+        raise ValueError(f"tokens must hold at least {min_len} tokens, got {seq_len}.")
+    if seq_len > limit:
+        raise ValueError(
+            f"tokens has {seq_len} positions, more than the model's context of {limit} "
+            f"tokens (its rotary table and its training stop there). Split the text into "
+            f"windows of at most {limit} tokens."
+        )
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"tokens must be ids in 0 .. {vocab_size - 1}, got {bad}. Use "
+            f"model.tokenizer.encode(text)."
+        )
+    return tokens.long()
+
+
+def next_token_losses(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each position's prediction of the next token, in nats.
+
+    Args:
+        logits: ``(batch, seq_len, vocab_size)``.
+        tokens: ``(batch, seq_len)``.
+
+    Returns:
+        torch.Tensor: ``(batch, seq_len - 1)``.
+    """
+    batch, seq_len, vocab_size = logits.shape
+    predictions = logits[:, :-1].float()  # (batch, seq_len - 1, vocab_size)
+    targets = tokens[:, 1:]  # (batch, seq_len - 1)
+    # one row per prediction, the vocabulary last and contiguous: cross_entropy's fast path
+    # (over dim 1 of a transposed (batch, vocab_size, seq_len - 1) it took 2.4x as long)
+    losses = F.cross_entropy(
+        predictions.reshape(-1, vocab_size), targets.reshape(-1), reduction="none"
+    )  # (batch * (seq_len - 1),)
+    return losses.view(batch, seq_len - 1)  # (batch, seq_len - 1)
