@@ -218,11 +218,11 @@ print(text_table(["positions", "head", "weight on key 11 / on key 4", "exp(slope
 # %%
 # So in these two schemes the previous token can win over the key before it only by being one
 # token nearer: by a factor ``exp(slope)`` with ALiBi, by nothing without positions. The
-# previous token is a random one, so its content cannot help. If the content scores do not
-# tell the keys apart, the largest weight the previous token can get is computed below for
-# query 19 (keys 0 to 18, the query's own key left out). Compare it with the previous-token
-# scores of the trained models further down, which average the weight on the previous token
-# over all queries:
+# previous token is a random one, so its content cannot help. If the content's attention scores
+# (before the softmax) do not tell the keys apart, the largest weight the previous token can get
+# is computed below for query 19 (keys 0 to 18, the query's own key left out). Compare it with
+# the previous-token scores of the trained models further down, which are weights after the
+# softmax, averaged over all queries:
 
 distance = torch.arange(1, 20, dtype=torch.float64)  # keys 1 .. 19 tokens back
 for head in range(2):
@@ -317,8 +317,9 @@ print("schemes with converged runs:", ", ".join(NAMES[p] for p in LEARNERS))
 # seed, and that what they learn does not go through a previous-token head.
 #
 # What did training make of the positions in that head? Below, for the three schemes that
-# converge: what the positions add to its scores, as before, for the first converged seed of
-# each scheme, and for every converged run the mean added score at each offset ``i - j`` (0:
+# converge: what the positions add to its attention scores (before the softmax), as before, for
+# the first converged seed of each scheme, and for every converged run the mean added score at
+# each offset ``i - j`` (0:
 # the query's own key, 1: the previous token). With RoPE each diagonal holds one value; with the
 # learned and the sinusoidal tables it varies along the diagonal.
 
@@ -351,8 +352,8 @@ for position in [p for p in LEARNERS if p != "none"]:
           f"{len(tops)} seeds")
 
 # %%
-# The last lines count the runs on which the positions raise the score of the previous token
-# (offset 1) more than that of any other offset. With learned and with rotary positions that
+# The last lines count the runs on which the positions raise the attention score (before the
+# softmax) of the previous token (offset 1) more than that of any other offset. With learned and with rotary positions that
 # is every seed: the layer-1 head finds the previous token through the positions, through the
 # learned table in one scheme and the rotation in the other. With sinusoidal positions it is no
 # seed: they raise offsets 0 and 1 about equally on every seed (the table), so the

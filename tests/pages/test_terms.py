@@ -111,8 +111,9 @@ def test_the_rules_see_what_they_forbid():
     samples = [
         "到一组头的包装类", "因果掩码（左上对齐）", "右下对齐的掩码", "第二份拷贝的准确率",
         "每个序列先是若干填充词元，然后是一段随机片段", "把模块连同权重复制过去",
-        "前一词元得分最高的头", "QK-norm 与崩溃的单头模型", "带可学习汇词元的模型", "对归纳头的键做路径补丁",
-        "SmolLM2-135M 是用完整因果注意力训练的", "归纳头需要更早一层里的前一词元头",
+        "前一词元得分最高的头", "QK-norm 与崩溃的单头模型", "带可学习汇词元的模型",
+        "对归纳头的键做路径补丁", "SmolLM2-135M 是用完整因果注意力训练的",
+        "归纳头需要更早一层里的前一词元头",
     ]  # fmt: skip
     for concept, sample in zip(RULES, samples, strict=True):
         assert violations(sample, "plot_17_heads.py"), (concept, sample)
