@@ -147,9 +147,9 @@ print(text_table(["pairs not rotated", "fastest first", "slowest first"], rows))
 # not enough: the slowest half of the pairs can stop turning with almost no change, but the
 # score falls as the middle pairs stop too, and with only the fastest pair still turning
 # ("slowest first", 31 pairs) little of it is left. The previous-token pattern is built from
-# the fast end of the speeds, the fastest pair and the middle ones together, not from the
-# slow half, as Barbero et al. found in Gemma for the fast end; most of this head's size is in
-# other pairs (its share of the fastest 8 pairs is in the table above).
+# the faster half of the pairs, the fastest one and the middle ones together, not from the
+# slow half; that it uses the fast end agrees with what Barbero et al. found in Gemma. Most of
+# this head's size is in other pairs (its share of the fastest 8 pairs is in the table above).
 #
 # The same intervention on every head at once, each in its own block with no pair rotated:
 # how many of the heads with a clear previous-token pattern keep it?
