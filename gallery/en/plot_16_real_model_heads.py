@@ -8,11 +8,12 @@ language model: SmolLM2-135M-Instruct, in the
 4-bit quantised file (Q4_1) the real-model examples use, dequantised and run by this package's
 own :class:`~mha_ref.GroupedQueryAttention`. Every number below is this build's measurement on
 that file, not a published figure. The scores come from the attention weights; what a head
-*does* is only claimed in example 17, by removing it. The scores follow Olsson et al. (2022,
+*does* is only claimed in example 17, by ablating it. The scores follow Olsson et al. (2022,
 "In-context Learning and Induction Heads", `arXiv:2209.11895
 <https://arxiv.org/abs/2209.11895>`_) and Elhage et al. (2021, "A Mathematical Framework for
-Transformer Circuits"); the first-token score is the attention sink of Xiao et al. (2023,
-`arXiv:2309.17453 <https://arxiv.org/abs/2309.17453>`_).
+Transformer Circuits"); the first-token score measures how much weight a head puts on the
+first token, where Xiao et al. (2023, `arXiv:2309.17453 <https://arxiv.org/abs/2309.17453>`_)
+find the attention sink.
 """
 
 # %%
@@ -158,7 +159,7 @@ print(f"of the first-token heads, in blocks 0-14: {int(sinks[:15].sum())}, in bl
 # the induction heads and some after them, so the scores alone cannot say which one feeds the
 # induction heads: example 17 answers that by intervention. The first-token score is above 0.5
 # for many heads, nearly all of them in the second half. A high
-# score says where a head looks, not what its output is used for: example 17 removes heads and
+# score says where a head looks, not what its output is used for: example 17 ablates heads and
 # measures what changes.
 #
 # .. _ex16-named-heads-on-a-real-sentence:
@@ -221,7 +222,7 @@ print(text_table(["query", "token after its earlier occurrence", "weight on it",
 # (the view's labels say *layer* where this page says block: they are the same thing).
 # A picture like this says where each head looks on one sentence, nothing more: the score maps
 # above measured where heads look on the repeated random tokens and the real text, and example
-# 17 removes heads to measure what they do.
+# 17 ablates heads to measure what they do.
 
 fig = plot_every_head(
     [w[0] for w in weights],  # (num_heads, L, L) per block
@@ -296,7 +297,8 @@ print(f"{len(strong)} heads in blocks {sorted({layer for layer, _ in strong})}")
 # Summary
 # -------
 # - SmolLM2-135M-Instruct (4-bit file) copies in context: on random tokens seen once before,
-#   the second copy's loss is far below the first copy's, below even its loss on real text;
+#   the second copy's loss is far below the first copy's and, on this page's sequences (drawn
+#   with seed 0), below even its loss on real text;
 #   on the first copy it does worse than a uniform guess.
 # - One forward pass scores all 270 heads; a few heads in blocks 17 and 18 attend from a token
 #   to the token after its earlier occurrence (induction), the strongest previous-token head

@@ -97,8 +97,9 @@ for head, (copy_loss, induction) in result["feeding"].items():
 print(text_table(["ablated head", "second-copy loss", *(f"induction {h}" for h in heads)], rows))
 
 # %%
-# Removing the previous-token head takes the induction pattern out of the heads after it and
-# raises the second-copy loss more than removing the three induction heads did; the control
+# Ablating the previous-token head takes most of the induction pattern out of the heads after
+# it (two of their induction scores fall to nearly 0, the third to about a quarter of its
+# value) and raises the second-copy loss more than removing the three induction heads did; the control
 # heads of the same block change neither. The induction heads depend on that head: an
 # intervention shows it, not the heatmaps.
 #
@@ -329,8 +330,8 @@ for mode in ("zero", "mean"):
 #   more than doubles the second-copy loss on the repeated random tokens, more than
 #   the sum of their single effects (on three seeds of random tokens), and leaves the real-text
 #   loss nearly unchanged.
-# - Ablating the previous-token head before them removes their induction pattern and their
-#   copying; three control heads of its block do not.
+# - Ablating the previous-token head before them removes most of their induction pattern and
+#   of their copying; three control heads of its block do not.
 # - Path patching on three seeds: fed into the induction heads' keys alone, the previous-token
 #   head's removal costs nearly as much as fed into all three of their inputs; into their
 #   queries or values alone, little. The circuit is K-composition.

@@ -149,8 +149,10 @@ print(text_table(["text (first 256 tokens)", "sinks in blocks 0-3", "sinks in bl
                   "also sinks on this page's text"], rows))
 
 # %%
-# Which heads are sinks depends little on the text: most of the page's sink heads are sink heads
-# on each of the other texts too, and nearly all sink heads are in blocks 4-29. On the page's
+# The table supports one direction: most of the page's sink heads are sink heads on each of the
+# other texts too (the last column against the page's own row). The other direction does not
+# hold: each other text has more sink heads than the page's text, and a good part of them are
+# not sink heads on the page's text. On every text nearly all sink heads are in blocks 4-29. On the page's
 # text the first block with a sink head (its number is printed above) comes well after block 4,
 # and the blocks before it hold none; but the first four blocks do not hold none on every text:
 # a few on some (the table).
@@ -216,8 +218,10 @@ print(f"heads with first-token score > 0.9: {pure}")
 # %%
 # What the figure and the table show: token 0's value is smaller than a typical token's in
 # most (block, key/value head) pairs, below half of it in most (the counts above the table).
-# The heads that put nearly all of their weight on token 0 write the smallest mean output in
-# the table, almost all of it from token 0. The heads between 0.5 and 0.9 write more from the
+# The last row holds only two heads, (18, 7) and (18, 8) (printed under the table; (18, 7) is
+# also an induction head on the repeated sequence, above): on this text they write the smallest
+# mean output in the table, almost all of it from token 0. Two heads are too few to say this of
+# nearly pure sinks in general. The heads between 0.5 and 0.9 write more from the
 # other keys than from token 0, although most of their weight is on token 0: their output
 # comes mostly from what they read elsewhere. A mean over all heads above 0.5 mixes the two
 # kinds, and says little about token 0's value.
@@ -254,7 +258,7 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
 # %%
 # A head whose weight sits almost all on token 0 adds almost the same vector at every position,
 # token 0's value through the head's columns of ``W^O``; the split above measured it, and for
-# the nearly pure sinks it is smaller than what other heads write. Removing the nine sink
+# the two heads above 0.9 it is smaller than what the heads of the other rows write. Removing the nine sink
 # heads together costs little: under zero ablation a few hundredths of a nat, less than
 # every control set; under mean ablation (which keeps each head's average output in place)
 # less still, within the range of the control sets. The nine heads with the highest
@@ -310,10 +314,11 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 #   all put most of their weight on the first token of the real text.
 # - Many heads put most of their weight on the first token: none of them in the many early
 #   blocks before the first one printed above on the page's text, none or a few in the first
-#   four blocks on the other shipped texts; most of them are
-#   sink heads on each of the other texts too. The first token's value is smaller than a
-#   typical token's in most blocks; the heads that rest on it almost entirely write less than
-#   other heads, nearly all of it from token 0, and the heads that put only part of their weight
+#   four blocks on the other shipped texts; most of the page's text's sink heads are
+#   sink heads on each of the other texts too, though each other text has more sink heads, not
+#   all of them sinks on the page's text. The first token's value is smaller than a
+#   typical token's in most blocks; the two heads that rest on it almost entirely write less
+#   than the heads of the other rows, nearly all of it from token 0, and the heads that put only part of their weight
 #   there get most of their output from the other keys.
 # - Ablating the nine strongest sink heads that are not induction heads costs a few
 #   hundredths of a nat or less: under zero ablation less than as many other heads of their blocks, under

@@ -218,11 +218,11 @@ print(text_table(["positions", "head", "weight on key 11 / on key 4", "exp(slope
 # %%
 # So in these two schemes the previous token can win over the key before it only by being one
 # token nearer: by a factor ``exp(slope)`` with ALiBi, by nothing without positions. The
-# previous token is a random one, so its content cannot help. If the content scores do not
-# tell the keys apart, the largest weight the previous token can get is computed below for
-# query 19 (keys 0 to 18, the query's own key left out). Compare it with the previous-token
-# scores of the trained models further down, which average the weight on the previous token
-# over all queries:
+# previous token is a random one, so its content cannot help. If the content's attention scores
+# (before the softmax) do not tell the keys apart, the largest weight the previous token can get
+# is computed below for query 19 (keys 0 to 18, the query's own key left out). Compare it with
+# the previous-token scores of the trained models further down, which are weights after the
+# softmax, averaged over all queries:
 
 distance = torch.arange(1, 20, dtype=torch.float64)  # keys 1 .. 19 tokens back
 for head in range(2):
@@ -303,22 +303,23 @@ print("schemes with converged runs:", ", ".join(NAMES[p] for p in LEARNERS))
 # %%
 # Learned, sinusoidal and rotary positions converge on 5 of 5 seeds each, and every run forms
 # the circuit: a phase change, accuracy above 0.9, and a layer-1 head with a previous-token
-# score of 0.650 or more. RoPE converges last (at step 340 in the median, 400 at the latest,
+# score of 0.656 or more. RoPE converges last (at step 340 in the median, 400 at the latest,
 # against 320 at the latest for the other two), and the slowest phase change, at step 287, is
 # one of RoPE's; the cap of 600 steps is more than twice that, so it is not what limits any of
 # these runs.
 #
 # The prediction for ALiBi and no positions holds within this budget: no run converges or has
 # a phase change, and no layer-1 head becomes a previous-token head (scores of 0.160 at most).
-# They do learn part of the task another way: accuracies of 0.383 to 0.457 (ALiBi) and 0.321
-# to 0.350 (none), and their training accuracy is higher in the last 100 steps than in the 100
+# They do learn part of the task another way: accuracies of 0.394 to 0.473 (ALiBi) and 0.315
+# to 0.343 (none) in the table, and their training accuracy is higher in the last 100 steps than in the 100
 # before on every run. So this page does not say that they would never learn the task; it
 # says that they do not within a budget in which the other three schemes converge on every
 # seed, and that what they learn does not go through a previous-token head.
 #
 # What did training make of the positions in that head? Below, for the three schemes that
-# converge: what the positions add to its scores, as before, for the first converged seed of
-# each scheme, and for every converged run the mean added score at each offset ``i - j`` (0:
+# converge: what the positions add to its attention scores (before the softmax), as before, for
+# the first converged seed of each scheme, and for every converged run the mean added score at
+# each offset ``i - j`` (0:
 # the query's own key, 1: the previous token). With RoPE each diagonal holds one value; with the
 # learned and the sinusoidal tables it varies along the diagonal.
 
@@ -351,11 +352,11 @@ for position in [p for p in LEARNERS if p != "none"]:
           f"{len(tops)} seeds")
 
 # %%
-# The last lines count the runs on which the positions raise the score of the previous token
-# (offset 1) more than that of any other offset. With learned and with rotary positions that
+# The last lines count the runs on which the positions raise the attention score (before the
+# softmax) of the previous token (offset 1) more than that of any other offset. With learned and with rotary positions that
 # is every seed: the layer-1 head finds the previous token through the positions, through the
-# learned table in one scheme and the rotation in the other. With sinusoidal positions it is 1
-# seed of 5: they raise offsets 0 and 1 about equally on every seed (the table), so the
+# learned table in one scheme and the rotation in the other. With sinusoidal positions it is no
+# seed: they raise offsets 0 and 1 about equally on every seed (the table), so the
 # positions alone do not single out the previous token in that head, and what else does is not
 # measured here.
 
@@ -495,9 +496,9 @@ for position in LEARNERS:
 # lets the induction head prefer those distances; nothing forces it to search by content alone.
 #
 # RoPE does something learned positions cannot: it runs sequences longer than any in training,
-# and keeps most of its accuracy at 30 tokens (0.888 in the mean of its 5 converged runs, 0.773
-# on the lowest), less at 40 (0.746 in the mean, with one run at 0.491). Sinusoidal positions
-# run them too, and lose most of their accuracy already at 30 tokens (0.344 in the mean of 5),
+# and keeps most of its accuracy at 30 tokens (0.874 in the mean of its 5 converged runs, 0.814
+# on the lowest), less at 40 (0.720 in the mean, with one run at 0.582). Sinusoidal positions
+# run them too, and lose most of their accuracy already at 30 tokens (0.333 in the mean of 5),
 # on every run.
 # Being able to run longer sequences does not make them right: at 40 tokens a rotary head meets
 # query-key distances beyond any in training, and the causal layers' own position signal (the

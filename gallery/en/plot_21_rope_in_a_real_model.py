@@ -86,8 +86,8 @@ print(f"pairs with the largest mean share: {most}")
 
 # %%
 # As in Gemma 7B, most of the size sits in slow pairs, which over this text turn by a small
-# fraction of a radian (see the first table): a score built from them depends on what the
-# tokens are, not on where. The fastest pairs hold a small share on average, but not in every
+# fraction of a radian (see the first table): an attention score (the query-key product before
+# the softmax) built from them depends on what the tokens are, not on where. The fastest pairs hold a small share on average, but not in every
 # head.
 #
 # .. _ex21-heads-that-rely-on-position:
@@ -143,10 +143,13 @@ print(text_table(["pairs not rotated", "fastest first", "slowest first"], rows))
 
 # %%
 # Taking the rotation out of the single fastest pair removes most of the head's weight on the
-# previous token; taking it out of the slowest pairs changes nothing until the fast ones are
-# reached. The previous-token pattern is built from the fastest speeds, as Barbero et al.
-# found in Gemma, although most of this head's size is in other pairs (its share of the
-# fastest 8 pairs is in the table above).
+# previous token ("fastest first"): the head needs that pair. The other order shows that it is
+# not enough: the slowest half of the pairs can stop turning with almost no change, but the
+# score falls as the middle pairs stop too, and with only the fastest pair still turning
+# ("slowest first", 31 pairs) little of it is left. The previous-token pattern is built from
+# the faster half of the pairs, the fastest one and the middle ones together, not from the
+# slow half; that it uses the fast end agrees with what Barbero et al. found in Gemma. Most of
+# this head's size is in other pairs (its share of the fastest 8 pairs is in the table above).
 #
 # The same intervention on every head at once, each in its own block with no pair rotated:
 # how many of the heads with a clear previous-token pattern keep it?
@@ -165,8 +168,9 @@ print(f"largest score without rotation, over all heads: {unrotated.max():.3f}")
 # ---------------
 # In this model, as in Gemma 7B, the queries and keys are largest in the slow pairs, which
 # barely turn over a text of this length and so carry content. The strongest previous-token
-# head is made with the fast pairs: it loses its pattern when the fastest pair stops turning
-# and keeps it while only slow pairs do, and no head with a clear previous-token pattern keeps
+# head is made with the faster half of the pairs: it loses most of its pattern when the
+# fastest pair stops turning, keeps it while only the slowest half stop, and loses most of it
+# again when only the fastest pair still turns; and no head with a clear previous-token pattern keeps
 # it without any rotation. RoPE gives every head both kinds of channel, and each head has its
 # own mix. Barbero et al. argue that the slow pairs are why a larger base helps long contexts:
 # the larger the base, the more pairs stay nearly still across the context.
@@ -216,5 +220,5 @@ print(f"their mean share of the heads' size: {all_heads[:, never].sum(-1).mean()
 #   to far less than a radian over the whole context.
 # - Most of the query and key size sits in slow pairs: channels for content.
 # - The strongest previous-token head loses its pattern when the rotation is taken out of the
-#   fastest pair, and keeps it when the slow pairs lose theirs: its position comes from the
-#   fast pairs. No head with a clear previous-token pattern keeps it without rotation.
+#   fastest pair, keeps it when the slowest half lose theirs, and cannot keep it with the
+#   fastest pair alone: its position comes from the fastest and the middle pairs together. No head with a clear previous-token pattern keeps it without rotation.

@@ -187,7 +187,8 @@ plt.show()
 # much as the first four: on this text, what helps is the first token, not the extra slots. And it
 # is the first token as such: one extra slot that keeps token 16, or token 32, for good instead of
 # token 0 removes none of the excess (its share, printed above, is near zero, even a little below
-# it). What rescues the window is the first position, the sink token, not any one old token kept.
+# it). What rescues the window is token 0, the sink token, not any one old token kept. Keeping
+# token 0 keeps both its content and its position; these runs do not separate the two.
 # This is one text, one window and one model; the interventions show that the first token matters
 # to the window, not why the model relies on it.
 
@@ -242,8 +243,9 @@ print(f"positions by slot: {exercise.positions.tolist()}; bytes: {exercise.nbyte
 #   above full attention; keeping the first four tokens removes most of the excess, not all of it.
 #   A window with the same number of slots but no first tokens removes only a small part, and a
 #   window plus token 0 alone removes almost as much as the first four: the first token is what
-#   helps. A window plus token 16 or token 32 alone removes none: it is the first token itself,
-#   the sink, and not any one extra old token.
+#   helps. On this text, a window plus token 16 or token 32 alone removes none: it is the first
+#   token itself, the sink, and not any one extra old token (its content and its position are
+#   kept together, and the runs do not separate them).
 #
 # Sources: Beltagy et al. 2020, "Longformer: The Long-Document Transformer", arXiv:2004.05150,
 # Sec. 3.1; Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, Sec. 2 (sliding window, rolling

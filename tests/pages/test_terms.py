@@ -44,6 +44,8 @@ RULES = {
     # a softmax that saturates: 崩溃 reads as "crashed"
     "attention collapse": ("塌缩", r"崩溃", "崩溃 reads as a crash"),
     "the token an attention sink rests on": ("汇点词元", r"汇词元", "as 注意力汇点"),
+    # example 17's intervention on one input of the later heads (the glossary's 路径修补)
+    "path patching": ("路径修补", r"路径(打)?补丁|路径修复", "as 归因修补"),
     # the real-model examples use one file, the instruct model's: a bare SmolLM2-135M reads as
     # the base model (the API catalog translates docstrings that name the architecture)
     "the real model": ("SmolLM2-135M-Instruct", r"SmolLM2-135M(?!-Instruct)", "or SmolLM2"),
@@ -110,14 +112,15 @@ def test_the_rules_see_what_they_forbid():
         "到一组头的包装类", "因果掩码（左上对齐）", "右下对齐的掩码", "第二份拷贝的准确率",
         "每个序列先是若干填充词元，然后是一段随机片段", "把模块连同权重复制过去",
         "前一词元得分最高的头", "QK-norm 与崩溃的单头模型", "带可学习汇词元的模型",
-        "SmolLM2-135M 是用完整因果注意力训练的", "归纳头需要更早一层里的前一词元头",
+        "对归纳头的键做路径补丁", "SmolLM2-135M 是用完整因果注意力训练的",
+        "归纳头需要更早一层里的前一词元头",
     ]  # fmt: skip
     for concept, sample in zip(RULES, samples, strict=True):
         assert violations(sample, "plot_17_heads.py"), (concept, sample)
     clean = (
         "封装类、左上角对齐、右下角对齐、第二份副本、复制注意力权重的形状、前一词元分数、"
         "模型还得分清哪个是哪个、塌缩、汇点词元、SmolLM2-135M-Instruct、块 0 的注意力层、"
-        "视图的标签写的“层”、全部层 × 头、两层的玩具模型"
+        "视图的标签写的“层”、全部层 × 头、两层的玩具模型、路径修补"
     )
     assert not violations(clean, "plot_17_heads.py")
     # a block is numbered from 0: an ordinal block number reads as counting from 1
