@@ -39,7 +39,11 @@ from pathlib import Path
 # page and the package's source pages document the two lab modules behind them (+0.46 MB in en,
 # +0.47 MB in zh_CN; at 8.8 the site was 51.298 MB with the first, 52.017 MB with the second,
 # against 51.2).
-BASE_LIMIT_MB_PER_LANGUAGE = 9.4
+# 10.0 since the package holds a second real model (mha_ref.tutorial.real_models: the shared GGUF
+# reading and tokenizer, Gemma 3 270M): its source pages are 0.37 MB a language and its API
+# entries about 0.06 MB (at 9.4 the site was 53.305 MB against 52.4; 10.0 leaves room for the
+# run-to-run growth of the timing figures, 0.11 MB once).
+BASE_LIMIT_MB_PER_LANGUAGE = 10.0
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 
