@@ -9,7 +9,9 @@ found example 22 twelfth for 潜在注意力 and the references first for 归纳
 
 注意力汇聚 is d2l-zh's word for attention pooling, the attention-weighted average of the values,
 not an attention sink (注意力汇点): it, and English "attention pooling", lead to the section on
-scaled dot-product attention of the concepts page, which computes that average.
+scaled dot-product attention of the concepts page, which computes that average. The glossary
+may come among the first three for it: its entry on 注意力汇点 is where the site says that
+d2l-zh's 注意力汇聚 means attention pooling, the one place that answers a reader who confuses them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ QUERIES = {
 }
 #: the pages that mention every topic
 BROAD = {"references.html", "index.html", "glossary.html"}
+#: a broad page that answers the query itself (see the module's docstring)
+ALLOWED_BROAD = {"注意力汇聚": {"glossary.html"}}
 
 
 #: after the first search, the search box runs the page's own search where it is, instead of
@@ -102,7 +106,7 @@ def test_the_teaching_page_comes_first(watched, site_url, lang):
         # a page is expected: any of its sections will do
         if (first if "#" in expected else first.split("#")[0]) != expected:
             wrong.append(f"{query!r}: first {first}, expected {expected}; top 3 {found[:3]}")
-        broad = [f for f in found[:3] if f.split("#")[0] in BROAD]
+        broad = [f for f in found[:3] if f.split("#")[0] in BROAD - ALLOWED_BROAD.get(query, set())]
         if broad:
             wrong.append(f"{query!r}: {broad} among the top 3 {found[:3]}")
     assert not wrong, f"{lang} search:\n" + "\n".join(wrong)
