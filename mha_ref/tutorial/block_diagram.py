@@ -135,7 +135,7 @@ def plot_prenorm_block(config, labels: Mapping[str, str] | None = None) -> Figur
                        f"{list(BLOCK_LABELS)}.")
     text = {key: labels[key].format(**sizes) for key in BLOCK_LABELS}
     use_cjk_font_for(*text.values())
-    fig, ax = plt.subplots(figsize=(5.8, 6.0))  # line art: small, it is the first figure a page loads
+    fig, ax = plt.subplots(figsize=(5.8, 6.0))  # small: example 16 loads it with the page
     fig.subplots_adjust(left=0.01, right=0.99, bottom=0.01, top=0.93)
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
