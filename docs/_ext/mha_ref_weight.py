@@ -13,6 +13,8 @@ same scripts, whether it uses them or not; this extension keeps, page by page, o
   hold a view (an element ``data-mha-attn``).
 - **fit-math.js** (it fits formulas to a phone's width) only on pages that load MathJax; Sphinx
   already adds MathJax only to pages with a formula.
+- **sphinx-design's tab script** (``design-tabs.js``, 7.5 KB) only on pages with a tab set, and
+  **sphinx-gallery's tag filter** (``sg-tags.js``, 4.7 KB) only where its tag list is.
 - **Images load lazily** (``loading="lazy"``): a figure is fetched when the reader scrolls near
   it, so a long example page costs its first screens on arrival, not its twenty figures.
 
@@ -37,6 +39,10 @@ VIEW_MARKER = "data-mha-attn"
 VIEW_FILES = ("attention-view.js", "attention-view.css")
 SEARCH_ONLY = ("zh-search-fix.js",)
 MATH_ONLY = ("fit-math.js",)
+#: sphinx-design's tab script, only where a tab set is (dropdowns need no script), and
+#: sphinx-gallery's tag filter, only where its tag list is (the galleries' index)
+TABS_FILES, TABS_MARKER = ("design-tabs.js",), "sd-tab-set"
+TAGS_FILES, TAGS_MARKER = ("sg-tags.js",), "sphx-glr-tag"
 #: an <img> tag without a loading attribute; the attribute goes last, after src and srcset
 _IMG_WITHOUT_LOADING = re.compile(r"<img\b(?![^>]*\bloading=)([^>]*?)(\s*/?)>")
 
@@ -46,9 +52,15 @@ def _name(asset) -> str:
     return str(getattr(asset, "filename", asset) or "").split("?")[0].rsplit("/", 1)[-1]
 
 
-def _keeps(asset, *, search: bool, view: bool, math: bool) -> bool:
+def _keeps(
+    asset, *, search: bool, view: bool, math: bool, tabs: bool = True, tags: bool = True
+) -> bool:
     """Whether the page keeps ``asset``."""
     name = _name(asset)
+    if name in TABS_FILES:
+        return tabs
+    if name in TAGS_FILES:
+        return tags
     if name in SEARCH_ONLY:
         return search
     if name in VIEW_FILES:
@@ -67,7 +79,8 @@ def _only_what_the_page_uses(
     body = context.get("body", "")
     scripts = context.get("script_files", [])
     math = any("mathjax" in str(getattr(script, "filename", script)) for script in scripts)
-    flags = {"search": pagename == "search", "view": VIEW_MARKER in body, "math": math}
+    flags = {"search": pagename == "search", "view": VIEW_MARKER in body, "math": math,
+             "tabs": TABS_MARKER in body, "tags": TAGS_MARKER in body}
     context["script_files"] = [script for script in scripts if _keeps(script, **flags)]
     context["css_files"] = [css for css in context.get("css_files", []) if _keeps(css, **flags)]
     if body:

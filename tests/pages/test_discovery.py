@@ -126,7 +126,8 @@ def test_mathjax_only_on_pages_with_math(lang):
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_each_page_loads_only_the_scripts_it_uses(lang):
     """The search's scripts and index only on the search page, the views' script and style only
-    where a view is, fit-math.js only with MathJax, every image lazily
+    where a view is, fit-math.js only with MathJax, sphinx-design's tabs and sphinx-gallery's tag
+    filter only where a tab set or the tag list is, every image lazily
     (docs/_ext/mha_ref_weight.py)."""
     search_files = ("searchtools.js", "language_data.js", "searchindex.js", "zh-search-fix.js")
     views = 0
@@ -138,6 +139,9 @@ def test_each_page_loads_only_the_scripts_it_uses(lang):
         assert ("attention-view.js" in head) == has_view, (where, has_view)
         assert ("attention-view.css" in head) == has_view, (where, has_view)
         assert ("fit-math.js" in head) == ("mathjax/startup.js" in head), where
+        body = text[len(head) :]
+        assert ("design-tabs.js" in head) == ("sd-tab-set" in body), where
+        assert ("sg-tags.js" in head) == ("sphx-glr-tag" in body), where
         eager = re.findall(r"<img (?![^>]*loading=\"lazy\")[^>]*>", text)
         assert not eager, (where, eager[:2])
         views += has_view
