@@ -112,9 +112,9 @@ def axe():
     return axe_playwright.Axe()
 
 
-#: what one test takes, roughly (quiet 2-core machine): the every-page audit of a language
-#: visits its 84 pages, about five minutes; every other test loads a page or two, seconds
-EVERY_PAGE_S, OTHER_S = 300.0, 4.0
+#: what one test takes, roughly (quiet 2-core machine, both workers busy): the every-page audit
+#: of a language visits its 92 pages, about three minutes; every other test loads a page or two
+EVERY_PAGE_S, OTHER_S = 180.0, 4.0
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it appends them to node ids)
