@@ -205,10 +205,10 @@ print(text_table(["query", "token after its earlier occurrence", "weight on it",
                   "weight on the first token"], rows))
 
 # %%
-# Inside the name, where the repeated stretch is longest, the head puts nearly all of its weight
-# on the token that came next last time; on the other repeated tokens much of it goes to the
-# first token instead. The pattern on real text is the one the random sequences measured, only
-# weaker.
+# At ``' D'`` and ``'urs'``, inside the name, the head puts nearly all of its weight on the
+# token that came next last time; on the other repeated tokens, ``' Mr'`` and ``'ley'`` at the
+# name's edges included, much of it goes to the first token instead. The pattern on real text
+# is the one the random sequences measured, only weaker.
 
 # %%
 # .. _ex16-every-head-of-every-block:

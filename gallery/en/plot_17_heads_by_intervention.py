@@ -314,7 +314,7 @@ for (block, h), (c, _) in result["single"]["zero"].items():
 #    :class-container: mha-answer
 #
 #    No. The real text is three short paragraphs with few repeated stretches, so copying can
-#    lower only a few of its losses, and other heads copy too (the heads are redundant, as the
+#    lower only a few of its losses, and other heads copy too (the heads may be redundant, as the
 #    super-additive effect suggests). An average over every token would hide an effect on
 #    those few tokens, which this page does not measure. The change of the average is:
 
@@ -334,7 +334,9 @@ for mode in ("zero", "mean"):
 #   of their copying; three control heads of its block do not.
 # - Path patching on three seeds: fed into the induction heads' keys alone, the previous-token
 #   head's removal costs nearly as much as fed into all three of their inputs; into their
-#   queries or values alone, little. The circuit is K-composition.
+#   queries or values alone, little: through these three heads, the previous-token head acts
+#   mainly by K-composition. Their inputs together carry about half of its full effect
+#   (the first path-patching table); the rest goes through other heads.
 # - Attribution patching ranks heads from one backward pass; its agreement with the exact
 #   sweep is printed above. Its derivative is right, but the loss is far from linear in the
 #   previous-token head's output, so it gets that head's sign wrong; and it gives the strongest

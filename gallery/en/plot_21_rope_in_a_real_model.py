@@ -10,7 +10,7 @@ so slowly that it hardly turns within the model's whole context. Barbero et al. 
 and Round We Go! What makes Rotary Positional Encodings useful?", `arXiv:2410.06205
 <https://arxiv.org/abs/2410.06205>`_) found that Gemma 7B builds its positional heads from the
 fastest pairs and carries most of its query and key norm in the slowest ones, which act as
-content channels. This page measures both on SmolLM2, then takes the rotation out of a
+content channels. This page measures both on this model, then takes the rotation out of a
 previous-token head, pair by pair, to see which pairs it needs.
 """
 
@@ -20,7 +20,7 @@ previous-token head, pair by pair, to see which pairs it needs.
 # The 32 speeds
 # -------------
 # Pair :math:`i` of a head turns by :math:`\theta_i = b^{-2i/64}` radians per token, where
-# :math:`b` is RoPE's base, 100000 in SmolLM2 (:func:`mha_ref.rotary_frequencies`). The table gives, for a few pairs, that speed,
+# :math:`b` is RoPE's base, 100000 in this model (:func:`mha_ref.rotary_frequencies`). The table gives, for a few pairs, that speed,
 # the number of tokens it takes to turn once (:math:`2\pi/\theta_i`), and how far it turns across
 # the text used below. A pair that turns by much less than a radian over the whole text hardly
 # tells one position from another: what it adds to a score depends on content alone. (To run
@@ -29,10 +29,15 @@ previous-token head, pair by pair, to see which pairs it needs.
 import math
 
 import matplotlib.pyplot as plt
+import torch
 
 from mha_ref import rotary_frequencies
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.rope_heads import plot_pair_shares, rope_head_analysis
+from mha_ref.tutorial.rope_heads import (
+    plot_pair_shares,
+    previous_token_scores,
+    rope_head_analysis,
+)
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
 
@@ -125,7 +130,7 @@ print(text_table(header, [describe(i) for i in fast_share.flatten().argsort(desc
 # queries and keys alike), and its previous-token score measured again
 # (:func:`~mha_ref.tutorial.rope_heads.rotation_removal_curve`). Two orders: the fastest pairs
 # first, or the slowest first. With nothing removed, the recomputation is the model's own
-# attention (the tests check it). Only this head's pattern is measured.
+# attention (checked below the table). Only this head's pattern is measured.
 
 layer, head = analysis["head"]
 removed = list(range(config.head_dim // 2 + 1))
@@ -140,6 +145,11 @@ plt.show()
 rows = [[n, f"{analysis['fast_first'][n]:.3f}", f"{analysis['slow_first'][n]:.3f}"]
         for n in (0, 1, 2, 4, 8, 16, 24, 28, 31, 32)]
 print(text_table(["pairs not rotated", "fastest first", "slowest first"], rows))
+with torch.no_grad():
+    _, own = model(tokens, need_weights=True)  # the model's own pass: (1, heads, L, L) per block
+own_score = previous_token_scores(own[layer][0])[head]  # this head's score in the model's pass
+print(f"with nothing removed: {analysis['fast_first'][0]:.5f}; the same head in the model's own "
+      f"forward pass: {own_score:.5f}")
 
 # %%
 # Taking the rotation out of the single fastest pair removes most of the head's weight on the
@@ -197,8 +207,8 @@ print(f"the slowest of the rest, pair {31 - safe}, turns {speeds[31 - safe] * (t
       f"radians over the text")
 
 # %%
-# **Exercise 2.** SmolLM2 can read 8192 tokens. Which pairs never complete a full turn within
-# that context, and what share of the heads' size do they hold on average?
+# **Exercise 2.** The model can read 8192 tokens. Which pairs never complete a full turn within
+# that context, and what share of the heads' query-key size do they hold on average?
 #
 # .. dropdown:: Answer
 #    :class-container: mha-answer
@@ -216,7 +226,7 @@ print(f"their mean share of the heads' size: {all_heads[:, never].sum(-1).mean()
 #
 # Summary
 # -------
-# - Every head of SmolLM2 rotates its queries and keys in 32 pairs, from one radian per token
+# - Every head of SmolLM2-135M-Instruct rotates its queries and keys in 32 pairs, from one radian per token
 #   to far less than a radian over the whole context.
 # - Most of the query and key size sits in slow pairs: channels for content.
 # - The strongest previous-token head loses its pattern when the rotation is taken out of the

@@ -8,8 +8,8 @@ SmolLM2-135M-Instruct，也就是真实模型那几个示例所用的模型（�
 弧度，最慢的一对慢到在模型的整个上下文里几乎不转。Barbero 等人（2024，“Round and Round We Go!
 What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
 <https://arxiv.org/abs/2410.06205>`_）发现，Gemma 7B 用最快的几对搭出位置头，而查询和键的范数大多
-放在最慢的几对里，这几对充当内容通道。本页在 SmolLM2 上测量这两点，然后把一个前一词元头的旋转逐对
-拿掉，看它需要的是哪几对。
+放在最慢的几对里，这几对充当内容通道。本页在这个模型上测量这两点，然后把一个前一词元头的旋转逐对
+去掉，看它需要的是哪几对。
 """
 
 # %%
@@ -17,7 +17,7 @@ What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
 #
 # 32 种转速
 # ---------
-# 一个头的第 :math:`i` 对每个词元转 :math:`\theta_i = b^{-2i/64}` 弧度，其中 :math:`b` 是 RoPE 的 base，SmolLM2 的是 100000
+# 一个头的第 :math:`i` 对每个词元转 :math:`\theta_i = b^{-2i/64}` 弧度，其中 :math:`b` 是 RoPE 的 base，这个模型的是 100000
 # （:func:`mha_ref.rotary_frequencies`）。下表对其中几对给出这个转速、转一整圈需要的词元数
 # （:math:`2\pi/\theta_i`），以及在下面所用的文本上一共转了多少。在整段文本上转得远不到一弧度的一对，
 # 几乎分不出一个位置和另一个位置：它给分数加上的部分只取决于内容。（自己运行本页需要真实模型：
@@ -26,10 +26,15 @@ What makes Rotary Positional Encodings useful?”，`arXiv:2410.06205
 import math
 
 import matplotlib.pyplot as plt
+import torch
 
 from mha_ref import rotary_frequencies
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.rope_heads import plot_pair_shares, rope_head_analysis
+from mha_ref.tutorial.rope_heads import (
+    plot_pair_shares,
+    previous_token_scores,
+    rope_head_analysis,
+)
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
 
@@ -110,32 +115,37 @@ print(text_table(header, [describe(i) for i in fast_share.flatten().argsort(desc
 # %%
 # .. _ex21-taking-the-rotation-out-pair-by-pair:
 #
-# 逐对拿掉旋转
+# 逐对去掉旋转
 # ------------
 # 大小只说明一个头 *能* 用什么。为了看清前一词元分数最高的那个头 *需要* 什么，我们重新计算它所在块
-# 的注意力，把其中一些对的旋转拿掉（查询和键在这些对上的角度都设为 0），再测一次它的前一词元分数
-# （:func:`~mha_ref.tutorial.rope_heads.rotation_removal_curve`）。两种顺序：先拿掉最快的几对，或先
-# 拿掉最慢的几对。什么都不拿掉时，重新计算的结果就是模型自己的注意力（测试会检查这一点）。这里只
+# 的注意力，把其中一些对的旋转去掉（查询和键在这些对上的角度都设为 0），再测一次它的前一词元分数
+# （:func:`~mha_ref.tutorial.rope_heads.rotation_removal_curve`）。两种顺序：先去掉最快的几对，或先
+# 去掉最慢的几对。什么都不去掉时，重新计算的结果就是模型自己的注意力（表下面核对了这一点）。这里只
 # 测量这一个头的注意力模式。
 
 layer, head = analysis["head"]
 removed = list(range(config.head_dim // 2 + 1))
 fig = plot_lines(
     removed,
-    {"先拿掉最快的": analysis["fast_first"], "先拿掉最慢的": analysis["slow_first"]},
-    xlabel="拿掉旋转的特征对数",
+    {"先去掉最快的": analysis["fast_first"], "先去掉最慢的": analysis["slow_first"]},
+    xlabel="去掉旋转的特征对数",
     ylabel="前一词元分数",
-    title=f"拿掉旋转时的头 ({layer}, {head})",
+    title=f"去掉旋转时的头 ({layer}, {head})",
 )
 plt.show()
 rows = [[n, f"{analysis['fast_first'][n]:.3f}", f"{analysis['slow_first'][n]:.3f}"]
         for n in (0, 1, 2, 4, 8, 16, 24, 28, 31, 32)]
-print(text_table(["不旋转的特征对数", "先拿掉最快的", "先拿掉最慢的"], rows))
+print(text_table(["不旋转的特征对数", "先去掉最快的", "先去掉最慢的"], rows))
+with torch.no_grad():
+    _, own = model(tokens, need_weights=True)  # 模型自己的前向传播：每块一个 (1, heads, L, L)
+own_score = previous_token_scores(own[layer][0])[head]  # 这个头在模型自己的传播中的分数
+print(f"什么都不去掉：{analysis['fast_first'][0]:.5f}；同一个头在模型自己的前向传播中："
+      f"{own_score:.5f}")
 
 # %%
-# 只拿掉最快那一对的旋转，这个头放在前一个词元上的权重就大部分没了（“先拿掉最快的”）：这个头需要
+# 只去掉最快那一对的旋转，这个头放在前一个词元上的权重就大部分没了（“先去掉最快的”）：这个头需要
 # 这一对。另一种顺序说明只有它还不够：最慢的一半特征对停转时几乎没有变化，但中间的几对也停转时分数
-# 就下降，只剩最快那一对还在转时（“先拿掉最慢的”，31 对）所剩无几。前一词元模式是用较快的一半特征对
+# 就下降，只剩最快那一对还在转时（“先去掉最慢的”，31 对）所剩无几。前一词元模式是用较快的一半特征对
 # 搭出来的，即最快那一对加上中间的几对，而不是慢的那一半；它用的是快的那一端，这与 Barbero 等人在
 # Gemma 中的发现一致。这个头的大小大部分在别的特征对里（它在最快 8 对中的份额见上表）。
 #
@@ -172,7 +182,7 @@ print(f"不旋转时所有头中最高的分数：{unrotated.max():.3f}")
 # .. dropdown:: 参考答案
 #    :class-container: mha-answer
 #
-#    沿着“先拿掉最慢的”那条曲线往下读，直到它比起点低出 0.01 以上：
+#    沿着“先去掉最慢的”那条曲线往下读，直到它比起点低出 0.01 以上：
 
 start = analysis["slow_first"][0]
 safe = next(n for n, score in enumerate(analysis["slow_first"]) if score < start - 0.01) - 1
@@ -182,7 +192,7 @@ print(f"其余各对中最慢的是第 {31 - safe} 对，在这段文本上转�
       f"弧度")
 
 # %%
-# **练习 2.** SmolLM2 能读 8192 个词元。哪些特征对在这个上下文里转不满一整圈？它们平均占头的大小的
+# **练习 2.** 这个模型能读 8192 个词元。哪些特征对在这个上下文里转不满一整圈？它们平均占查询–键大小的
 # 多少份额？
 #
 # .. dropdown:: 参考答案
@@ -200,7 +210,7 @@ print(f"它们在头的大小中的平均份额：{all_heads[:, never].sum(-1).m
 #
 # 小结
 # ----
-# - SmolLM2 的每个头把查询和键分成 32 对旋转，从每个词元一弧度，到在整个上下文里远不到一弧度。
+# - SmolLM2-135M-Instruct 的每个头把查询和键分成 32 对旋转，从每个词元一弧度，到在整个上下文里远不到一弧度。
 # - 查询和键的大小大多在慢的几对里：它们是内容的通道。
-# - 前一词元分数最高的头，在最快那一对的旋转被拿掉时失去它的模式，在最慢的一半失去旋转时保住它，只靠最快
+# - 前一词元分数最高的头，在最快那一对的旋转被去掉时失去它的模式，在最慢的一半失去旋转时保住它，只靠最快
 #   那一对又保不住：它的位置来自最快的一对和中间的几对一起。前一词元模式明显的头，没有一个在不旋转时还能保住它。
