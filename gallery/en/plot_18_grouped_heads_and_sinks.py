@@ -36,7 +36,8 @@ print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
 config = load_model().config
 scores = heads_analysis()["scores"]  # example 16's scores, each (num_layers, num_heads)
-result = sinks_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
+# stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
+result = sinks_analysis()
 within, across = result["within"], result["across"]  # (num_layers,) each
 blocks = list(range(config.num_layers))
 fig = plot_lines(
@@ -80,24 +81,30 @@ print(f"the key/value groups are among the 5 % most alike splits in {len(signifi
       f"{config.num_layers} blocks: {significant}")
 print(f"of those, kept at a false-discovery rate of 5 % (Benjamini-Hochberg over the "
       f"{config.num_layers} blocks): {len(null['fdr_blocks'])}: {null['fdr_blocks']}")
+smallest_p = 1 / null["groupings"]  # the grouped-query split is one of the splits
+bonferroni = 0.05 / config.num_layers  # the threshold of each block under Bonferroni
+print(f"smallest p-value a block can have: 1 / {null['groupings']} = {smallest_p:.4f}; "
+      f"Bonferroni's threshold: 0.05 / {config.num_layers} = {bonferroni:.4f}")
 
 # %%
 # In most blocks, heads that share their keys and values are more alike than heads that do
 # not, with or without the first token, but the gap is small: a shared key lets the three
-# queries still look in different places. The count is more than chance: the first null line
-# is the share of all splits that match it (the grouped-query split is one of them, so the
-# share is at least one in the printed number of splits). Block by block the test is weaker:
-# the blocks listed pass the uncorrected 5 % test, the last line keeps those that survive a
-# false-discovery-rate correction, and a block missing from both lists is not shown to be
-# unlike a random split: with this many splits, no single block could pass a correction as
-# strict as Bonferroni's. One group shows how far they can split: the group of the top
-# induction head.
+# queries still look in different places. The count is more than chance: the second line of
+# the null is the share of all splits that match it (the grouped-query split is one of them, so
+# the share is at least one in the printed number of splits). Block by block the test is
+# weaker: the blocks listed pass the uncorrected 5 % test, the next line keeps those that
+# survive a false-discovery-rate correction, and a block missing from both lists is not shown
+# to be unlike a random split. No block could pass a correction as strict as Bonferroni's: with
+# only 280 splits, the smallest p-value a block can have, 0.0036, is above Bonferroni's
+# threshold for 30 blocks, 0.0017 (the last line). One group shows how far they can split: the
+# group of the top induction head.
 
 layer, head = top_heads(scores["induction"], 1)[0]
 group = head // (config.num_heads // config.num_kv_heads)
 size = config.num_heads // config.num_kv_heads
-rows = [[f"({layer}, {h})", f"{scores['induction'][layer, h]:.3f}", f"{scores['first'][layer, h]:.3f}",
-         f"{scores['previous'][layer, h]:.3f}"] for h in range(group * size, (group + 1) * size)]
+rows = [[f"({layer}, {h})", f"{scores['induction'][layer, h]:.3f}",
+         f"{scores['first'][layer, h]:.3f}", f"{scores['previous'][layer, h]:.3f}"]
+        for h in range(group * size, (group + 1) * size)]
 print(f"block {layer}, key/value head {group}:")
 print(text_table(["head", "induction", "first token", "previous token"], rows))
 
@@ -105,11 +112,11 @@ print(text_table(["head", "induction", "first token", "previous token"], rows))
 # Three heads reading the same keys and values, and all three, on the real text, put most of
 # their weight on the first token (a first-token score above 0.5, this page's rule for a sink
 # below): (18, 6), the strongest induction head on the repeated sequence, puts 0.755 of it
-# there; (18, 8) is a pure sink (first-token score 1.000, induction score 0.000); (18, 7) puts nearly all of its
-# weight on the first token of the real text and is an induction head too on the repeated
-# sequence. Whether a head copies or rests on the first token depends on the input as well as
-# on the head; the shared keys carry enough for both, and which one a head makes is decided by
-# its queries.
+# there; (18, 8) is a pure sink (first-token score 1.000, induction score 0.000); (18, 7) puts
+# nearly all of its weight on the first token of the real text and is an induction head too on
+# the repeated sequence. Whether a head copies or rests on the first token depends on the input
+# as well as on the head; the shared keys carry enough for both, and which one a head makes is
+# decided by its queries.
 #
 # .. _ex18-attention-sinks-by-block:
 #
@@ -152,10 +159,10 @@ print(text_table(["text (first 256 tokens)", "sinks in blocks 0-3", "sinks in bl
 # The table supports one direction: most of the page's sink heads are sink heads on each of the
 # other texts too (the last column against the page's own row). The other direction does not
 # hold: each other text has more sink heads than the page's text, and a good part of them are
-# not sink heads on the page's text. On every text nearly all sink heads are in blocks 4-29. On the page's
-# text the first block with a sink head (its number is printed above) comes well after block 4,
-# and the blocks before it hold none; but the first four blocks do not hold none on every text:
-# a few on some (the table).
+# not sink heads on the page's text. On every text nearly all sink heads are in blocks 4-29. On
+# the page's text the first block with a sink head (its number is printed above) comes well
+# after block 4, and the blocks before it hold none; but the first four blocks do not hold none
+# on every text: a few on some (the table).
 
 # %%
 # .. _ex18-why-a-softmax-makes-sinks:
@@ -174,7 +181,8 @@ print(text_table(["text (first 256 tokens)", "sinks in blocks 0-3", "sinks in bl
 # token 0's value in each key/value head, against the median size of the other tokens' values
 # (1: as large as a typical token's):
 
-values = sink_values_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
+# stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
+values = sink_values_analysis()
 ratio = values["value_first"] / values["value_median"]  # (num_layers, num_kv_heads)
 fig = plot_lines(
     blocks,
@@ -216,15 +224,47 @@ pure = [(int(layer), int(head)) for layer, head in (weight > 0.9).nonzero()]
 print(f"heads with first-token score > 0.9: {pure}")
 
 # %%
+# The table gives means over the heads of each row. Head by head, for the rows between 0.5 and
+# 0.9: how many write more from the other keys than from token 0, and the others:
+
+from_first, from_rest = values["from_first"], values["from_rest"]  # (num_layers, num_heads)
+middle = (weight > 0.5) & (weight <= 0.9)  # (num_layers, num_heads)
+more_from_rest = middle & (from_rest > from_first)  # (num_layers, num_heads)
+print(f"heads with first-token score 0.5 - 0.9 that write more from the other keys: "
+      f"{int(more_from_rest.sum())} of {int(middle.sum())}; the others:")
+rows = [[f"({layer}, {head})", f"{weight[layer, head]:.3f}", f"{from_first[layer, head]:.2f}",
+         f"{from_rest[layer, head]:.2f}"]
+        for layer, head in (middle & ~more_from_rest).nonzero().tolist()]
+print(text_table(["head", "first-token score", "|part from token 0|", "|part from other keys|"],
+                 rows))
+
+# %%
+# And the head that writes the largest part from token 0, against the size of every head's
+# output:
+
+output = values["output"]  # (num_layers, num_heads)
+big_layer, big_head = top_heads(from_first, 1)[0]
+print(f"largest |part from token 0| of all {output.numel()} heads: ({big_layer}, {big_head}), "
+      f"{from_first[big_layer, big_head]:.2f}; its first-token score "
+      f"{weight[big_layer, big_head]:.3f}; its |output| {output[big_layer, big_head]:.2f}, "
+      f"larger than that of {int((output < output[big_layer, big_head]).sum())} heads; "
+      f"median |output| of all heads {output.median():.2f}")
+
+# %%
 # What the figure and the table show: token 0's value is smaller than a typical token's in
 # most (block, key/value head) pairs, below half of it in most (the counts above the table).
 # The last row holds only two heads, (18, 7) and (18, 8) (printed under the table; (18, 7) is
 # also an induction head on the repeated sequence, above): on this text they write the smallest
 # mean output in the table, almost all of it from token 0. Two heads are too few to say this of
-# nearly pure sinks in general. The heads between 0.5 and 0.9 write more from the
-# other keys than from token 0, although most of their weight is on token 0: their output
-# comes mostly from what they read elsewhere. A mean over all heads above 0.5 mixes the two
-# kinds, and says little about token 0's value.
+# nearly pure sinks in general. The heads between 0.5 and 0.9 write, on average, more from the
+# other keys than from token 0, although most of their weight is on token 0, and so do most of
+# them one by one (59 of 63): for most of them the output comes mostly from what they read
+# elsewhere. Not for all: the others, listed, write more from token 0, and a high first-token
+# score is not a no-op in every head. (24, 6), first-token score 0.619, writes the largest part
+# from token 0 of all heads, 38.43, and its whole output, 63.23, is larger than that of 268 of
+# the 270 heads (median 8.39). A mean over all heads above 0.5 mixes these kinds, and says
+# little about token 0's value; (15, 6), one of the listed heads, is among the sink heads
+# ablated below.
 
 # %%
 # .. _ex18-what-the-sink-heads-are-worth:
@@ -258,15 +298,18 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
 # %%
 # A head whose weight sits almost all on token 0 adds almost the same vector at every position,
 # token 0's value through the head's columns of ``W^O``; the split above measured it, and for
-# the two heads above 0.9 it is smaller than what the heads of the other rows write. Removing the nine sink
-# heads together costs little: under zero ablation a few hundredths of a nat, less than
-# every control set; under mean ablation (which keeps each head's average output in place)
-# less still, within the range of the control sets. The nine heads with the highest
-# first-token score cost more, under mean ablation more than every control set, and the three
-# induction heads among them, alone, cost more than half of it: the cost of that set comes
-# mostly from its induction heads, not from its sinks. What the sinks' constant output is for, and what the first token itself is
-# worth (removing it, or the sink pattern, as StreamingLLM's sliding window would), are different
-# interventions, not run here.
+# the two heads above 0.9 it is smaller than what the heads of the other rows write. Removing
+# the nine sink heads together costs little: under zero ablation a few hundredths of a nat, less
+# than every control set; under mean ablation (which keeps each head's average output in place)
+# less still, within the range of the control sets. For a head with almost all of its weight on
+# token 0, like (18, 8), that is so by construction: it writes nearly the same vector at every
+# position, so replacing its output by its average changes almost nothing; mean ablation is
+# informative only for the heads with substantial weight elsewhere. The nine heads with the
+# highest first-token score cost more, under mean ablation more than every control set, and the
+# three induction heads among them, alone, cost more than half of it: the cost of that set comes
+# mostly from its induction heads, not from its sinks. What the sinks' constant output is for,
+# and what the first token itself is worth (removing it, or the sink pattern, as StreamingLLM's
+# sliding window would), are different interventions, not run here.
 #
 # .. _ex18-exercises:
 #
@@ -312,17 +355,20 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 #   heads of different groups in most blocks, by a small margin, with or without the first
 #   token; in one group, the strongest induction head, another induction head and a pure sink
 #   all put most of their weight on the first token of the real text.
-# - Many heads put most of their weight on the first token: none of them in the many early
-#   blocks before the first one printed above on the page's text, none or a few in the first
-#   four blocks on the other shipped texts; most of the page's text's sink heads are
-#   sink heads on each of the other texts too, though each other text has more sink heads, not
-#   all of them sinks on the page's text. The first token's value is smaller than a
-#   typical token's in most blocks; the two heads that rest on it almost entirely write less
-#   than the heads of the other rows, nearly all of it from token 0, and the heads that put only part of their weight
-#   there get most of their output from the other keys.
+# - Many heads put most of their weight on the first token. On the page's text, none are in
+#   the blocks before the first one printed above; on the other shipped texts, none or a few
+#   are in the first four blocks. Most of the page's text's sink heads are sink heads on each of
+#   the other texts too, though each other text has more sink heads, not all of them sinks on
+#   the page's text. The first token's value is smaller than a typical token's in most blocks;
+#   the two heads that rest on it almost entirely write less than the heads of the other rows,
+#   nearly all of it from token 0. Most heads that put only part of their weight there get most
+#   of their output from the other keys, but not all: one of them writes the largest vector from
+#   token 0 of all heads.
 # - Ablating the nine strongest sink heads that are not induction heads costs a few
-#   hundredths of a nat or less: under zero ablation less than as many other heads of their blocks, under
-#   mean ablation within the range of those controls; the nine heads with the highest
-#   first-token score cost more, mostly through the induction heads among them (printed above).
+#   hundredths of a nat or less: under zero ablation less than as many other heads of their
+#   blocks, under mean ablation within the range of those controls (which, for a head resting
+#   almost only on token 0, changes almost nothing by construction); the nine heads with the
+#   highest first-token score cost more, mostly through the induction heads among them (printed
+#   above).
 # - The softmax must put weight somewhere; ``add_zero_attn`` (example 7) gives it a place, a
 #   trained model uses the first token.

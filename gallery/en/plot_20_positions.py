@@ -50,9 +50,17 @@ from mha_ref import (
     RotaryEmbedding,
     alibi_bias,
     alibi_slopes,
+    causal_mask,
     scaled_dot_product_attention,
 )
-from mha_ref.tutorial.induction import AttentionOnlyTransformer, sinusoidal_positions
+from mha_ref.tutorial.induction import (
+    AttentionOnlyTransformer,
+    accuracy_with_ablation,
+    head_scores,
+    make_repeated_batch,
+    previous_token_score,
+    sinusoidal_positions,
+)
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.positions import (
     SHORT_RECIPE,
@@ -60,6 +68,7 @@ from mha_ref.tutorial.positions import (
     plot_score_maps,
     position_scores,
     position_study,
+    positions_removed,
 )
 
 torch.manual_seed(0)
@@ -219,20 +228,45 @@ print(text_table(["positions", "head", "weight on key 11 / on key 4", "exp(slope
 # So in these two schemes the previous token can win over the key before it only by being one
 # token nearer: by a factor ``exp(slope)`` with ALiBi, by nothing without positions. The
 # previous token is a random one, so its content cannot help. If the content's attention scores
-# (before the softmax) do not tell the keys apart, the largest weight the previous token can get
-# is computed below for query 19 (keys 0 to 18, the query's own key left out). Compare it with
-# the previous-token scores of the trained models further down, which are weights after the
-# softmax, averaged over all queries:
+# (before the softmax) do not tell the keys apart, the weights come from the positions alone.
+# The code below gives them to :func:`~mha_ref.tutorial.induction.previous_token_score`, the
+# score the trained models get further down: the weight on key ``t - 1``, averaged over every
+# query ``t`` from 1 to 19, each over its keys ``0 .. t``. Early queries have few keys, so they
+# give the previous token more weight than late ones. The one key that the content can single
+# out is the query's own (it holds the query's token); the last column gives that key no
+# weight, the most the content can then add to the previous token:
 
-distance = torch.arange(1, 20, dtype=torch.float64)  # keys 1 .. 19 tokens back
-for head in range(2):
-    share = torch.softmax(-slopes[head] * distance, dim=0)[0]  # weight of the previous token
-    print(f"ALiBi head {head} (slope {float(slopes[head]):.5f}): at most {share:.3f}")
-print(f"no positions: at most {1 / len(distance):.3f}")
+allowed = causal_mask(20)  # (20, 20) True: key j <= query i
+own_key = torch.eye(20, dtype=torch.bool)  # (20, 20) True: each query's own key
+own_key[0, 0] = False  # query 0 has no other key; the score does not count it
+
+
+def positions_only_score(bias, without_own_key):
+    """The previous-token score of heads whose weights come from ``bias`` alone, per head."""
+    blocked = ~allowed | own_key if without_own_key else ~allowed  # (20, 20)
+    weights = torch.softmax(bias.masked_fill(blocked, -torch.inf), dim=-1)  # (heads, 20, 20)
+    return previous_token_score(weights[None])  # (heads,) as for the trained models
+
+
+biases = {
+    "ALiBi": alibi_bias(2, 20, dtype=torch.float64),  # (2, 20, 20) -slope * |i - j|
+    "none": torch.zeros(2, 20, 20, dtype=torch.float64),  # (2, 20, 20) nothing added
+}
+blind = {name: positions_only_score(bias, without_own_key=False) for name, bias in biases.items()}
+rows = []
+for name, bias in biases.items():
+    ceiling = positions_only_score(bias, without_own_key=True)  # (heads,)
+    for head in range(bias.shape[0]):
+        slope = f"{float(slopes[head]):.5f}" if name == "ALiBi" else "0"
+        rows.append([name, head, slope, f"{blind[name][head]:.3f}", f"{ceiling[head]:.3f}"])
+header = ["positions", "head", "slope", "equal content scores", "own key at zero weight"]
+print(text_table(header, rows))
 
 # %%
 # With two heads per layer, ALiBi's slopes are ``1/16`` and ``1/256``: far too flat to single
-# out one key. Hence the prediction: neither scheme can give layer 1 the previous-token head
+# out one key. With equal content scores the previous token gets 0.156 and 0.138 of the weight,
+# hardly more than the 0.137 without positions, and 0.214 at most with the query's own key at
+# zero weight. Hence the prediction: neither scheme can give layer 1 the previous-token head
 # that example 10's circuit is built on, so neither should form the circuit. It is an argument,
 # not a measurement: the model might find a weaker or another way to the task. The trainings
 # below test it. (The exercises take up ALiBi with more heads.)
@@ -264,7 +298,11 @@ print(f"no positions: at most {1 / len(distance):.3f}")
 
 SEEDS = (0, 1, 2, 3, 4)
 study = position_study(positions=SCHEMES, seeds=SEEDS, **SHORT_RECIPE)
-print(f"recipe: {SHORT_RECIPE}")
+recipe = SHORT_RECIPE
+print(f"recipe: at most {recipe['steps']} steps, batches of {recipe['batch_size']} sequences, "
+      f"learning rate {recipe['lr']}; stop once {recipe['stop_evaluations']} evaluations in a "
+      f"row reach {recipe['stop_accuracy']} (an evaluation every {recipe['stop_window']} steps: "
+      f"the mean accuracy of the last {recipe['stop_window']} batches)")
 rows = [
     [NAMES[run.position], run.seed,
      "not by the cap" if run.converged_step is None else run.converged_step,
@@ -294,11 +332,17 @@ for position in SCHEMES:
         print(f"{NAMES[position]}, {len(capped)} runs to the cap: training accuracy "
               f"{min(before):.3f} to {max(before):.3f} (steps {cap - 199} to {cap - 100}), "
               f"{min(last):.3f} to {max(last):.3f} (steps {cap - 99} to {cap}); higher in the "
-              f"later block on {rising}")
+              f"later block in {rising} runs")
 changes = [run.phase_change for run in study.runs if run.phase_change is not None]
 print(f"slowest phase change: step {max(changes)}; cap: {cap} steps")
 LEARNERS = [p for p in SCHEMES if study.converged(p)]
 print("schemes with converged runs:", ", ".join(NAMES[p] for p in LEARNERS))
+for position in ("alibi", "none"):  # the level of equal content scores, computed above
+    runs = study.of(position)
+    scores = [run.previous_token for run in runs]
+    levels = sorted({f"{blind[NAMES[position]][run.previous_head]:.3f}" for run in runs})
+    print(f"{NAMES[position]}: layer-1 previous-token score {min(scores):.3f} to "
+          f"{max(scores):.3f}; the same heads with equal content scores: {', '.join(levels)}")
 
 # %%
 # Learned, sinusoidal and rotary positions converge on 5 of 5 seeds each, and every run forms
@@ -309,12 +353,14 @@ print("schemes with converged runs:", ", ".join(NAMES[p] for p in LEARNERS))
 # these runs.
 #
 # The prediction for ALiBi and no positions holds within this budget: no run converges or has
-# a phase change, and no layer-1 head becomes a previous-token head (scores of 0.160 at most).
+# a phase change, and no layer-1 head becomes a previous-token head. Their previous-token
+# scores sit at the level that equal content scores give (the last two lines):
+# 0.157 to 0.160 for ALiBi against 0.156, 0.138 to 0.141 without positions against 0.137.
 # They do learn part of the task another way: accuracies of 0.394 to 0.473 (ALiBi) and 0.315
-# to 0.343 (none) in the table, and their training accuracy is higher in the last 100 steps than in the 100
-# before on every run. So this page does not say that they would never learn the task; it
-# says that they do not within a budget in which the other three schemes converge on every
-# seed, and that what they learn does not go through a previous-token head.
+# to 0.343 (none) in the table, and their training accuracy is higher in the last 100 steps
+# than in the 100 before on every run. So this page does not say that they would never learn
+# the task; it says that they do not within a budget in which the other three schemes converge
+# on every seed, and that what they learn does not go through a previous-token head.
 #
 # What did training make of the positions in that head? Below, for the three schemes that
 # converge: what the positions add to its attention scores (before the softmax), as before, for
@@ -353,11 +399,48 @@ for position in [p for p in LEARNERS if p != "none"]:
 
 # %%
 # The last lines count the runs on which the positions raise the attention score (before the
-# softmax) of the previous token (offset 1) more than that of any other offset. With learned and with rotary positions that
-# is every seed: the layer-1 head finds the previous token through the positions, through the
-# learned table in one scheme and the rotation in the other. With sinusoidal positions it is no
-# seed: they raise offsets 0 and 1 about equally on every seed (the table), so the
-# positions alone do not single out the previous token in that head, and what else does is not
+# softmax) of the previous token (offset 1) more than that of any other offset. With learned
+# and with rotary positions that is every seed: in that head the positions add the most score
+# at offset 1. With sinusoidal positions it is no seed: they raise offsets 0 and 1 about
+# equally on every seed (the table), so the added scores alone do not tell the previous token
+# from the query's own key.
+#
+# A table of added scores shows where the positions raise the scores, not whether the head
+# needs them to find the previous token. That takes an intervention: layer 1's queries and keys
+# computed without positions (:func:`~mha_ref.tutorial.positions.positions_removed` on
+# ``layers[0]``; learned and sinusoidal: without the position embedding in their input; RoPE:
+# without the rotation). Layer 1's values and layer 2 are computed as before. On 512 new
+# sequences, each converged run's previous-token head and the second-copy accuracy, with and
+# without positions in layer 1's search:
+
+config = study.config
+tokens, periods = make_repeated_batch(
+    512, config["seq_len"], config["vocab_size"], torch.Generator().manual_seed(2),
+    config["min_period"], config["max_period"],
+)  # (512, 20), (512,) new sequences
+for position in [p for p in LEARNERS if p != "none"]:
+    scores, scores_without, accuracy, accuracy_without = [], [], [], []
+    for run in study.converged(position):
+        model = study.model(run.position, run.seed)
+        previous = head_scores(model, tokens, periods)[0]  # (layers, heads)
+        scores.append(float(previous[0, run.previous_head]))
+        accuracy.append(accuracy_with_ablation(model, tokens, periods))
+        with positions_removed(model, [0]):  # layers[0]: layer 1 searches by content alone
+            previous = head_scores(model, tokens, periods)[0]  # (layers, heads)
+            scores_without.append(float(previous[0, run.previous_head]))
+            accuracy_without.append(accuracy_with_ablation(model, tokens, periods))
+    print(f"{NAMES[position]}, {len(scores)} converged runs: previous-token score "
+          f"{min(scores):.3f} to {max(scores):.3f}, without positions in layer 1 "
+          f"{min(scores_without):.3f} to {max(scores_without):.3f}; accuracy "
+          f"{min(accuracy):.3f} to {max(accuracy):.3f}, without "
+          f"{min(accuracy_without):.3f} to {max(accuracy_without):.3f}")
+
+# %%
+# Without positions in its search, the head loses the previous token on every converged run
+# of the three schemes: its score falls from 0.659 or more to at most 0.183, close to the 0.137
+# that equal content scores give, and the accuracy falls to 0.266 at most. So in all three the
+# layer-1 head finds the previous token through the positions, sinusoidal positions included.
+# What, with sinusoidal positions, tells the previous token from the query's own key is not
 # measured here.
 
 # %%
@@ -426,7 +509,9 @@ fig = plot_lines(
     title="Accuracy as the copies move apart",
     styles=styles,
 )
-fig.axes[0].axvspan(study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15)
+fig.axes[0].axvspan(
+    study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15
+)
 plt.show()
 
 # %%
@@ -518,17 +603,22 @@ for position in LEARNERS:
 #    :class-container: mha-answer
 #
 #    No. With slope ``1/2`` a key one token nearer gets ``exp(1/2)`` times the weight, so the
-#    steepest head gives the previous token its largest share, yet still far below the
-#    previous-token scores of the trained models above. ALiBi makes heads prefer nearby
+#    steepest head gives the previous token its largest share: 0.254 with equal content
+#    scores, 0.451 with the query's own key at zero weight, averaged like the previous-token
+#    score. That is still far below the 0.656 to 0.986 of the trained models that form the
+#    circuit above. ALiBi makes heads prefer nearby
 #    tokens, not one offset; an ALiBi model (with MLPs and many layers) has to build sharper
 #    positional patterns itself:
 
 slopes_8 = alibi_slopes(8)  # (8,)
+bias_8 = alibi_bias(8, 20, dtype=torch.float64)  # (8, 20, 20)
+blind_8 = positions_only_score(bias_8, without_own_key=False)  # (8,)
+ceiling_8 = positions_only_score(bias_8, without_own_key=True)  # (8,)
 rows = [
-    [head, f"{float(slope):.5f}", f"{torch.softmax(-slope * distance, dim=0)[0]:.3f}"]
-    for head, slope in enumerate(slopes_8)
+    [head, f"{float(slopes_8[head]):.5f}", f"{blind_8[head]:.3f}", f"{ceiling_8[head]:.3f}"]
+    for head in range(8)
 ]
-print(text_table(["head", "slope", "largest weight on the previous token"], rows))
+print(text_table(["head", "slope", "equal content scores", "own key at zero weight"], rows))
 
 # %%
 # **Exercise 2.** A checkpoint stores its heads for RoPE in one layout (features ``2i`` and
@@ -560,7 +650,8 @@ with torch.no_grad():
     wrong = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
     perm = rope_pairing_permutation(head_dim)  # (head_dim,)
     for proj in (half.q_proj, half.k_proj):  # each head's rows in the order perm
-        proj.weight.copy_(proj.weight.view(num_heads, head_dim, -1)[:, perm].reshape_as(proj.weight))
+        reordered = proj.weight.view(num_heads, head_dim, -1)[:, perm]  # (heads, head_dim, E)
+        proj.weight.copy_(reordered.reshape_as(proj.weight))
         proj.bias.copy_(proj.bias.view(num_heads, head_dim)[:, perm].reshape_as(proj.bias))
     fixed = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
 print(f"the other layout, same weights: largest difference {wrong:.3f}")

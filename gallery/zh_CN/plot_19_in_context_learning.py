@@ -5,9 +5,11 @@
 如果一个语言模型对某个词元的预测随着前文变长而变好，就说它在 *上下文中学习*。Olsson 等人（2022，
 “In-context Learning and Induction Heads”，`arXiv:2209.11895 <https://arxiv.org/abs/2209.11895>`_）用
 *上下文学习分数* 来衡量它：上下文靠后处的损失减去靠前处的损失（他们用位置 500 上的词元对比位置 50 上的；
-分数为负，说明模型在上下文中学到了东西），并通过消融论证归纳头承担了其中很大一部分。本页在
-SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建在四段文本的窗口上测出来的）里测量这两件
-事，并如实报告结果，包括与论文图景不符的地方。
+分数为负，说明模型在上下文中学到了东西），并论证归纳头承担了其中很大一部分。他们的直接证据，即在测试时
+敲掉归纳头、看分数怎样变化，来自只有注意力层的小模型；对带 MLP 的较大模型，他们的证据是相关性的（主要是
+上下文学习在训练中变好的时刻，正是归纳头形成的时刻）。本页在 SmolLM2-135M-Instruct（4 位量化文件；这里
+的每个数都是这次构建在四段文本的窗口上测出来的）里测量这个分数，在它上面做消融检验，并如实报告结果，包括
+与论文图景不符的地方。
 """
 
 # %%
@@ -31,6 +33,7 @@ from mha_ref.tutorial.smollm2.heads import (
     ICL_STRIDE,
     ICL_TEXTS,
     LATE,
+    heads_analysis,
     icl_analysis,
     icl_scores,
     mean_and_standard_error,
@@ -38,7 +41,9 @@ from mha_ref.tutorial.smollm2.heads import (
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
-result = icl_analysis(threshold=0.3)  # 归纳分数高于此值的头；设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
+# threshold：归纳分数高于此值的头被消融。设置了 MHA_REF_CACHE_DIR 时，结果存入它指定的文件夹，
+# 再次运行时直接读取。
+result = icl_analysis(threshold=0.3)
 clean = result["clean"]  # (windows, 511)，单位奈特；第 t 项是第 t + 1 个词元的损失
 per_text = Counter(name for name, _ in result["windows"])
 print(f"窗口：{clean.shape[0]} 个，每个 {clean.shape[1] + 1} 个词元，每隔 {ICL_STRIDE} 个词元一个；"
@@ -53,6 +58,15 @@ def binned(losses):
 
 
 centres = [(a + b) / 2 for a, b in bins]
+
+
+def label_bins(fig):
+    """用各区间的位置范围标注横轴，斜着写，免得标签互相重叠。"""
+    ax = fig.axes[0]
+    ax.set_xticks(centres, labels=[f"{a}-{b - 1}" for a, b in bins], rotation=60, ha="right",
+                  rotation_mode="anchor")
+
+
 fig = plot_lines(
     centres,
     {"不消融": binned(clean)},
@@ -61,6 +75,7 @@ fig = plot_lines(
     title="损失随上下文位置的变化",
     logx=True,
 )
+label_bins(fig)
 plt.show()
 rows = [[f"{a}-{b - 1}", f"{loss:.2f}"] for (a, b), loss in zip(bins, binned(clean), strict=True)]
 print(text_table(["位置", "平均损失"], rows))
@@ -77,12 +92,14 @@ print(text_table(["位置", "平均损失"], rows))
 # 每个窗口的分数是它在位置 ``LATE`` 上的平均损失减去在 ``EARLY`` 上的平均损失（``icl_scores``；取一段
 # 位置窗口以平均掉单个词元的噪声：靠前的窗口以 Olsson 等人的位置 50 为中心，靠后的窗口在他们的位置 500
 # 之后结束）。分数为负表示越往后预测得越好（模型在上下文中学到了东西），越负学到的越多。表中给出各窗口的
-# 平均分数及其标准误（``mean_and_standard_error``：各窗口间的标准差除以窗口数的平方根）。然后拿掉归纳头
+# 平均分数及其标准误（``mean_and_standard_error``：各窗口间的标准差除以窗口数的平方根）。然后消融归纳头
 # 再算一次：示例 16 中归纳分数高于 0.3 的所有头，一起做均值消融（示例 17 的方式）；作为对照，从同样的块中
 # 随机抽三组同样数量的其他头，用同样方式消融。最后一列是 *配对* 的变化：每个窗口消融后的分数减去它自己
 # 不消融时的分数，再求这些差值的平均和标准误。配对去掉了“这个窗口本来就比那个容易”的差别，而各窗口分数
 # 的离散大多来自这种差别。
 
+num_blocks, num_heads = heads_analysis()["scores"]["induction"].shape  # 示例 16 的分数
+print(f"模型：{num_blocks} 个块，每块先是注意力（{num_heads} 个查询头），再是 MLP")
 print(f"靠前位置 {EARLY[0]}-{EARLY[1] - 1}，靠后位置 {LATE[0]}-{LATE[1] - 1}")
 print(f"消融的归纳头（{len(result['induction_heads'])} 个）：{result['induction_heads']}")
 runs = {"不消融": clean, "消融归纳头": result["ablated"]}
@@ -112,30 +129,80 @@ print(f"消融归纳头带来的变化，以标准误计：{change / change_se:+
       f"各组对照的变化从 {min(control_changes):+.3f} 到 "
       f"{max(control_changes):+.3f}")
 
+increase = {name: binned(losses - clean) for name, losses in runs.items() if name != "不消融"}
 fig = plot_lines(
     centres,
-    {name: binned(losses - clean) for name, losses in runs.items() if name != "不消融"},
+    increase,
     xlabel="在窗口中的位置（词元）",
     ylabel="相对不消融的损失增加（奈特）",
     title="各种消融在各位置上的代价",
     logx=True,
 )
+label_bins(fig)
 plt.show()
-increase = {name: binned(losses - clean) for name, losses in runs.items() if name != "不消融"}
-rows = [[name, f"{cost[4]:+.3f}", f"{cost[-1]:+.3f}", f"{float((runs[name] - clean).mean()):+.3f}"]
-        for name, cost in increase.items()]
-print(text_table(["运行", f"损失增加，{bins[4][0]}-{bins[4][1] - 1}",
-                  f"损失增加，{bins[-1][0]}-{bins[-1][1] - 1}", "损失增加，全部位置"], rows))
+rows = [[f"{a}-{b - 1}", *[f"{cost[i]:+.3f}" for cost in increase.values()]]
+        for i, (a, b) in enumerate(bins)]
+rows.append(["全部", *[f"{float((runs[name] - clean).mean()):+.3f}" for name in increase]])
+print("相对不消融的损失增加（奈特），按位置：")
+print(text_table(["位置", *increase], rows))
 
 # %%
-# 这次构建测到的是：不消融时，平均分数为负，绝对值超过它的标准误的两倍，而且在大多数窗口里为负（第一张
-# 表）：在这些窗口上，模型在上下文中学习，靠后的词元比位置 50 附近的词元预测得更好。对归纳头做均值消融，
-# 靠前和靠后的损失抬高得差不多（第二张表），所以分数几乎不动：它的配对变化小于自己的标准误（第一张表
-# 下面那一行），并且落在三组对照的变化之间，而对照消融的是同样块中同样数量的其他头。所以 Olsson 等人
-# 的消融论证（拿掉归纳头后，负的分数趋近 0，即上下文学习变弱）在这里没有重现，仅就这个模型和这种消融
-# 而言：按均值拿掉归纳分数高于 0.3 的头，模型在上下文中学到的并不比拿掉同块其他头时更少。这些运行能
-# 说明的仅此而已。它们并不说明归纳头不参与上下文学习：别的头可能做着同样的事；而且测量的只是一个阈值、
-# 一种消融（在一段短文本上的均值）、一个小模型，以及出自同一份文档的窗口。
+# 这次构建测到的是：不消融时，平均分数为负，绝对值超过它的标准误的两倍，而且在大多数窗口里为负（分数
+# 表）：在这些窗口上，模型在上下文中学习，靠后的词元比位置 50 附近的词元预测得更好。就这两个位置窗口而言，
+# 对归纳头做均值消融，靠前和靠后的损失抬高得差不多（损失增加表中 40-59 和 400-510 两行），所以分数几乎
+# 不动：它的配对变化小于自己的标准误（分数表下面那一行），并且落在三组对照的变化之间，而对照消融的是
+# 同样块中同样数量的其他头。
+#
+# “靠前和靠后抬高得差不多”只对这两个位置窗口成立。上图和损失增加表显示，消融归纳头在位置 0-4 和 5-9
+# 上反而降低了损失，在 100-199 上抬高得最多；对照 2 在 0-4 到 10-19 上也降低了损失。所以分数的变化取决于
+# 比较的是哪两个位置窗口。下面对四对位置窗口给出同样的配对变化：第一行是本页用的那一对，其余几行的靠前
+# 窗口更接近窗口开头：
+
+
+def scores_between(losses, early, late):
+    """每个窗口在位置 late 上的平均损失减去在位置 early 上的平均损失，两者都是 (start, stop) 范围：
+    即任意两段位置上的 icl_scores（icl_scores 用的是 EARLY 和 LATE）。"""
+    late_loss = losses[:, late[0] : late[1]].mean(dim=1)  # (windows,)
+    early_loss = losses[:, early[0] : early[1]].mean(dim=1)  # (windows,)
+    return late_loss - early_loss  # (windows,)
+
+
+def with_se(values):
+    """每个窗口一个值时的“平均 ± 标准误”。"""
+    mean, se = mean_and_standard_error(values)
+    return f"{mean:+.3f} ± {se:.3f}"
+
+
+pairs = [(EARLY, LATE), ((20, 40), (200, 300)), ((10, 20), (100, 200)), ((5, 10), LATE)]
+controls = [name for name in runs if name.startswith("对照")]
+rows, differences = [], []
+for early, late in pairs:
+    labels = [f"{early[0]}-{early[1] - 1}", f"{late[0]}-{late[1] - 1}"]
+    clean_pair = scores_between(clean, early, late)  # (windows,)
+    pair_change = {name: scores_between(runs[name], early, late) - clean_pair
+                   for name in runs if name != "不消融"}  # 每个 (windows,)，逐窗口配对
+    rows.append([*labels, with_se(clean_pair), *[with_se(c) for c in pair_change.values()]])
+    induction = pair_change["消融归纳头"]  # (windows,)
+    differences.append([*labels, *[with_se(induction - pair_change[name]) for name in controls]])
+print("分数的变化 ± 标准误（配对），按所比较的那对位置窗口：")
+print(text_table(["靠前", "靠后", "分数，不消融", "消融归纳头", *controls],
+                 rows))
+print("消融归纳头的变化减去各组对照的变化，逐窗口配对，± 标准误：")
+print(text_table(["靠前", "靠后", *[f"归纳头 - {name}" for name in controls]], differences))
+
+# %%
+# 用本页的位置窗口时（第一行，与分数表中的数相同），消融归纳头带来的变化在它的标准误之内。靠前窗口越
+# 靠前，消融把分数推向 0 就越多：在最后两行超过它的标准误的两倍，因为在那里消融在靠前处几乎没有代价、
+# 在靠后处代价很大。所以变化的大小取决于位置窗口。对每一对位置窗口都成立的，是与对照的比较：在前两
+# 行，对照 2 让分数变得比消融归纳头更多，在后两行也几乎一样多；每个窗口消融归纳头的变化减去它消融对照 2
+# 的变化，在每一行都在 0 的大约一个标准误之内（差值表）。与对照 1 和对照 3 相比，这个差在每一行都为正，
+# 在最后两行最大；但只要有一组对照的效果差不多，这个变化就不能归因于归纳头本身。
+#
+# 所以，消融论证（消融归纳头后，负的分数趋近 0，即上下文学习变弱）是 Olsson 等人在只有注意力层的小模型
+# 上做的；在这里拿一个 30 块、带 MLP 的模型来检验，这个论证没能延续过来，仅就这个模型和这种消融而言：
+# 对每一对位置窗口，按均值消融归纳分数高于 0.3 的头，模型在上下文中学到的都不比消融同块同样数量的其他头
+# （对照 2）时明显更少。这些运行能说明的仅此而已。它们并不说明归纳头不参与上下文学习：别的头可能做着同样
+# 的事；而且测量的只是一个阈值、一种消融（在一段短文本上的均值）、一个小模型，以及出自同一份文档的窗口。
 #
 # 分数因文本而异；下面是每段文本的各个窗口，不消融和消融归纳头时的情况：
 
@@ -153,7 +220,8 @@ print(text_table(["文本", "窗口数", "上下文学习分数，平均", "上�
 # %%
 # 各段文本并不相同：有一段文本的窗口平均分数高于零；在大多数文本里，单个窗口的分数从明显为负到为正都
 # 有。有两点让上面的标准误只可能偏小：相邻窗口共有 128 个词元，而且所有窗口都出自同一份文档的四个节。
-# 配对变化在零的一个标准误之内，又不比对照的大，就在噪声之内；归纳头对分数有小的影响，并没有被排除。
+# 配对变化在零的一个标准误之内（本页的位置窗口），或在某组对照的变化的大约一个标准误之内（每一对位置
+# 窗口），就在噪声之内；归纳头对分数有小的影响，并没有被排除。
 #
 # 为什么相变在示例 10 的合成任务上展示，而不是在真实文本上：Olsson 等人看到归纳头在预训练中形成，
 # 所需的词元远多于一台普通电脑能训练的量；示例 10 的合成任务很小，在 CPU 上训练一会儿就能形成归纳头。
@@ -180,9 +248,12 @@ print(f"靠后 - 位置 0-9：{late - float(clean[:, 0:10].mean()):+.3f} 奈特"
 #    :class-container: mha-answer
 #
 #    不同块的头对模型有多重要，差别可能来自与归纳无关的原因（靠前的块构建了后面每一块都要读取的特征）。
-#    让块保持一致，就只改变一个因素：拿掉的是这些块中的哪些头。三次对照抽取的平均损失：
+#    让块保持一致，就只改变一个因素：消融的是这些块中的哪些头。三次对照抽取的平均损失，与不消融和消融
+#    归纳头时的并列：
 
-print(", ".join(f"{float(losses.mean()):.3f}" for losses in result["control_losses"]))
+rows = [[name, f"{float(losses.mean()):.3f}", f"{float((losses - clean).mean()):+.3f}"]
+        for name, losses in runs.items()]
+print(text_table(["运行", "平均损失（奈特）", "相对不消融的增加"], rows))
 
 # %%
 # .. _ex19-summary:
@@ -190,9 +261,10 @@ print(", ".join(f"{float(losses.mean()):.3f}" for losses in result["control_loss
 # 小结
 # ----
 # - 在 SmolLM2-135M-Instruct（4 位文件）里，在四段真实文本的 512 个词元的窗口上，损失在最初一百个
-#   词元里急剧下降，此后时升时降，幅度为零点几奈特，最后一段最低；上下文学习分数（靠后的位置对比位置 50 附近）平均为负，绝对值超过
-#   它的标准误的两倍：模型在上下文中学习，只是各窗口、各文本之间差别很大。
-# - 对归纳分数高于 0.3 的头做均值消融，靠前和靠后的损失抬高得差不多，所以逐窗口配对后，分数的变化
-#   小于它的标准误，并且落在三组同块、同数量的对照的变化之间：Olsson 等人的消融论证在这个模型和这种消融下没有
-#   重现；小的影响并没有被排除。
+#   词元里急剧下降，此后时升时降，幅度为零点几奈特，最后一段最低；上下文学习分数（靠后的位置对比位置
+#   50 附近）平均为负，绝对值超过它的标准误的两倍：模型在上下文中学习，只是各窗口、各文本之间差别很大。
+# - 对归纳分数高于 0.3 的头做均值消融，把分数推向 0 多少，取决于比较的位置窗口：位置 40-59 对比
+#   400-510 时小于它的标准误，靠前窗口取 10-19 或 5-9 时超过它的两倍。对每一对位置窗口，三组同块、
+#   同数量的对照中都有一组的效果差不多：Olsson 等人在只有注意力层的小模型上做的消融论证，到这个 30 块、
+#   带 MLP 的模型上没能延续过来，仅就这种消融而言；小的影响并没有被排除。
 # - 归纳头形成时的相变在示例 10 的合成任务上展示。

@@ -43,9 +43,17 @@ from mha_ref import (
     RotaryEmbedding,
     alibi_bias,
     alibi_slopes,
+    causal_mask,
     scaled_dot_product_attention,
 )
-from mha_ref.tutorial.induction import AttentionOnlyTransformer, sinusoidal_positions
+from mha_ref.tutorial.induction import (
+    AttentionOnlyTransformer,
+    accuracy_with_ablation,
+    head_scores,
+    make_repeated_batch,
+    previous_token_score,
+    sinusoidal_positions,
+)
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.positions import (
     SHORT_RECIPE,
@@ -53,6 +61,7 @@ from mha_ref.tutorial.positions import (
     plot_score_maps,
     position_scores,
     position_study,
+    positions_removed,
 )
 
 torch.manual_seed(0)
@@ -201,18 +210,42 @@ print(text_table(["位置", "头", "键 11 的权重 / 键 4 的权重", "exp(sl
 # %%
 # 所以在这两种方案里，前一个词元要胜过再往前的那个键，只能靠近一个词元：ALiBi 给它多一个
 # ``exp(slope)`` 的倍数，没有位置时什么也不多。前一个词元是随机的，它的内容帮不上忙。如果内容给出的
-# 注意力分数（softmax 之前）分不出这些键，前一个词元最多能得到多少权重，下面对查询 19 算出来（键 0 到
-# 18，不算查询自己的键）。可以和后面训练好的模型的前一词元分数比一比，那个分数是 softmax 之后的权重，
-# 即所有查询放在前一个词元上的权重的平均：
+# 注意力分数（softmax 之前）分不出这些键，权重就只由位置决定。下面的代码把这样的权重交给
+# :func:`~mha_ref.tutorial.induction.previous_token_score`，也就是后面训练好的模型所得的分数：放在键
+# ``t - 1`` 上的权重，对从 1 到 19 的每个查询 ``t`` 取平均，每个查询看它的键 ``0 .. t``。靠前的查询
+# 键少，给前一个词元的权重比靠后的查询多。内容唯一能单独认出的键是查询自己的键（它存着查询自己的
+# 词元）；最后一列让这个键的权重为零，这是此时内容最多能让前一个词元多得的：
 
-distance = torch.arange(1, 20, dtype=torch.float64)  # 往回 1 .. 19 个词元的键
-for head in range(2):
-    share = torch.softmax(-slopes[head] * distance, dim=0)[0]  # 前一个词元的权重
-    print(f"ALiBi 头 {head}（斜率 {float(slopes[head]):.5f}）：最多 {share:.3f}")
-print(f"无位置：最多 {1 / len(distance):.3f}")
+allowed = causal_mask(20)  # (20, 20) True：键 j <= 查询 i
+own_key = torch.eye(20, dtype=torch.bool)  # (20, 20) True：每个查询自己的键
+own_key[0, 0] = False  # 查询 0 没有别的键；分数不算它
+
+
+def positions_only_score(bias, without_own_key):
+    """权重只由 ``bias`` 决定的头的前一词元分数，每个头一个。"""
+    blocked = ~allowed | own_key if without_own_key else ~allowed  # (20, 20)
+    weights = torch.softmax(bias.masked_fill(blocked, -torch.inf), dim=-1)  # (heads, 20, 20)
+    return previous_token_score(weights[None])  # (heads,) 与训练好的模型算法相同
+
+
+biases = {
+    "ALiBi": alibi_bias(2, 20, dtype=torch.float64),  # (2, 20, 20) -slope * |i - j|
+    "无": torch.zeros(2, 20, 20, dtype=torch.float64),  # (2, 20, 20) 什么也不加
+}
+blind = {name: positions_only_score(bias, without_own_key=False) for name, bias in biases.items()}
+rows = []
+for name, bias in biases.items():
+    ceiling = positions_only_score(bias, without_own_key=True)  # (heads,)
+    for head in range(bias.shape[0]):
+        slope = f"{float(slopes[head]):.5f}" if name == "ALiBi" else "0"
+        rows.append([name, head, slope, f"{blind[name][head]:.3f}", f"{ceiling[head]:.3f}"])
+header = ["位置", "头", "斜率", "内容分数都相等", "自己的键权重为零"]
+print(text_table(header, rows))
 
 # %%
-# 每层两个头时，ALiBi 的斜率是 ``1/16`` 和 ``1/256``：太平缓，挑不出单独一个键。由此得出预测：
+# 每层两个头时，ALiBi 的斜率是 ``1/16`` 和 ``1/256``：太平缓，挑不出单独一个键。内容分数都相等时，
+# 前一个词元分别得到 0.156 和 0.138 的权重，几乎不比无位置时的 0.137 多；即使查询自己的键权重为零，
+# 也最多 0.214。由此得出预测：
 # 这两种方案都无法在第 1 层给出示例 10 的回路赖以搭建的前一词元头，因而都不应形成这个回路。这是
 # 推理，不是测量：模型也许能找到更弱的或别的办法完成任务。下面的训练来检验它。（练习里讨论头更多的
 # ALiBi。）
@@ -238,7 +271,11 @@ print(f"无位置：最多 {1 / len(distance):.3f}")
 
 SEEDS = (0, 1, 2, 3, 4)
 study = position_study(positions=SCHEMES, seeds=SEEDS, **SHORT_RECIPE)
-print(f"训练方案：{SHORT_RECIPE}")
+recipe = SHORT_RECIPE
+print(f"训练方案：步数上限 {recipe['steps']}，批大小 {recipe['batch_size']}，"
+      f"学习率 {recipe['lr']}；停止规则：每 {recipe['stop_window']} 步取最近 "
+      f"{recipe['stop_window']} 个批次的平均准确率作一次评估，连续 {recipe['stop_evaluations']} "
+      f"次达到 {recipe['stop_accuracy']} 即停止")
 rows = [
     [NAMES[run.position], run.seed,
      "上限内未达到" if run.converged_step is None else run.converged_step,
@@ -255,7 +292,7 @@ for position in SCHEMES:
     accurate = sum(run.accuracy > 0.9 for run in runs)
     scores = [run.previous_token for run in runs]
     print(f"{NAMES[position]}：在 {len(done)} / {len(runs)} 个种子上收敛"
-          f"{when}；出现相变的 {formed}，准确率高于 0.9 的 {accurate}，"
+          f"{when}；{formed} 次出现相变，{accurate} 次准确率高于 0.9，"
           f"前一词元分数 {min(scores):.3f} 到 {max(scores):.3f}")
 cap = SHORT_RECIPE["steps"]
 for position in SCHEMES:
@@ -266,12 +303,18 @@ for position in SCHEMES:
         rising = sum(b > a for a, b in zip(before, last, strict=True))
         print(f"{NAMES[position]}：{len(capped)} 次运行跑到上限；训练批次准确率 "
               f"{min(before):.3f} 到 {max(before):.3f}（第 {cap - 199} 到 {cap - 100} 步），"
-              f"{min(last):.3f} 到 {max(last):.3f}（第 {cap - 99} 到 {cap} 步）；后一段更高的"
-              f"次数 {rising}")
+              f"{min(last):.3f} 到 {max(last):.3f}（第 {cap - 99} 到 {cap} 步）；{rising} 次运行"
+              f"在后一段更高")
 changes = [run.phase_change for run in study.runs if run.phase_change is not None]
 print(f"最晚的相变：第 {max(changes)} 步；上限：{cap} 步")
 LEARNERS = [p for p in SCHEMES if study.converged(p)]
 print("有收敛运行的方案：", "、".join(NAMES[p] for p in LEARNERS))
+for position in ("alibi", "none"):  # 内容分数都相等时的水平，见上文
+    runs = study.of(position)
+    scores = [run.previous_token for run in runs]
+    levels = sorted({f"{blind[NAMES[position]][run.previous_head]:.3f}" for run in runs})
+    print(f"{NAMES[position]}：第 1 层的前一词元分数 {min(scores):.3f} 到 {max(scores):.3f}；"
+          f"同样的头在内容分数都相等时：{'、'.join(levels)}")
 
 # %%
 # 学到的位置、正弦位置和旋转位置编码各自在 5 个种子中的 5 个上收敛，而且每次运行都形成了回路：
@@ -280,8 +323,10 @@ print("有收敛运行的方案：", "、".join(NAMES[p] for p in LEARNERS))
 # 上限是它的两倍多，所以上限并没有限制这些运行中的任何一次。
 #
 # 对 ALiBi 和无位置的预测在这个预算内成立：没有一次运行收敛或出现相变，第 1 层也没有哪个头成为
-# 前一词元头（分数最高 0.160）。不过它们用别的办法学会了任务的一部分：表中准确率分别是 0.394 到 0.473
-# （ALiBi）和 0.315 到 0.343（无位置），而且每次运行最后 100 步的训练准确率都比之前 100 步高。
+# 前一词元头。它们的前一词元分数正处在内容分数都相等时的水平（输出的最后两行）：ALiBi 是 0.157 到
+# 0.160，对应 0.156；无位置是 0.138 到 0.141，对应 0.137。不过它们用别的办法学会了任务的一部分：
+# 表中准确率分别是 0.394 到 0.473（ALiBi）和 0.315 到 0.343（无位置），而且每次运行最后 100 步的
+# 训练准确率都比之前 100 步高。
 # 所以本页并不是说它们永远学不会这个任务，而是说：在另外三种方案每个种子都能收敛的预算内，它们
 # 没有收敛，而它们学到的东西也不经过前一词元头。
 #
@@ -320,9 +365,43 @@ for position in [p for p in LEARNERS if p != "none"]:
 
 # %%
 # 最后几行数出：在多少次运行中，位置让前一个词元（偏移 1）的注意力分数（softmax 之前）比其他任何
-# 偏移提高得都多。学到的位置和旋转位置编码是每个种子都如此：第 1 层的这个头正是靠位置找到前一个
-# 词元的，一种方案靠学到的表，另一种靠旋转。正弦位置在哪个种子上都不是这样：它在每个种子上给偏移 0 和 1 加上的分数
-# 都差不多（见上表），所以在这个头里单靠位置挑不出前一个词元；是什么挑出了它，这里没有测量。
+# 偏移提高得都多。学到的位置和旋转位置编码是每个种子都如此：在这个头里，位置在偏移 1 处加上的分数
+# 最多。正弦位置在哪个种子上都不是这样：它在每个种子上给偏移 0 和 1 加上的分数都差不多（见上表），
+# 所以单看加上的分数，分不出前一个词元和查询自己的键。
+#
+# 加上的分数表只说明位置在哪里提高了分数，不说明这个头是否需要位置才能找到前一个词元。这要靠干预：
+# 第 1 层的查询和键不带位置计算（:func:`~mha_ref.tutorial.positions.positions_removed`，作用于
+# ``layers[0]``；学到的位置和正弦位置：输入中不含位置嵌入；RoPE：不旋转）。第 1 层的值和第 2 层照旧
+# 计算。在 512 条新序列上，对每次收敛的运行，比较它的前一词元头的分数和第二份副本的准确率，第 1 层的
+# 搜索带位置和不带位置各一次：
+
+config = study.config
+tokens, periods = make_repeated_batch(
+    512, config["seq_len"], config["vocab_size"], torch.Generator().manual_seed(2),
+    config["min_period"], config["max_period"],
+)  # (512, 20), (512,) 新序列
+for position in [p for p in LEARNERS if p != "none"]:
+    scores, scores_without, accuracy, accuracy_without = [], [], [], []
+    for run in study.converged(position):
+        model = study.model(run.position, run.seed)
+        previous = head_scores(model, tokens, periods)[0]  # (layers, heads)
+        scores.append(float(previous[0, run.previous_head]))
+        accuracy.append(accuracy_with_ablation(model, tokens, periods))
+        with positions_removed(model, [0]):  # layers[0]：第 1 层只按内容搜索
+            previous = head_scores(model, tokens, periods)[0]  # (layers, heads)
+            scores_without.append(float(previous[0, run.previous_head]))
+            accuracy_without.append(accuracy_with_ablation(model, tokens, periods))
+    print(f"{NAMES[position]}，{len(scores)} 次收敛的运行：前一词元分数 "
+          f"{min(scores):.3f} 到 {max(scores):.3f}，第 1 层不带位置时 "
+          f"{min(scores_without):.3f} 到 {max(scores_without):.3f}；准确率 "
+          f"{min(accuracy):.3f} 到 {max(accuracy):.3f}，不带位置时 "
+          f"{min(accuracy_without):.3f} 到 {max(accuracy_without):.3f}")
+
+# %%
+# 搜索中没有了位置，这个头在三种方案的每次收敛运行上都丢掉了前一个词元：它的分数从不低于 0.659 降到
+# 最多 0.183，接近内容分数都相等时的 0.137；准确率最多只剩 0.266。所以在这三种方案里，第 1 层的
+# 这个头都是靠位置找到前一个词元的，正弦位置也不例外。用正弦位置时，是什么把前一个词元和查询自己的键
+# 区分开，这里没有测量。
 
 # %%
 # .. _ex20-further-apart-than-in-training:
@@ -386,7 +465,9 @@ fig = plot_lines(
     title="两份副本离得越来越远时的准确率",
     styles=styles,
 )
-fig.axes[0].axvspan(study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15)
+fig.axes[0].axvspan(
+    study.config["min_period"], study.config["max_period"], color="grey", alpha=0.15
+)
 plt.show()
 
 # %%
@@ -469,15 +550,19 @@ for position in LEARNERS:
 #    :class-container: mha-answer
 #
 #    不能。斜率为 ``1/2`` 时，近一个词元的键得到 ``exp(1/2)`` 倍的权重，所以最陡的头给前一个词元
-#    的份额最大，但仍远低于上面训练好的模型的前一词元分数。ALiBi 让头偏爱附近的词元，而不是某一个
+#    的份额最大：按前一词元分数的方式平均，内容分数都相等时是 0.254，查询自己的键权重为零时是
+#    0.451。这仍远低于上面形成回路的训练好的模型的 0.656 到 0.986。ALiBi 让头偏爱附近的词元，而不是某一个
 #    偏移；ALiBi 模型（有 MLP 和许多层）要靠网络自己搭出更尖锐的位置模式：
 
 slopes_8 = alibi_slopes(8)  # (8,)
+bias_8 = alibi_bias(8, 20, dtype=torch.float64)  # (8, 20, 20)
+blind_8 = positions_only_score(bias_8, without_own_key=False)  # (8,)
+ceiling_8 = positions_only_score(bias_8, without_own_key=True)  # (8,)
 rows = [
-    [head, f"{float(slope):.5f}", f"{torch.softmax(-slope * distance, dim=0)[0]:.3f}"]
-    for head, slope in enumerate(slopes_8)
+    [head, f"{float(slopes_8[head]):.5f}", f"{blind_8[head]:.3f}", f"{ceiling_8[head]:.3f}"]
+    for head in range(8)
 ]
-print(text_table(["头", "斜率", "前一个词元最多能得到的权重"], rows))
+print(text_table(["头", "斜率", "内容分数都相等", "自己的键权重为零"], rows))
 
 # %%
 # **练习 2.** 一个检查点按一种布局存放 RoPE 的头（特征 ``2i`` 和 ``2i + 1`` 一起旋转，GGUF 文件就是
@@ -507,7 +592,8 @@ with torch.no_grad():
     wrong = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
     perm = rope_pairing_permutation(head_dim)  # (head_dim,)
     for proj in (half.q_proj, half.k_proj):  # 每个头的行按 perm 重排
-        proj.weight.copy_(proj.weight.view(num_heads, head_dim, -1)[:, perm].reshape_as(proj.weight))
+        reordered = proj.weight.view(num_heads, head_dim, -1)[:, perm]  # (heads, head_dim, E)
+        proj.weight.copy_(reordered.reshape_as(proj.weight))
         proj.bias.copy_(proj.bias.view(num_heads, head_dim)[:, perm].reshape_as(proj.bias))
     fixed = (half(x, is_causal=True)[0] - adjacent(x, is_causal=True)[0]).abs().max()
 print(f"另一种布局、同样的参数：最大差异 {wrong:.3f}")

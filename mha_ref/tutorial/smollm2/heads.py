@@ -1647,7 +1647,7 @@ def icl_analysis(threshold: float = 0.3, draws: int = 3) -> dict:
 
     Source:
         Olsson et al. 2022, arXiv:2209.11895, Sec. 2 (the in-context-learning score) and the
-        ablations of their Argument 4; the heads are ablated as :func:`ablate_heads`, by their
+        ablations of their Argument 3; the heads are ablated as :func:`ablate_heads`, by their
         mean over the text ``"statements"`` (:func:`head_means`).
     """
     from mha_ref.tutorial.smollm2.texts import text_sha256
