@@ -183,6 +183,7 @@ fig = plot_heads(
     labels,
     titles=[f"{names[key]}: block {layer} head {head}" for key, (layer, head) in zip(names, named, strict=True)],
     layers=[f"block {layer}" for layer, _ in named],
+    layer_word="block",
     ncols=2,
     colorbar_label="attention weight",
     xlabel="key (token)",
@@ -218,8 +219,7 @@ print(text_table(["query", "token after its earlier occurrence", "weight on it",
 # The same sentence, now through all of the model's heads at once: one small heatmap per head,
 # blocks from left to right and heads from top to bottom (query rows, key columns, as above).
 # On the site the view under the picture holds every one of them: choose a block, or press
-# *All layers × heads* for one row of heads per block, and open any head to read its weights
-# (the view's labels say *layer* where this page says block: they are the same thing).
+# *Heads by block* for one row of heads per block, and open any head to read its weights.
 # A picture like this says where each head looks on one sentence, nothing more: the score maps
 # above measured where heads look on the repeated random tokens and the real text, and example
 # 17 ablates heads to measure what they do.

@@ -76,6 +76,7 @@ def attach_view_data(
     *,
     names: Sequence[str] | None = None,
     layers: Sequence[str] | None = None,
+    layer_word: str | None = None,
     blocked: np.ndarray | None = None,
     title: str | None = None,
     vmax: float,
@@ -94,11 +95,17 @@ def attach_view_data(
         query_labels, key_labels: one token per row and per column.
         names: one name per heatmap (default: the page's word for "head" and its number).
         layers: one layer name per heatmap, when the heatmaps come from several layers.
+        layer_word: what the page calls a layer, in the view's labels ("the block menu",
+            "Heads by block"); default: the view's word for a layer in the page's language.
         blocked: bool, of ``weights``' shape, True where a mask blocked the query from the key.
         title: the figure's title.
         vmax: the top of the colour scale (the bottom is 0).
         cmap: the matplotlib colour map the figure uses.
         colorbar_label, xlabel, ylabel, blocked_label: the figure's other texts.
+
+    Raises:
+        TypeError: ``layer_word`` is neither ``None`` nor a non-empty string.
+        ValueError: ``names``, ``layers`` or the labels do not match ``weights``' shape.
     """
     num_heads, query_len, key_len = weights.shape
     data = {
@@ -110,6 +117,7 @@ def attach_view_data(
         "keys": [str(k) for k in key_labels],
         "names": None if names is None else [str(n) for n in names],
         "layers": None if layers is None else [str(n) for n in layers],
+        "layer_word": layer_word,
         "weights": _shortest(weights),
         # one string of 0s and 1s per row, 1 = blocked; absent when nothing is blocked
         "blocked": None,
@@ -129,6 +137,11 @@ def attach_view_data(
         ]
     if names is not None and len(names) != num_heads:
         raise ValueError(f"attach_view_data: {len(names)} names for {num_heads} heatmaps")
+    if layer_word is not None and not (isinstance(layer_word, str) and layer_word.strip()):
+        raise TypeError(
+            f"attach_view_data: layer_word must be a non-empty str, got {layer_word!r}; pass "
+            'the word the page uses for a layer ("block"), or None for the view\'s own'
+        )
     if layers is not None and len(layers) != num_heads:
         raise ValueError(f"attach_view_data: {len(layers)} layer names for {num_heads} heatmaps")
     if (len(data["queries"]), len(data["keys"])) != (query_len, key_len):

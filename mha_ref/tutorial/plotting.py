@@ -124,6 +124,7 @@ def plot_heads(
     blocked: object | None = None,
     blocked_label: str = "blocked by the mask",
     layers: Sequence[str] | None = None,
+    layer_word: str | None = None,
 ) -> Figure:
     """Draw one heatmap per head in a grid, with token labels and one shared colour bar.
 
@@ -155,6 +156,8 @@ def plot_heads(
         blocked_label: the legend's text for the grey cells (pass it in the page's language).
         layers: one layer name per heatmap, when they come from several layers: the
             interactive view then offers a choice of layer, then of head.
+        layer_word: what the page calls a layer, for the interactive view's labels (``"block"``
+            where ``layers`` are a real model's blocks); default: the view's word for a layer.
 
     Returns:
         The figure, with ``num_heads`` heatmap axes followed by the colour-bar axes. It carries
@@ -282,6 +285,7 @@ def plot_heads(
         key_labels,
         names=None if default_titles else titles,
         layers=layers,
+        layer_word=layer_word,
         blocked=is_blocked if blocked is not None else None,
         title=suptitle,
         vmax=vmax,

@@ -324,6 +324,39 @@ def test_layers_and_heads_on_a_page_of_its_own(browser):
     assert not errors, errors
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_real_models_views_call_a_layer_a_block_as_the_page_does(watched, site_url, lang):
+    """Example 16 says block where a toy model says layer: its views' menu, overview button,
+    overview grid and keyboard hint say it too (``layer_word``), and a view of a few named
+    heads does not claim to show every head; example 10's views still say layer."""
+    words = {
+        "en": ("Block", "Heads by block", "a row per block", "the block menu"),
+        "zh_CN": ("块", "按块排列的头", "每块一行", "块的菜单"),
+    }[lang]
+    watch = open_page(watched, site_url, lang, "auto_examples/plot_16_real_model_heads.html")
+    page = watch.page
+    for index in range(page.locator(".mha-attn").count()):
+        data = view_data(page, index)
+        if not data.get("layers"):
+            continue
+        assert data["layer_word"] == ("block" if lang == "en" else "块"), index
+        view = page.locator(".mha-attn").nth(index)
+        menu_label = view.locator(".mha-attn-layer").evaluate("e => e.firstChild.textContent")
+        assert menu_label.strip() == words[0], menu_label
+        button = view.locator(".mha-attn-overview-toggle")
+        assert button.text_content() == words[1]
+        button.click()
+        label = view.locator(".mha-attn-overview[role='grid']").get_attribute("aria-label")
+        assert words[2] in label and "every" not in label and "每一" not in label, label
+        hint = view.locator(".mha-attn-hint").text_content()
+        assert words[3] in hint, hint
+    watch.page.goto(f"{site_url}/{lang}/{INDUCTION}", wait_until="load")
+    view = page.locator(".mha-attn", has=page.locator(".mha-attn-overview-toggle")).first
+    expected = "Heads by layer" if lang == "en" else "按层排列的头"
+    assert view.locator(".mha-attn-overview-toggle").text_content() == expected
+    assert not watch.errors, watch.errors
+
+
 # -- the keyboard ---------------------------------------------------------------------------------
 
 INDUCTION = "auto_examples/plot_10_induction_heads.html"

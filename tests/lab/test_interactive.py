@@ -94,6 +94,16 @@ def test_layers_are_kept_and_checked():
         plot_heads(_weights(4), TOKENS, layers=layers[:3])
 
 
+def test_the_pages_word_for_a_layer_is_kept_and_checked():
+    layers = ["block 0", "block 0", "block 1", "block 1"]
+    data = _round_trip(plot_heads(_weights(4), TOKENS, layers=layers, layer_word="block"))
+    assert data["layer_word"] == "block"
+    assert _round_trip(plot_heads(_weights(4), TOKENS, layers=layers))["layer_word"] is None
+    for bad in ("", "  ", 3):
+        with pytest.raises(TypeError, match="layer_word must be a non-empty str"):
+            plot_heads(_weights(4), TOKENS, layers=layers, layer_word=bad)
+
+
 def test_colours_are_the_figures_colour_map():
     data = _round_trip(plot_heads(_weights(1), TOKENS))
     assert data["colours"][0] == "#440154" and data["colours"][-1] == "#fde725"  # viridis

@@ -1051,8 +1051,8 @@ def plot_every_head(
     The picture is a mosaic: one small ``(seq_len, seq_len)`` heatmap per head, blocks across
     (left to right) and heads down, on one colour scale from 0 to 1, white lines between them.
     The figure's interactive view (:func:`~mha_ref.tutorial.live_views.attach_layer_head_view`)
-    holds every head's weights rounded to 3 decimals, with a layer menu and the "all layers x
-    heads" overview, one row per block.
+    holds every head's weights rounded to 3 decimals, with a block menu and the overview of
+    every head, one row per block.
 
     Args:
         weights: one ``(num_heads, seq_len, seq_len)`` tensor per block (``weights[layer][0]``
@@ -1122,6 +1122,7 @@ def plot_every_head(
         labels,
         layer_names=[f"{layer_name} {n}" for n in range(num_layers)],
         head_names=[f"{head_name} {n}" for n in range(num_heads)],
+        layer_word=layer_name,  # the view's labels say "block" as the page does
         decimals=3,
         vmax=1.0,
         cmap=plt.get_cmap("viridis"),

@@ -35,7 +35,8 @@
       masks: "Masks",
       allMasks: "All masks",
       mask: "mask",
-      layer: "Layer",
+      layerWord: "layer", // what a row of heads is called, unless the page names it (layer_word)
+      layer: "{One}",
       query: "query",
       key: "key",
       showTable: "Show as table",
@@ -48,7 +49,7 @@
       // the keyboard hint, in the order Tab visits the view's parts
       tabStart: "Keyboard: Tab goes to ",
       tabLive: "the sequence's text box, the predictions, ",
-      tabLayer: "the layer menu, ",
+      tabLayer: "the {one} menu, ",
       tabHeads: "the head buttons (the arrow keys change the head), ",
       tabMasks: "the mask buttons (the arrow keys change the mask), ",
       tabButtons: "the view's buttons, ",
@@ -58,12 +59,12 @@
         "weights; Enter pins a token's lines, Escape unpins them). Mouse: click a query token " +
         "to see its lines alone.",
       tabAll: "then each head's button, which shows that head alone.",
-      tabOverview: "then the grid of heads (the arrow keys move between heads, a row per layer; " +
+      tabOverview: "then the grid of heads (the arrow keys move between heads, a row per {one}; " +
         "Enter shows that head alone). Mouse: hover a head to read its weights; click it to " +
         "show it alone.",
       hintTouch: "Tap a cell to read its weight; tap a query token to pin its row.",
-      overview: "All layers × heads",
-      overviewLabel: "every head of every layer: rows are layers, columns are heads",
+      overview: "Heads by {one}",
+      overviewLabel: "the heads shown, a row per {one} and a column per head",
       exact: "exact value",
       roundedTo: "rounded to {d} decimals",
       liveTitle: "The model, running in this page",
@@ -102,7 +103,8 @@
       masks: "掩码",
       allMasks: "全部掩码",
       mask: "掩码",
-      layer: "层",
+      layerWord: "层",
+      layer: "{One}",
       query: "查询",
       key: "键",
       showTable: "以表格显示",
@@ -114,7 +116,7 @@
       nan: "无权重（NaN：没有可关注的键）",
       tabStart: "键盘：按 Tab 键依次到",
       tabLive: "序列的文本框、预测表、",
-      tabLayer: "层的菜单、",
+      tabLayer: "{one}的菜单、",
       tabHeads: "各个头的按钮（方向键切换头）、",
       tabMasks: "各个掩码的按钮（方向键切换掩码）、",
       tabButtons: "视图的按钮，",
@@ -123,11 +125,11 @@
       tabLines: "最后到查询词元（方向键在词元间移动并读出它最大的权重；Enter 键固定它的连线，" +
         "Esc 键取消固定）。鼠标：点击查询词元只看它的连线。",
       tabAll: "最后到每个头的按钮（只显示这个头）。",
-      tabOverview: "最后到头的网格（方向键在头之间移动，每层一行；Enter 键只显示这个头）。" +
+      tabOverview: "最后到头的网格（方向键在头之间移动，每{one}一行；Enter 键只显示这个头）。" +
         "鼠标：把鼠标移到头上即可读出权重；点击它只显示这个头。",
       hintTouch: "点按格子读出权重；点按查询词元固定该行。",
-      overview: "全部层 × 头",
-      overviewLabel: "每一层的每一个头：行是层，列是头",
+      overview: "按{one}排列的头",
+      overviewLabel: "本图的头：每{one}一行，每个头一列",
       exact: "精确值",
       roundedTo: "四舍五入到 {d} 位小数",
       liveTitle: "在本页中运行的模型",
@@ -215,7 +217,7 @@
     decodeWeights(data);
     this.root = root;
     this.data = data;
-    this.w = WORDS[data.lang] || WORDS.en;
+    this.w = withLayerWord(WORDS[data.lang] || WORDS.en, data.layer_word);
     this.numHeads = data.weights.length;
     this.layerNames = uniq(data.layers || []);
     this.layer = this.layerNames.length ? this.layerNames[0] : null;
@@ -1052,8 +1054,22 @@
     return e.map(function (v) { return v / total; });
   }
 
-  function fill(template, values) {
-    return template.replace(/\{(\w+)\}/g, function (all, key) { return String(values[key]); });
+  // the words with the page's name for a layer filled in ("block" on the real-model pages)
+  function withLayerWord(words, layerWord) {
+    var one = layerWord || words.layerWord;
+    var names = { one: one, One: one.charAt(0).toUpperCase() + one.slice(1) };
+    var filled = {};
+    Object.keys(words).forEach(function (key) {
+      filled[key] = typeof words[key] === "string" ? fill(words[key], names, true) : words[key];
+    });
+    return filled;
+  }
+
+  // "{name}" -> values.name; with keepOthers, a "{name}" that values lacks stays for a later fill
+  function fill(template, values, keepOthers) {
+    return template.replace(/\{(\w+)\}/g, function (all, key) {
+      return keepOthers && !(key in values) ? all : String(values[key]);
+    });
   }
 
   function Live(view) {
