@@ -234,6 +234,7 @@ fig = plot_every_head(
     key_label="key (token)",
     query_label="query (token)",
     colorbar_label="attention weight",
+    title="Every head of every block on the sentence (blocks across, heads down)",
 )
 plt.show()
 print(f"{len(weights)} blocks x {weights[0].shape[1]} heads = "

@@ -215,6 +215,7 @@ fig = plot_every_head(
     key_label="键（词元）",
     query_label="查询（词元）",
     colorbar_label="注意力权重",
+    title="句子上每个块的每个头（块横向排列，头纵向排列）",
 )
 plt.show()
 print(f"{len(weights)} 个块 × {weights[0].shape[1]} 个头 = "

@@ -203,7 +203,8 @@ def test_section_ids_are_shared_by_the_languages_and_never_numbers():
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_figure_alt_texts_are_whole(lang):
     """Every figure's alt text is its title, not cut short by a quote inside it (a cut alt
-    leaves the rest of the title as stray attributes of the <img> tag)."""
+    leaves the rest of the title as stray attributes of the <img> tag), and not the file name
+    sphinx-gallery writes for a figure without a title (English on the Chinese page too)."""
     from html.parser import HTMLParser
 
     known = {"src", "srcset", "alt", "class", "style", "width", "height", "loading"}
@@ -214,6 +215,11 @@ def test_figure_alt_texts_are_whole(lang):
             names = {name for name, _ in attrs}
             if tag == "img" and not names <= known:
                 problems.append(f"{page.name}: <img> with {sorted(names - known)}")
+            alt = dict(attrs).get("alt") or ""
+            if tag == "img" and "sphx-glr-single-img" in (dict(attrs).get("class") or ""):
+                # a figure without a title gets sphinx-gallery's alt: its file name, in English
+                if re.fullmatch(r"plot \d+ .*", alt):
+                    problems.append(f"{page.name}: a figure's alt text is its file name: {alt!r}")
 
     figures = 0
     for page in sorted((HTML / lang / "auto_examples").glob("plot_*.html")):
