@@ -72,11 +72,11 @@ from mha_ref.qk_norm import QKNorm
 from mha_ref.rope import RotaryEmbedding
 from mha_ref.tutorial.cache import CACHE_ENV_VAR
 from mha_ref.tutorial.real_models import packages
-from mha_ref.tutorial.real_models.gguf import read_gguf
+from mha_ref.tutorial.real_models.gguf import read_gguf, rename_tensors
 from mha_ref.tutorial.real_models.layers import (
+    DecoderStack,
     GatedMLP,
     RMSNorm,
-    check_token_ids,
     next_token_losses,
 )
 from mha_ref.tutorial.real_models.loading import cached_weights
@@ -390,14 +390,16 @@ class Gemma3Block(nn.Module):
         return x, weights
 
 
-class Gemma3(nn.Module):
+class Gemma3(DecoderStack):
     """Gemma 3 270M: scaled embedding, 18 :class:`Gemma3Block`, final norm, tied unembedding.
 
     Build it with :func:`load_gemma3`; the constructor makes the modules on ``device`` without
     real weights. The stages are separate methods, as in
     :class:`~mha_ref.tutorial.smollm2.model.SmolLM2`: :meth:`embed`, :meth:`run_layers`,
-    :meth:`unembed`. The unembedding (262,144 words) costs more than all 18 blocks: logits are
-    computed only where they are needed (``logits_at``, and in chunks by :meth:`token_losses`).
+    :meth:`unembed` (the last two, with :meth:`check_tokens` and :meth:`check_head`, shared:
+    :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`). The unembedding (262,144
+    words) costs more than all 18 blocks: logits are computed only where they are needed
+    (``logits_at``, and in chunks by :meth:`token_losses`).
 
     Args:
         config: the sizes.
@@ -456,54 +458,6 @@ class Gemma3(nn.Module):
         embedded = self.embedding(tokens.to(self.embedding.weight.device))  # (batch, seq_len, d)
         return embedded * self.embed_scale  # (batch, seq_len, embed_dim)
 
-    def run_layers(
-        self,
-        residual: torch.Tensor,
-        start: int = 0,
-        stop: int | None = None,
-        need_weights: bool = False,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Blocks ``start .. stop - 1`` on a residual stream.
-
-        Args:
-            residual: ``(batch, seq_len, embed_dim)``, the stream entering block ``start``.
-            start: first block (0-based). Default: 0.
-            stop: one past the last block. Default: all of them.
-            need_weights: also return each block's attention weights.
-
-        Returns:
-            tuple[torch.Tensor, list[torch.Tensor]]: the stream after block ``stop - 1`` and
-            one ``(batch, num_heads, seq_len, seq_len)`` tensor per block run (or ``[]``).
-
-        Raises:
-            ValueError: if ``0 <= start <= stop <= num_layers`` does not hold.
-        """
-        stop = self.config.num_layers if stop is None else stop
-        if not (isinstance(start, int) and isinstance(stop, int)) or not (
-            0 <= start <= stop <= self.config.num_layers
-        ):
-            raise ValueError(
-                f"need 0 <= start <= stop <= num_layers={self.config.num_layers}, got "
-                f"start={start!r}, stop={stop!r}."
-            )
-        all_weights = []
-        for block in self.layers[start:stop]:
-            residual, weights = block(residual, need_weights)  # (batch, seq_len, embed_dim)
-            if need_weights:
-                all_weights.append(weights)  # (batch, num_heads, seq_len, seq_len)
-        return residual, all_weights
-
-    def unembed(self, residual: torch.Tensor) -> torch.Tensor:
-        """The residual stream after the last block -> next-token logits (tied embedding).
-
-        Args:
-            residual: ``(batch, n, embed_dim)``: only the positions whose logits are wanted.
-
-        Returns:
-            torch.Tensor: ``(batch, n, vocab_size)``.
-        """
-        return self.final_norm(residual) @ self.embedding.weight.T  # (batch, n, vocab_size)
-
     def forward(
         self,
         tokens: torch.Tensor,
@@ -555,17 +509,6 @@ class Gemma3(nn.Module):
             losses.append(next_token_losses(logits, tokens[:, start : stop + 1]))  # (batch, n)
         return torch.cat(losses, dim=1)  # (batch, seq_len - 1)
 
-    def check_tokens(self, tokens: object, min_len: int = 1) -> torch.Tensor:
-        """Validate token ids (:func:`~mha_ref.tutorial.real_models.layers.check_token_ids`).
-
-        Returns:
-            torch.Tensor: ``(batch, seq_len)``, ``torch.long``.
-        """
-        return check_token_ids(
-            tokens, self.config.vocab_size, self.config.context_length, min_len
-        )  # (batch, seq_len)
-
-
 # ------------------------------------------------------------------------------------------------
 # loading
 # ------------------------------------------------------------------------------------------------
@@ -606,18 +549,7 @@ def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> d
     Raises:
         ValueError: if a tensor is missing or unexpected.
     """
-    renamed = {"embedding.weight": "token_embd.weight", "final_norm.weight": "output_norm.weight"}
-    for layer in range(num_layers):
-        for gguf_name, name in _BLOCK_NAMES.items():
-            renamed[f"layers.{layer}.{name}"] = f"blk.{layer}.{gguf_name}"
-    missing = sorted(set(renamed.values()) - set(tensors))
-    unexpected = sorted(set(tensors) - set(renamed.values()))
-    if missing or unexpected:
-        raise ValueError(
-            f"the file's tensors do not match a {num_layers}-block Gemma 3: missing "
-            f"{missing[:3]}, unexpected {unexpected[:3]}."
-        )
-    return {name: tensors[gguf_name] for name, gguf_name in renamed.items()}
+    return rename_tensors(tensors, num_layers, _BLOCK_NAMES, "Gemma 3")
 
 
 def load_gemma3(device: torch.device | str | None = None) -> Gemma3:

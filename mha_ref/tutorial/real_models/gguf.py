@@ -29,7 +29,7 @@ import torch
 
 from mha_ref.tutorial.real_models.packages import require_package
 
-__all__ = ["GGUFContents", "read_gguf"]
+__all__ = ["GGUFContents", "read_gguf", "rename_tensors"]
 
 
 @dataclass
@@ -161,3 +161,46 @@ def _read_strings(data: np.ndarray, start: int, count: int) -> tuple[list[str], 
         strings.append(str(buffer[offset : offset + length], "utf-8"))
         offset += length
     return strings, offset
+
+
+def rename_tensors(
+    tensors: dict[str, torch.Tensor],
+    num_layers: int,
+    block_names: dict[str, str],
+    model_name: str,
+) -> dict[str, torch.Tensor]:
+    """A GGUF file's tensors under a model's parameter names: a ``state_dict``.
+
+    The names every model here shares (``token_embd.weight`` -> ``embedding.weight``,
+    ``output_norm.weight`` -> ``final_norm.weight``) and, for each block ``N``, the model's own
+    table: ``blk.N.<file name>`` -> ``layers.N.<parameter name>``. The output projection is the
+    embedding (tied), so it has no name here.
+
+    Args:
+        tensors: :attr:`GGUFContents.tensors`.
+        num_layers: blocks in the model.
+        block_names: a block's tensor names in the file -> its parameter names in the model.
+        model_name: the model, for the error message (``"SmolLM2"``).
+
+    Returns:
+        dict[str, torch.Tensor]: parameter name -> tensor, one entry per name in the table.
+
+    Raises:
+        ValueError: if a tensor the table names is missing from the file, or the file holds
+            one the table does not name (the message gives the first three of each).
+
+    Source:
+        the tensor names of llama.cpp's GGUF conversion (``gguf-py``'s ``TensorNameMap``).
+    """
+    renamed = {"embedding.weight": "token_embd.weight", "final_norm.weight": "output_norm.weight"}
+    for layer in range(num_layers):
+        for gguf_name, name in block_names.items():
+            renamed[f"layers.{layer}.{name}"] = f"blk.{layer}.{gguf_name}"
+    missing = sorted(set(renamed.values()) - set(tensors))
+    unexpected = sorted(set(tensors) - set(renamed.values()))
+    if missing or unexpected:
+        raise ValueError(
+            f"the file's tensors do not match a {num_layers}-block {model_name}: missing "
+            f"{missing[:3]}, unexpected {unexpected[:3]}."
+        )
+    return {name: tensors[gguf_name] for name, gguf_name in renamed.items()}

@@ -2,8 +2,10 @@
 
 :class:`RMSNorm` (SmolLM2 and Gemma 3 both normalise with it; Gemma 3's file stores its gains as
 ``1 + w`` already, so the same class reads both files), :class:`GatedMLP` (SwiGLU and GeGLU),
-:func:`next_token_losses` (the loss of every next-token prediction) and
-:func:`check_token_ids` (a model's input, checked once).
+:func:`next_token_losses` (the loss of every next-token prediction),
+:func:`check_token_ids` (a model's input, checked once), and :class:`DecoderStack`, the stages
+every model here runs in the same way (its blocks, a range at a time, and the unembedding tied to
+the token embedding), so that a model's own file holds only what differs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ACTIVATIONS", "GatedMLP", "RMSNorm", "check_token_ids", "next_token_losses"]
+__all__ = [
+    "ACTIVATIONS",
+    "DecoderStack",
+    "GatedMLP",
+    "RMSNorm",
+    "check_token_ids",
+    "next_token_losses",
+]
 
 #: the gates of :class:`GatedMLP`: SiLU (SwiGLU: LLaMA, SmolLM2) and GELU with its tanh
 #: approximation (GeGLU: Gemma)
@@ -166,3 +175,121 @@ def next_token_losses(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tenso
         predictions.reshape(-1, vocab_size), targets.reshape(-1), reduction="none"
     )  # (batch * (seq_len - 1),)
     return losses.view(batch, seq_len - 1)  # (batch, seq_len - 1)
+
+
+class DecoderStack(nn.Module):
+    """What SmolLM2 and Gemma 3 run in the same way: blocks in order, a final norm, the
+    unembedding tied to the token embedding, and the checks of a token or a head.
+
+    A model subclasses it and sets, in its constructor: ``config`` (with ``num_layers``,
+    ``num_heads``, ``vocab_size`` and ``context_length``), ``embedding`` (``nn.Embedding``),
+    ``layers`` (``nn.ModuleList`` of blocks called as ``block(residual, need_weights)`` and
+    returning ``(residual, weights)``) and ``final_norm``. Its own ``embed`` and ``forward``
+    stay in its file: they are where models differ (Gemma 3 scales the embedding, and computes
+    logits only where asked).
+
+    Shape:
+        - residual stream: ``(batch, seq_len, embed_dim)``, float32.
+        - attention weights: ``(batch, num_heads, seq_len, seq_len)`` per block.
+
+    Source:
+        Radford et al. 2019 (GPT-2) and Touvron et al. 2023 ("LLaMA", arXiv:2302.13971,
+        Sec. 2.2): a decoder-only stack of pre-norm blocks with a final norm; Press and Wolf
+        2017, "Using the Output Embedding to Improve Language Models", arXiv:1608.05859 (tied
+        input and output embeddings).
+    """
+
+    def run_layers(
+        self,
+        residual: torch.Tensor,
+        start: int = 0,
+        stop: int | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Blocks ``start .. stop - 1`` on a residual stream.
+
+        Args:
+            residual: ``(batch, seq_len, embed_dim)``, the stream entering block ``start``.
+            start: first block (0-based). Default: 0.
+            stop: one past the last block. Default: all of them.
+            need_weights: also return each block's attention weights (the explicit path of
+                :class:`~mha_ref.GroupedQueryAttention`; otherwise PyTorch's fused kernel).
+
+        Returns:
+            tuple[torch.Tensor, list[torch.Tensor]]: the stream after block ``stop - 1``,
+            ``(batch, seq_len, embed_dim)``, and one ``(batch, num_heads, seq_len, seq_len)``
+            weight tensor per block run (an empty list without ``need_weights``).
+
+        Raises:
+            ValueError: if ``0 <= start <= stop <= num_layers`` does not hold.
+        """
+        stop = self.config.num_layers if stop is None else stop
+        if not (isinstance(start, int) and isinstance(stop, int)) or not (
+            0 <= start <= stop <= self.config.num_layers
+        ):
+            raise ValueError(
+                f"need 0 <= start <= stop <= num_layers={self.config.num_layers}, got "
+                f"start={start!r}, stop={stop!r}."
+            )
+        all_weights = []
+        for block in self.layers[start:stop]:
+            residual, weights = block(residual, need_weights)  # (batch, seq_len, embed_dim)
+            if need_weights:
+                all_weights.append(weights)  # (batch, num_heads, seq_len, seq_len)
+        return residual, all_weights
+
+    def unembed(self, residual: torch.Tensor) -> torch.Tensor:
+        """The residual stream after the last block -> next-token logits (tied embedding).
+
+        Args:
+            residual: ``(batch, seq_len, embed_dim)``.
+
+        Returns:
+            torch.Tensor: ``(batch, seq_len, vocab_size)``.
+        """
+        return self.final_norm(residual) @ self.embedding.weight.T  # (batch, seq_len, vocab)
+
+    def check_tokens(self, tokens: object, min_len: int = 1) -> torch.Tensor:
+        """Validate token ids and return them as ``(batch, seq_len)``.
+
+        Args:
+            tokens: ``(batch, seq_len)`` or ``(seq_len,)`` integer tensor.
+            min_len: the fewest tokens allowed.
+
+        Returns:
+            torch.Tensor: ``(batch, seq_len)``, ``torch.long``.
+
+        Raises:
+            TypeError: if ``tokens`` is not an integer tensor.
+            ValueError: if it is not 1-D or 2-D, is shorter than ``min_len``, holds an id
+                outside ``0 .. vocab_size - 1``, or is longer than ``context_length`` (split
+                the text into windows of at most that many tokens).
+        """
+        return check_token_ids(
+            tokens, self.config.vocab_size, self.config.context_length, min_len
+        )  # (batch, seq_len)
+
+    def check_head(self, layer: object, head: object) -> tuple[int, int]:
+        """Validate a (layer, head) pair, both 0-based.
+
+        Args:
+            layer: block index, ``0 .. num_layers - 1``.
+            head: query head index, ``0 .. num_heads - 1``.
+
+        Returns:
+            tuple[int, int]: ``(layer, head)``.
+
+        Raises:
+            TypeError: if either is not an int.
+            ValueError: if either is out of range (the message gives the ranges).
+        """
+        c = self.config
+        for name, value in (("layer", layer), ("head", head)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r}).")
+        if not (0 <= layer < c.num_layers and 0 <= head < c.num_heads):
+            raise ValueError(
+                f"there is no head ({layer}, {head}): layers are 0 .. {c.num_layers - 1} and "
+                f"heads 0 .. {c.num_heads - 1} (both 0-based)."
+            )
+        return layer, head

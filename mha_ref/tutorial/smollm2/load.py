@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from mha_ref.device import pick_device
-from mha_ref.tutorial.real_models.gguf import read_gguf
+from mha_ref.tutorial.real_models.gguf import read_gguf, rename_tensors
 from mha_ref.tutorial.real_models.loading import (  # noqa: F401  (SmolLM2's names since 0.1)
     MAX_THREADS_ENV_VAR,
     MODEL_THREADS,
@@ -80,18 +80,7 @@ def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> d
             "the file has its own output.weight; SmolLM2-135M ties the output projection to "
             "the token embedding, and this code assumes it. Use the SmolLM2 file."
         )
-    renamed = {"embedding.weight": "token_embd.weight", "final_norm.weight": "output_norm.weight"}
-    for layer in range(num_layers):
-        for gguf_name, name in _BLOCK_NAMES.items():
-            renamed[f"layers.{layer}.{name}"] = f"blk.{layer}.{gguf_name}"
-    missing = sorted(set(renamed.values()) - set(tensors))
-    unexpected = sorted(set(tensors) - set(renamed.values()))
-    if missing or unexpected:
-        raise ValueError(
-            f"the file's tensors do not match a {num_layers}-block SmolLM2: missing "
-            f"{missing[:3]}, unexpected {unexpected[:3]}."
-        )
-    return {name: tensors[gguf_name] for name, gguf_name in renamed.items()}
+    return rename_tensors(tensors, num_layers, _BLOCK_NAMES, "SmolLM2")
 
 
 def load_model(device: torch.device | str | None = None) -> SmolLM2:

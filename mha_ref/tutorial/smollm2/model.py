@@ -35,6 +35,7 @@ from mha_ref.grouped import GroupedQueryAttention
 from mha_ref.kv_cache import KVCache
 from mha_ref.rope import RotaryEmbedding
 from mha_ref.tutorial.real_models.layers import (  # noqa: F401  (SmolLM2's names since 0.1)
+    DecoderStack,
     GatedMLP,
     RMSNorm,
     check_token_ids,
@@ -203,11 +204,13 @@ class SmolLM2Block(nn.Module):
         return x + self.mlp(self.mlp_norm(x))  # (batch, new_len, embed_dim)
 
 
-class SmolLM2(nn.Module):
+class SmolLM2(DecoderStack):
     """SmolLM2: token embedding, 30 :class:`SmolLM2Block`, final RMS norm, tied unembedding.
 
     Build it with :func:`mha_ref.tutorial.smollm2.load.load_model` (weights from the GGUF file);
-    the constructor makes the modules on ``device`` without real weights.
+    the constructor makes the modules on ``device`` without real weights. :meth:`run_layers`,
+    :meth:`unembed`, :meth:`check_tokens` and :meth:`check_head` are the ones every real model
+    here shares (:class:`~mha_ref.tutorial.real_models.layers.DecoderStack`).
 
     Args:
         config: the sizes.
@@ -266,56 +269,6 @@ class SmolLM2(nn.Module):
         """
         tokens = self.check_tokens(tokens)  # (batch, seq_len)
         return self.embedding(tokens.to(self.embedding.weight.device))  # (batch, seq_len, d)
-
-    def run_layers(
-        self,
-        residual: torch.Tensor,
-        start: int = 0,
-        stop: int | None = None,
-        need_weights: bool = False,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Blocks ``start .. stop - 1`` on a residual stream.
-
-        Args:
-            residual: ``(batch, seq_len, embed_dim)``, the stream entering block ``start``.
-            start: first block (0-based). Default: 0.
-            stop: one past the last block. Default: all of them.
-            need_weights: also return each block's attention weights (the explicit path of
-                :class:`~mha_ref.GroupedQueryAttention`; otherwise PyTorch's fused kernel).
-
-        Returns:
-            tuple[torch.Tensor, list[torch.Tensor]]: the stream after block ``stop - 1``,
-            ``(batch, seq_len, embed_dim)``, and one ``(batch, num_heads, seq_len, seq_len)``
-            weight tensor per block run (an empty list without ``need_weights``).
-
-        Raises:
-            ValueError: if ``0 <= start <= stop <= num_layers`` does not hold.
-        """
-        stop = self.config.num_layers if stop is None else stop
-        if not (isinstance(start, int) and isinstance(stop, int)) or not (
-            0 <= start <= stop <= self.config.num_layers
-        ):
-            raise ValueError(
-                f"need 0 <= start <= stop <= num_layers={self.config.num_layers}, got "
-                f"start={start!r}, stop={stop!r}."
-            )
-        all_weights = []
-        for block in self.layers[start:stop]:
-            residual, weights = block(residual, need_weights)  # (batch, seq_len, embed_dim)
-            if need_weights:
-                all_weights.append(weights)  # (batch, num_heads, seq_len, seq_len)
-        return residual, all_weights
-
-    def unembed(self, residual: torch.Tensor) -> torch.Tensor:
-        """The residual stream after the last block -> next-token logits (tied embedding).
-
-        Args:
-            residual: ``(batch, seq_len, embed_dim)``.
-
-        Returns:
-            torch.Tensor: ``(batch, seq_len, vocab_size)``.
-        """
-        return self.final_norm(residual) @ self.embedding.weight.T  # (batch, seq_len, vocab)
 
     # --------------------------------------------------------------------------------------------
     # the whole model
@@ -482,55 +435,6 @@ class SmolLM2(nn.Module):
                 break
             logits = self.decode(torch.tensor([[next_id]]), caches)  # (1, 1, vocab_size)
         return torch.tensor(generated, dtype=torch.long)  # (new_len,)
-
-    # --------------------------------------------------------------------------------------------
-    # checks
-    # --------------------------------------------------------------------------------------------
-
-    def check_tokens(self, tokens: object, min_len: int = 1) -> torch.Tensor:
-        """Validate token ids and return them as ``(batch, seq_len)``.
-
-        Args:
-            tokens: ``(batch, seq_len)`` or ``(seq_len,)`` integer tensor.
-            min_len: the fewest tokens allowed.
-
-        Returns:
-            torch.Tensor: ``(batch, seq_len)``, ``torch.long``.
-
-        Raises:
-            TypeError: if ``tokens`` is not an integer tensor.
-            ValueError: if it is not 1-D or 2-D, is shorter than ``min_len``, holds an id
-                outside ``0 .. vocab_size - 1``, or is longer than ``context_length`` (split
-                the text into windows of at most that many tokens).
-        """
-        return check_token_ids(
-            tokens, self.config.vocab_size, self.config.context_length, min_len
-        )  # (batch, seq_len)
-
-    def check_head(self, layer: object, head: object) -> tuple[int, int]:
-        """Validate a (layer, head) pair, both 0-based.
-
-        Args:
-            layer: block index, ``0 .. num_layers - 1``.
-            head: query head index, ``0 .. num_heads - 1``.
-
-        Returns:
-            tuple[int, int]: ``(layer, head)``.
-
-        Raises:
-            TypeError: if either is not an int.
-            ValueError: if either is out of range (the message gives the ranges).
-        """
-        c = self.config
-        for name, value in (("layer", layer), ("head", head)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r}).")
-        if not (0 <= layer < c.num_layers and 0 <= head < c.num_heads):
-            raise ValueError(
-                f"there is no head ({layer}, {head}): layers are 0 .. {c.num_layers - 1} and "
-                f"heads 0 .. {c.num_heads - 1} (both 0-based)."
-            )
-        return layer, head
 
 
 #: ``<|endoftext|>`` and ``<|im_end|>``: greedy generation stops after either
