@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from gallery_output import generated_pages, output_numbers
+from gallery_output import generated_pages, output_numbers, stable_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "build" / "html"
@@ -412,6 +412,40 @@ def _is_a_citation(text: str, start: int, end: int) -> bool:
     """A paper's section or an arXiv id (``section 4.1``, ``Sec. 3.2``, ``第 3.2 节``)."""
     before, after = text[max(0, start - 12) : start].lower(), text[end : end + 3]
     return any(word in before for word in ("arxiv", "sec", "§")) or "节" in after
+
+
+#: a percentage in prose: ``94%``, ``50 %``, ``94％`` (full width)
+_PROSE_PERCENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?[%％]")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_percentage_in_the_prose_is_printed_or_in_the_code(lang):
+    """The decimals' rule for percentages: a share the prose states (``94% to 95%``) is one the
+    page printed as a percentage, or the same number as a fraction printed or set in the code
+    (``50 %`` for a threshold of ``0.5``), or a citation."""
+    from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+
+    pages = generated_rst(lang)
+    problems, seen = [], 0
+    for script in sorted((ROOT / "gallery" / lang).glob("plot_*.py")):
+        blocks = split_code_and_text_blocks(str(script))[1]
+        text = "\n".join(content for kind, content, _ in blocks if kind == "text")
+        code = "\n".join(content for kind, content, _ in blocks if kind == "code")
+        output = "\n".join(stable_lines(pages[f"{script.stem}.rst"]))
+        printed = set(output_numbers(pages[f"{script.stem}.rst"]))
+        for found in _PROSE_PERCENT.finditer(text):
+            seen += 1
+            number = found.group(1)
+            fraction = f"{float(number) / 100:g}"  # 50 -> "0.5"
+            if (f"{number}%" in output or number in code or fraction in printed
+                    or fraction in code or _is_a_citation(text, found.start(), found.end())):
+                continue
+            context = text[max(0, found.start() - 50) : found.end() + 10].replace("\n", " ")
+            problems.append(f"{lang}/{script.name}: {found.group(0)!r} in '{context}'")
+    assert seen >= 2, f"only {seen} percentages in the prose: is the pattern still right?"
+    assert not problems, "percentages in prose that the page neither printed nor sets:\n" + (
+        "\n".join(problems)
+    )
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
