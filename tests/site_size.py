@@ -43,7 +43,10 @@ from pathlib import Path
 # reading and tokenizer, Gemma 3 270M): its source pages are 0.37 MB a language and its API
 # entries about 0.06 MB (at 9.4 the site was 53.305 MB against 52.4; 10.0 leaves room for the
 # run-to-run growth of the timing figures, 0.11 MB once).
-BASE_LIMIT_MB_PER_LANGUAGE = 10.0
+# 10.2 since the review's fixes print more tables in examples 18-20 and the real models' shared
+# stages (DecoderStack) are documented under each model (at 10.0 the site was 53.623 MB against
+# 53.6).
+BASE_LIMIT_MB_PER_LANGUAGE = 10.2
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 

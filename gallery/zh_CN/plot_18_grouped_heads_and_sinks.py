@@ -219,7 +219,7 @@ print(text_table(["头", "首词元分数", "|来自词元 0 的部分|", "|来�
 
 output = values["output"]  # (num_layers, num_heads)
 big_layer, big_head = top_heads(from_first, 1)[0]
-print(f"全部 {output.numel()} 个头中 |来自词元 0 的部分| 最大的头：({big_layer}, {big_head})，"
+print(f"|来自词元 0 的部分| 在全部 {output.numel()} 个头中最大的头：({big_layer}, {big_head})，"
       f"{from_first[big_layer, big_head]:.2f}；它的首词元分数 "
       f"{weight[big_layer, big_head]:.3f}；它的 |输出| {output[big_layer, big_head]:.2f}，"
       f"大于其中 {int((output < output[big_layer, big_head]).sum())} 个头的 |输出|；"
