@@ -208,8 +208,8 @@ print(text_table(["query", "token after its earlier occurrence", "weight on it",
 # %%
 # At ``' D'`` and ``'urs'``, inside the name, the head puts nearly all of its weight on the
 # token that came next last time; on the other repeated tokens, ``' Mr'`` and ``'ley'`` at the
-# name's edges included, much of it goes to the first token instead. The pattern on real text
-# is the one the random sequences measured, only weaker.
+# name's edges included, a third or more of it goes to the first token (the last column). The
+# pattern on real text is the one the random sequences measured, only weaker.
 
 # %%
 # .. _ex16-every-head-of-every-block:

@@ -42,7 +42,9 @@ from mha_ref.tutorial.smollm2.heads import (
     top_heads,
     top_k_overlap,
 )
+from mha_ref.tutorial.smollm2.load import load_tokenizer
 from mha_ref.tutorial.smollm2.path_patching import PATHS, path_patching_analysis
+from mha_ref.tutorial.smollm2.texts import real_text
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
@@ -313,11 +315,19 @@ for (block, h), (c, _) in result["single"]["zero"].items():
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    No. The real text is three short paragraphs with few repeated stretches, so copying can
-#    lower only a few of its losses, and other heads copy too (the heads may be redundant, as the
-#    super-additive effect suggests). An average over every token would hide an effect on
-#    those few tokens, which this page does not measure. The change of the average is:
+#    No. The real text is three short paragraphs: copying can lower only the losses of tokens
+#    that repeat what followed an earlier occurrence of the token before them, counted below,
+#    and other heads have induction patterns too (example 16; the heads may be redundant, as
+#    the super-additive effect suggests). An average over every token would hide an effect on
+#    those tokens, which this page does not measure. The count, and the change of the average:
 
+text = load_tokenizer().encode(real_text("statements")).tolist()  # the real text's ids
+followed = {}  # token -> the tokens that followed it so far
+copyable = 0  # tokens that repeat what followed an earlier occurrence of the token before them
+for before, token in zip(text[:-1], text[1:], strict=True):  # consecutive pairs
+    copyable += token in followed.get(before, set())
+    followed.setdefault(before, set()).add(token)
+print(f"real text: {len(text)} tokens, {copyable} of them copyable")
 for mode in ("zero", "mean"):
     print(f"{MODES[mode]}: real-text loss {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
 
@@ -336,7 +346,8 @@ for mode in ("zero", "mean"):
 #   head's removal costs nearly as much as fed into all three of their inputs; into their
 #   queries or values alone, little: through these three heads, the previous-token head acts
 #   mainly by K-composition. Their inputs together carry about half of its full effect
-#   (the first path-patching table); the rest goes through other heads.
+#   (the first path-patching table); the rest goes by paths not patched here (other heads,
+#   later MLPs, the direct path to the logits).
 # - Attribution patching ranks heads from one backward pass; its agreement with the exact
 #   sweep is printed above. Its derivative is right, but the loss is far from linear in the
 #   previous-token head's output, so it gets that head's sign wrong; and it gives the strongest

@@ -85,6 +85,9 @@ smallest_p = 1 / null["groupings"]  # the grouped-query split is one of the spli
 bonferroni = 0.05 / config.num_layers  # the threshold of each block under Bonferroni
 print(f"smallest p-value a block can have: 1 / {null['groupings']} = {smallest_p:.4f}; "
       f"Bonferroni's threshold: 0.05 / {config.num_layers} = {bonferroni:.4f}")
+at_floor = (null["p_value"] * null["groupings"]).round() == 1  # (num_layers,), p = 1 / 280
+print(f"blocks at that smallest p-value: {int(at_floor.sum())}: "
+      f"{at_floor.nonzero().flatten().tolist()}")
 
 # %%
 # In most blocks, heads that share their keys and values are more alike than heads that do
@@ -96,8 +99,10 @@ print(f"smallest p-value a block can have: 1 / {null['groupings']} = {smallest_p
 # survive a false-discovery-rate correction, and a block missing from both lists is not shown
 # to be unlike a random split. No block could pass a correction as strict as Bonferroni's: with
 # only 280 splits, the smallest p-value a block can have, 0.0036, is above Bonferroni's
-# threshold for 30 blocks, 0.0017 (the last line). One group shows how far they can split: the
-# group of the top induction head.
+# threshold for 30 blocks, 0.0017 (the line before last). In 6 blocks the p-value is at that
+# floor (the last line): there the key/value groups are more alike within than every other
+# split, the most a test with 280 splits can show. One group shows how far the heads of a
+# group can split: the group of the top induction head.
 
 layer, head = top_heads(scores["induction"], 1)[0]
 group = head // (config.num_heads // config.num_kv_heads)
@@ -114,9 +119,9 @@ print(text_table(["head", "induction", "first token", "previous token"], rows))
 # below): (18, 6), the strongest induction head on the repeated sequence, puts 0.755 of it
 # there; (18, 8) is a pure sink (first-token score 1.000, induction score 0.000); (18, 7) puts
 # nearly all of its weight on the first token of the real text and is an induction head too on
-# the repeated sequence. Whether a head copies or rests on the first token depends on the input
-# as well as on the head; the shared keys carry enough for both, and which one a head makes is
-# decided by its queries.
+# the repeated sequence. Whether a head attends like an induction head or rests on the first
+# token depends on the input as well as on the head; the shared keys allow both patterns, and
+# which one a head shows is set by its queries, since the heads of a group share their keys.
 #
 # .. _ex18-attention-sinks-by-block:
 #
@@ -220,8 +225,10 @@ rows = [[name, int(m.sum()), f"{weight[m].mean():.3f}", f"{values['output'][m].m
         for name, m in ranges]  # each m: (num_layers, num_heads)
 print(text_table(["first-token score", "heads", "mean weight on token 0", "|output|",
                   "|part from token 0|", "|part from other keys|"], rows))
-pure = [(int(layer), int(head)) for layer, head in (weight > 0.9).nonzero()]
-print(f"heads with first-token score > 0.9: {pure}")
+output = values["output"]  # (num_layers, num_heads), the mean |output| of each head
+pure = (weight > 0.9).nonzero().tolist()  # [[layer, head], ...]
+print("heads with first-token score > 0.9: "
+      + ", ".join(f"({layer}, {head}) |output| {output[layer, head]:.2f}" for layer, head in pure))
 
 # %%
 # The table gives means over the heads of each row. Head by head, for the rows between 0.5 and
@@ -242,7 +249,6 @@ print(text_table(["head", "first-token score", "|part from token 0|", "|part fro
 # And the head that writes the largest part from token 0, against the size of every head's
 # output:
 
-output = values["output"]  # (num_layers, num_heads)
 big_layer, big_head = top_heads(from_first, 1)[0]
 print(f"largest |part from token 0| of all {output.numel()} heads: ({big_layer}, {big_head}), "
       f"{from_first[big_layer, big_head]:.2f}; its first-token score "
@@ -255,16 +261,17 @@ print(f"largest |part from token 0| of all {output.numel()} heads: ({big_layer},
 # most (block, key/value head) pairs, below half of it in most (the counts above the table).
 # The last row holds only two heads, (18, 7) and (18, 8) (printed under the table; (18, 7) is
 # also an induction head on the repeated sequence, above): on this text they write the smallest
-# mean output in the table, almost all of it from token 0. Two heads are too few to say this of
-# nearly pure sinks in general. The heads between 0.5 and 0.9 write, on average, more from the
-# other keys than from token 0, although most of their weight is on token 0, and so do most of
-# them one by one (59 of 63): for most of them the output comes mostly from what they read
-# elsewhere. Not for all: the others, listed, write more from token 0, and a high first-token
-# score is not a no-op in every head. (24, 6), first-token score 0.619, writes the largest part
-# from token 0 of all heads, 38.43, and its whole output, 63.23, is larger than that of 268 of
-# the 270 heads (median 8.39). A mean over all heads above 0.5 mixes these kinds, and says
-# little about token 0's value; (15, 6), one of the listed heads, is among the sink heads
-# ablated below.
+# mean output in the table, almost all of it from token 0, and each of them writes less than
+# the mean of every other row. Two heads are too few to say this of nearly pure sinks in
+# general. The heads between 0.5 and 0.9 write, on average, a larger part from the other keys
+# than from token 0, although most of their weight is on token 0, and so do most of them one by
+# one (59 of 63). (The norms compare the sizes of the two parts; they are not shares of the
+# output, since the two parts need not be at right angles.) Not all of them: the others,
+# listed, write a larger part from token 0, and a high first-token score is not a no-op in
+# every head. (24, 6), first-token score 0.619, writes the largest part from token 0 of all
+# heads, 38.43, and its whole output, 63.23, is larger than that of 268 of the 270 heads
+# (median 8.39). A mean over all heads above 0.5 mixes these kinds, and says little about token
+# 0's value; (15, 6), one of the listed heads, is among the sink heads ablated below.
 
 # %%
 # .. _ex18-what-the-sink-heads-are-worth:
@@ -296,20 +303,60 @@ print(text_table(["mode", "sink heads", "controls (3 draws)", "top nine first-to
                   "their induction heads"], rows))
 
 # %%
+# How pure are the nine sink heads? Their first-token scores, and the two parts of their output
+# from the split above:
+
+rows = [[f"({layer}, {head})", f"{weight[layer, head]:.3f}", f"{from_first[layer, head]:.2f}",
+         f"{from_rest[layer, head]:.2f}"] for layer, head in result["sinks"]]
+print(text_table(["sink head", "first-token score", "|part from token 0|",
+                  "|part from other keys|"], rows))
+impure = [(layer, head) for layer, head in result["sinks"] if weight[layer, head] <= 0.9]
+rest_larger = [(layer, head) for layer, head in impure
+               if from_rest[layer, head] > from_first[layer, head]]
+print(f"sink heads with first-token score > 0.9: {len(result['sinks']) - len(impure)}; of the "
+      f"other {len(impure)}, writing a larger part from the other keys: {len(rest_larger)}")
+
+# %%
+# And where the cost of the top nine comes from. Each cost is the loss minus the loss without
+# ablation; "the rest" is what the top nine cost beyond the cost of its induction heads alone
+# and of the nine sink heads alone, which hold the top nine's other heads:
+
+others = [lh for lh in result["top_first"] if lh not in result["top_first_induction"]]
+print(f"the top nine's heads that are not induction heads: {len(others)}; among the sink "
+      f"heads: {sum(lh in result['sinks'] for lh in others)}")
+rows = []
+for mode in ("zero", "mean"):
+    sinks_cost = result["ablated"][mode] - result["clean"]
+    top_cost = result["top_first_ablated"][mode] - result["clean"]
+    induction_cost = result["top_first_induction_ablated"][mode] - result["clean"]
+    rest = top_cost - induction_cost - sinks_cost
+    rows.append([MODES[mode], f"{sinks_cost:.3f}", f"{top_cost:.3f}",
+                 f"{induction_cost:.3f} ({induction_cost / top_cost:.0%})",
+                 f"{rest:.3f} ({rest / top_cost:.0%})"])
+print(text_table(["mode", "sink heads", "top nine first-token",
+                  "their induction heads alone", "the rest"], rows))
+
+# %%
 # A head whose weight sits almost all on token 0 adds almost the same vector at every position,
-# token 0's value through the head's columns of ``W^O``; the split above measured it, and for
-# the two heads above 0.9 it is smaller than what the heads of the other rows write. Removing
-# the nine sink heads together costs little: under zero ablation a few hundredths of a nat, less
-# than every control set; under mean ablation (which keeps each head's average output in place)
-# less still, within the range of the control sets. For a head with almost all of its weight on
-# token 0, like (18, 8), that is so by construction: it writes nearly the same vector at every
-# position, so replacing its output by its average changes almost nothing; mean ablation is
-# informative only for the heads with substantial weight elsewhere. The nine heads with the
-# highest first-token score cost more, under mean ablation more than every control set, and the
-# three induction heads among them, alone, cost more than half of it: the cost of that set comes
-# mostly from its induction heads, not from its sinks. What the sinks' constant output is for,
-# and what the first token itself is worth (removing it, or the sink pattern, as StreamingLLM's
-# sliding window would), are different interventions, not run here.
+# token 0's value through the head's columns of ``W^O``; the split above measured it, and each
+# of the two heads above 0.9 writes less than the mean of every other row. Removing the nine
+# sink heads together costs little: under zero ablation about two hundredths of a nat (0.019,
+# the "sink heads" column of the last table), less than every control set; under mean ablation
+# (which keeps each head's average output in place) less still, within the range of the control
+# sets. Only one of the nine is nearly pure: (18, 8), first-token score 1.000, which writes
+# almost nothing from the other keys; for it, replacing the output by its average changes
+# almost nothing by construction. The other eight have first-token scores from 0.690 to 0.805,
+# and 7 of them write a larger part from the other keys than from token 0 (all but (15, 6)):
+# for them mean ablation does test something, and removing the set still costs little. The
+# nine heads with the highest first-token score cost more, under mean ablation more than every
+# control set. More than half of that, 63%, comes from its three induction heads alone; its
+# six other heads are all among the sink heads, which alone cost almost nothing under mean
+# ablation (0.005), and the rest, 30%, is more than these two separate costs add up to: an
+# interaction (the six were ablated only within the nine sink heads, never alone). Under zero
+# ablation the sink heads alone cost more, and the rest is smaller (the first row). What the
+# sink heads' writing from token 0 is for, and what the first token itself is worth (removing
+# it, or the sink pattern, as StreamingLLM's sliding window would), are different
+# interventions, not run here.
 #
 # .. _ex18-exercises:
 #
@@ -360,15 +407,17 @@ print(f"{int(is_sink.sum())} of {config.num_layers * config.num_heads} heads")
 #   are in the first four blocks. Most of the page's text's sink heads are sink heads on each of
 #   the other texts too, though each other text has more sink heads, not all of them sinks on
 #   the page's text. The first token's value is smaller than a typical token's in most blocks;
-#   the two heads that rest on it almost entirely write less than the heads of the other rows,
-#   nearly all of it from token 0. Most heads that put only part of their weight there get most
-#   of their output from the other keys, but not all: one of them writes the largest vector from
-#   token 0 of all heads.
-# - Ablating the nine strongest sink heads that are not induction heads costs a few
-#   hundredths of a nat or less: under zero ablation less than as many other heads of their
-#   blocks, under mean ablation within the range of those controls (which, for a head resting
-#   almost only on token 0, changes almost nothing by construction); the nine heads with the
-#   highest first-token score cost more, mostly through the induction heads among them (printed
+#   the two heads that rest on it almost entirely each write less than the mean of every other
+#   row, nearly all of it from token 0. Most heads that put only part of their weight there
+#   write a larger part from the other keys than from token 0, but not all: one of them writes
+#   the largest vector from token 0 of all heads.
+# - Ablating the nine strongest sink heads that are not induction heads costs little: under zero
+#   ablation about two hundredths of a nat, less than as many other heads of their blocks; under
+#   mean ablation less still, within the range of those controls. Only one of the nine, (18, 8),
+#   rests almost only on token 0; for the other eight mean ablation tests something, and it
+#   still costs little. The nine heads with the highest first-token score cost more: more than
+#   half of it from its three induction heads alone; the sink heads alone cost almost nothing
+#   under mean ablation, and the rest is more than the two separate costs add up to (printed
 #   above).
 # - The softmax must put weight somewhere; ``add_zero_attn`` (example 7) gives it a place, a
 #   trained model uses the first token.

@@ -12,8 +12,8 @@ watching the score, is for small attention-only models; for larger models with M
 evidence is correlational (chiefly that in-context learning improves at the same point in
 training at which induction heads form). This page measures the score in SmolLM2-135M-Instruct
 (the 4-bit quantised file; every number here is this build's measurement, on windows of four
-texts), runs the ablation test on it, and reports what comes out, including where it does not
-match the paper's picture.
+texts), runs the ablation test on it, and reports what comes out, including what its three
+control draws cannot settle.
 """
 
 # %%
@@ -99,8 +99,8 @@ print(text_table(["positions", "mean loss"], rows))
 # The in-context-learning score, and the induction heads
 # ------------------------------------------------------
 # Each window's score is its mean loss at positions ``LATE`` minus its mean at ``EARLY``
-# (``icl_scores``; windows of positions, to average the noise of single tokens: the early one
-# centred on Olsson et al.'s token 50, the late one ending after their token 500). A negative
+# (``icl_scores``; ranges of positions, to average the noise of single tokens: the early range
+# centred on Olsson et al.'s token 50, the late range ending after their token 500). A negative
 # score means the later tokens are predicted better (the model learned from the context); the
 # more negative, the more it learned. The table gives the mean over the windows with its
 # standard error (``mean_and_standard_error``: the standard deviation over the windows divided
@@ -163,16 +163,17 @@ print(text_table(["positions", *increase], rows))
 # What this build measures. Without ablation the mean score is negative, by more than twice its
 # standard error, and negative in most windows (the table of scores): over these windows the
 # model learns in context, the late tokens being predicted better than those around position 50.
-# For these windows, mean-ablating the induction heads raises the loss by about as much early as
+# For these ranges, mean-ablating the induction heads raises the loss by about as much early as
 # late (rows 40-59 and 400-510 of the table of loss increases), so it barely moves the score: its
 # paired change is smaller than its standard error (the line under the table of scores) and lies
 # among the changes of the three controls, which ablate as many other heads of the same blocks.
 #
-# That "as much early as late" holds for these windows only. The figure and the table of loss
+# That "as much early as late" holds for these ranges only. The figure and the table of loss
 # increases show the induction ablation lowering the loss at positions 0-4 and 5-9 and raising it
 # most at 100-199; control 2 lowers it too, at 0-4 to 10-19. The score's change therefore depends
-# on which windows it compares. The same paired changes for four pairs of windows, the page's
-# pair first, then early windows nearer the start of the window:
+# on which ranges it compares. The same paired changes with the late range kept at 400-510 and
+# only the early range moved, so that one factor changes from row to row: the page's 40-59
+# first, then early ranges nearer the start of the window:
 
 
 def scores_between(losses, early, late):
@@ -189,45 +190,57 @@ def with_se(values):
     return f"{mean:+.3f} ± {se:.3f}"
 
 
-pairs = [(EARLY, LATE), ((20, 40), (200, 300)), ((10, 20), (100, 200)), ((5, 10), LATE)]
+early_ranges = [EARLY, (20, 40), (10, 20), (5, 10)]  # the late range is LATE in every row
 controls = [name for name in runs if name.startswith("control")]
 rows, differences = [], []
-for early, late in pairs:
-    labels = [f"{early[0]}-{early[1] - 1}", f"{late[0]}-{late[1] - 1}"]
-    clean_pair = scores_between(clean, early, late)  # (windows,)
-    pair_change = {name: scores_between(runs[name], early, late) - clean_pair
+for early in early_ranges:
+    label = f"{early[0]}-{early[1] - 1}"
+    clean_pair = scores_between(clean, early, LATE)  # (windows,)
+    pair_change = {name: scores_between(runs[name], early, LATE) - clean_pair
                    for name in runs if name != "no ablation"}  # each (windows,), paired
-    rows.append([*labels, with_se(clean_pair), *[with_se(c) for c in pair_change.values()]])
+    rows.append([label, with_se(clean_pair), *[with_se(c) for c in pair_change.values()]])
     induction = pair_change["induction heads ablated"]  # (windows,)
-    differences.append([*labels, *[with_se(induction - pair_change[name]) for name in controls]])
-print("change of the score ± SE (paired), by the pair of windows it compares:")
-print(text_table(["early", "late", "score, no ablation", "induction heads ablated", *controls],
+    differences.append([label, *[with_se(induction - pair_change[name]) for name in controls]])
+print(f"change of the score ± SE (paired), by the early range it compares "
+      f"(the late range {LATE[0]}-{LATE[1] - 1} in every row):")
+print(text_table(["early range", "score, no ablation", "induction heads ablated", *controls],
                  rows))
 print("the induction ablation's change minus each control's, window by window, ± SE:")
-print(text_table(["early", "late", *[f"induction - {name}" for name in controls]], differences))
+print(text_table(["early range", *[f"induction - {name}" for name in controls]], differences))
 
 # %%
-# With the page's windows (the first row, the same numbers as the table of scores) the induction
-# ablation's change is within its standard error. The earlier the early window, the further the
+# With the page's ranges (the first row, the same numbers as the table of scores) the induction
+# ablation's change is within its standard error. The earlier the early range, the further the
 # ablation moves the score toward 0: in the last two rows by more than twice its standard error,
-# because there the ablation costs little or nothing early and much late. So the size of the
-# change depends on the windows. What holds for every pair is the comparison with the
-# controls: control 2 moves the score more than the induction ablation in the first two rows and
-# nearly as much in the last two, and each window's induction change minus its control-2 change
-# is within about one standard error of 0 in every row (the table of differences). Against
-# controls 1 and 3 the difference is positive in every row and largest in the last two; but one
-# control set that does about as much is enough: the change cannot then be put down to the
-# induction heads as such.
+# because there the ablation costs little early (10-19), or even lowers the loss (5-9), and much
+# late. So the size of the change depends on the early range. Control 2 keeps pace: it moves the
+# score as much as the induction ablation or more in the first three rows and a little less in
+# the last, and each window's induction change minus its control-2 change is within about one
+# standard error of 0 in every row (the table of differences). Against controls 1 and 3 the
+# difference is positive in every row and grows as the early range moves toward the start of the
+# window, to about two standard errors or more in the last row. Only in that row is the
+# induction ablation's change the largest of the four sets.
 #
-# So the ablation argument (a negative score that moves toward 0, less in-context learning, when
-# the induction heads go), which Olsson et al. ran on small attention-only models, tested here
-# on a 30-block model with MLPs, does not carry over, for this model and this ablation: for none
-# of the pairs of windows does removing the heads with an induction score above 0.3, by their
-# mean, make the model learn measurably less in context than removing as many other heads of
-# their blocks (control 2). That is all the runs show. They do not show that the induction heads
-# take no part in in-context learning: other heads may do the same work, and one threshold, one
-# kind of ablation (the mean over a short text), one small model and windows of one document are
-# what was measured.
+# How much can three control draws show? If the heads with a high induction score were no
+# different from other heads of their blocks, the induction ablation would be one more draw among
+# the control draws, and its change would be the largest by chance alone as often as any other
+# set's. The smallest p-value a rank among the sets can give is then:
+
+sets = len(controls) + 1  # the induction heads and the control draws
+print(f"smallest p-value of a rank among {sets} sets: 1/{sets} = {1 / sets:.2f}")
+
+# %%
+# So three draws are weak evidence either way: they cannot show that the induction heads matter
+# more than other heads of their blocks (not even in the last row, where the induction ablation
+# ranks first), and one draw that does about as much cannot show that they matter no more. The
+# ablation argument (a negative score that moves toward 0, less in-context learning, when the
+# induction heads go), which Olsson et al. ran on small attention-only models, is therefore not
+# shown here, on a 30-block model with MLPs: with three control draws, removing the heads with
+# an induction score above 0.3, by their mean, cannot be separated from removing as many other
+# heads of their blocks (one draw, control 2, moves the score about as much in every row). That
+# is all the runs show. They do not show that the induction heads take no part in in-context
+# learning: other heads may do the same work, and one threshold, one kind of ablation (the mean
+# over a short text), one small model and windows of one document are what was measured.
 #
 # The score differs from text to text; each text's windows, without and with the induction
 # heads ablated:
@@ -248,8 +261,9 @@ print(text_table(["text", "windows", "ICL score, mean", "ICL score, range",
 # windows range from clearly negative to positive scores. Two things make the standard errors
 # above, if anything, too small: neighbouring windows share 128 tokens, and all the windows come
 # from four sections of one document. A paired change within one standard error of zero (the
-# page's windows), or within about one standard error of a control's (every pair of windows), is
-# within noise; a small effect of the induction heads on the score is not excluded.
+# page's ranges), or within about one standard error of control 2's (every early range), is
+# within noise: an effect of the induction heads on the score beyond that of other heads of their
+# blocks is neither shown nor excluded.
 #
 # Why example 10, not real text, shows the phase change: Olsson et al. see induction heads form
 # during pre-training, after far more tokens than an ordinary computer can train on; the
@@ -261,7 +275,7 @@ print(text_table(["text", "windows", "ICL score, mean", "ICL score, range",
 # Exercises
 # ---------
 # **Exercise 1.** Olsson et al. compare the 500th token with the 50th. What would the score
-# be here with an early window of positions 0-9 instead?
+# be here with an early range of positions 0-9 instead?
 #
 # .. dropdown:: Answer
 #    :class-container: mha-answer
@@ -279,10 +293,10 @@ print(f"late - positions 0-9: {late - float(clean[:, 0:10].mean()):+.3f} nats")
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    Heads of different blocks differ in how much the model depends on them for reasons that
-#    have nothing to do with induction (early blocks build the features every later block
-#    reads). Matching the blocks changes one factor: which heads of those blocks go. The three
-#    control draws' mean losses, beside the run without ablation and the induction ablation:
+#    Heads of different blocks may differ in how much the model depends on them for reasons
+#    that have nothing to do with induction. Matching the blocks changes one factor: which heads
+#    of those blocks go. The three control draws' mean losses, beside the run without ablation
+#    and the induction ablation:
 
 rows = [[name, f"{float(losses.mean()):.3f}", f"{float((losses - clean).mean()):+.3f}"]
         for name, losses in runs.items()]
@@ -294,15 +308,16 @@ print(text_table(["run", "mean loss (nats)", "increase over no ablation"], rows)
 # Summary
 # -------
 # - In SmolLM2-135M-Instruct (4-bit file), over windows of 512 tokens of four real texts, the
-#   loss falls steeply over the first hundred tokens, then rises and falls by a few tenths of a
-#   nat, lowest in the last bin; the in-context-learning score (late positions against positions
+#   loss falls steeply over the first hundred tokens, then stays within a quarter of a nat,
+#   lowest in the last bin; the in-context-learning score (late positions against positions
 #   around 50) is negative on average, by more than twice its standard error: the model learns
 #   in context, though windows and texts vary widely.
 # - Mean-ablating the heads with an induction score above 0.3 moves the score toward 0 by an
-#   amount that depends on the windows compared: less than its standard error for positions
-#   40-59 against 400-510, more than twice it for early windows of 10-19 or 5-9. For every pair
-#   of windows, one of three control sets of as many other heads of the same blocks moves it
-#   about as much: the ablation argument, which Olsson et al. ran on small attention-only
-#   models, does not carry over to this 30-block model with MLPs, for this ablation; a small
-#   effect is not excluded.
+#   amount that depends on the ranges compared: with the late range at 400-510, less than its
+#   standard error for an early range of 40-59, more than twice it for early ranges of 10-19 or
+#   5-9. For every early range, one of three control sets of as many other heads of the same
+#   blocks (control 2) moves it about as much: the ablation argument, which Olsson et al. ran on
+#   small attention-only models, is not shown for this 30-block model with MLPs and this
+#   ablation. Three control draws are weak evidence either way (the smallest p-value a rank
+#   among the four sets can give is 1/4); an effect of the induction heads is not excluded.
 # - The phase change in which induction heads form is shown on example 10's synthetic task.

@@ -341,16 +341,16 @@ for position in ("alibi", "none"):  # the level of equal content scores, compute
     runs = study.of(position)
     scores = [run.previous_token for run in runs]
     levels = sorted({f"{blind[NAMES[position]][run.previous_head]:.3f}" for run in runs})
-    print(f"{NAMES[position]}: layer-1 previous-token score {min(scores):.3f} to "
+    print(f"{NAMES[position]}: previous-token score in layer 1 {min(scores):.3f} to "
           f"{max(scores):.3f}; the same heads with equal content scores: {', '.join(levels)}")
 
 # %%
 # Learned, sinusoidal and rotary positions converge on 5 of 5 seeds each, and every run forms
 # the circuit: a phase change, accuracy above 0.9, and a layer-1 head with a previous-token
-# score of 0.656 or more. RoPE converges last (at step 340 in the median, 400 at the latest,
-# against 320 at the latest for the other two), and the slowest phase change, at step 287, is
-# one of RoPE's; the cap of 600 steps is more than twice that, so it is not what limits any of
-# these runs.
+# score of 0.656 or more. RoPE's runs spread the most: they converge at step 240 to 400,
+# against 240 to 320 with learned and 300 to 320 with sinusoidal positions. They include the
+# slowest run, converged at step 400, and the slowest phase change, at step 287; the cap of 600
+# steps is more than twice that, so it is not what limits any of these runs.
 #
 # The prediction for ALiBi and no positions holds within this budget: no run converges or has
 # a phase change, and no layer-1 head becomes a previous-token head. Their previous-token
@@ -434,14 +434,21 @@ for position in [p for p in LEARNERS if p != "none"]:
           f"{min(scores_without):.3f} to {max(scores_without):.3f}; accuracy "
           f"{min(accuracy):.3f} to {max(accuracy):.3f}, without "
           f"{min(accuracy_without):.3f} to {max(accuracy_without):.3f}")
+equal_level = float(blind[NAMES["none"]][0])  # head 0; without positions both heads alike
+own_key_level = float(positions_only_score(biases[NAMES["none"]], without_own_key=True)[0])
+print(f"content-only levels (no positions, from the table above): equal content scores "
+      f"{equal_level:.3f}, own key at zero weight {own_key_level:.3f}")
 
 # %%
 # Without positions in its search, the head loses the previous token on every converged run
-# of the three schemes: its score falls from 0.659 or more to at most 0.183, close to the 0.137
-# that equal content scores give, and the accuracy falls to 0.266 at most. So in all three the
-# layer-1 head finds the previous token through the positions, sinusoidal positions included.
-# What, with sinusoidal positions, tells the previous token from the query's own key is not
-# measured here.
+# of the three schemes: its score falls from 0.659 or more to at most 0.183, between the two
+# levels that content alone can give (the last line: 0.137 with equal content scores, 0.187
+# with the query's own key at zero weight), and the accuracy falls to 0.266 at most. So in all
+# three the layer-1 head finds the previous token through the positions, sinusoidal positions
+# included. With sinusoidal positions the score without them, 0.181 to 0.183, is about the
+# level where the own key gets no weight; that suggests that, without positions, the content
+# gives the query's own key almost no weight. What, with sinusoidal positions, tells the
+# previous token from the query's own key is not measured here.
 
 # %%
 # .. _ex20-further-apart-than-in-training:
@@ -602,13 +609,14 @@ for position in LEARNERS:
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    No. With slope ``1/2`` a key one token nearer gets ``exp(1/2)`` times the weight, so the
-#    steepest head gives the previous token its largest share: 0.254 with equal content
-#    scores, 0.451 with the query's own key at zero weight, averaged like the previous-token
-#    score. That is still far below the 0.656 to 0.986 of the trained models that form the
-#    circuit above. ALiBi makes heads prefer nearby
-#    tokens, not one offset; an ALiBi model (with MLPs and many layers) has to build sharper
-#    positional patterns itself:
+#    Not by position alone. With slope ``1/2`` a key one token nearer gets ``exp(1/2)`` times
+#    the weight, so the steepest head gives the previous token its largest share: 0.254 with
+#    equal content scores, 0.451 at most, with the query's own key at zero weight, averaged
+#    like the previous-token score. That is below every trained previous-token head above
+#    (0.656 or more); whether it would be enough to form the circuit was not tested, as no
+#    8-head ALiBi model was trained here. ALiBi makes heads prefer nearby tokens, not one
+#    offset; an ALiBi model (with MLPs and many layers) has to build sharper positional
+#    patterns itself:
 
 slopes_8 = alibi_slopes(8)  # (8,)
 bias_8 = alibi_bias(8, 20, dtype=torch.float64)  # (8, 20, 20)
@@ -672,9 +680,9 @@ print(f"after reordering the query and key rows: {fixed:.1e}")
 #   convergence rule with a 600-step cap, neither did on any of 5 seeds, and neither converged;
 #   they learned part of the task another way and were still improving at the cap.
 # - Learned, sinusoidal and rotary positions converge and form the circuit on 5 of 5 seeds
-#   each (RoPE last, by step 400 at the latest), and all three fall beyond the trained
-#   distances on every converged run: rotary positions do not cure example 10's fall. Layer
-#   2's search uses position: run without positions, it falls less on every converged run of
-#   the three schemes.
+#   each (RoPE's runs spread the most, converged at step 240 to 400), and all three fall
+#   beyond the trained distances on every converged run: rotary positions do not cure example
+#   10's fall. Layer 2's search uses position: run without positions, it falls less on every
+#   converged run of the three schemes.
 # - RoPE runs sequences longer than in training and keeps most of its accuracy at 30 tokens;
 #   sinusoidal positions run them and lose most of it; learned positions cannot run them.

@@ -36,7 +36,9 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.rope_heads import (
     plot_pair_shares,
     previous_token_scores,
+    queries_and_keys,
     rope_head_analysis,
+    weights_without_rotation,
 )
 from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
@@ -130,7 +132,8 @@ print(text_table(header, [describe(i) for i in fast_share.flatten().argsort(desc
 # queries and keys alike), and its previous-token score measured again
 # (:func:`~mha_ref.tutorial.rope_heads.rotation_removal_curve`). Two orders: the fastest pairs
 # first, or the slowest first. With nothing removed, the recomputation is the model's own
-# attention (checked below the table). Only this head's pattern is measured.
+# attention, to float32 rounding (checked below the table: the score, and the largest difference
+# of one weight). Only this head's pattern is measured.
 
 layer, head = analysis["head"]
 removed = list(range(config.head_dim // 2 + 1))
@@ -148,8 +151,12 @@ print(text_table(["pairs not rotated", "fastest first", "slowest first"], rows))
 with torch.no_grad():
     _, own = model(tokens, need_weights=True)  # the model's own pass: (1, heads, L, L) per block
 own_score = previous_token_scores(own[layer][0])[head]  # this head's score in the model's pass
+queries, keys = queries_and_keys(model, tokens, layer)  # (heads, L, hd), (kv_heads, L, hd)
+nothing = torch.zeros(config.head_dim // 2, dtype=torch.bool)  # (pairs,) every pair rotated
+recomputed = weights_without_rotation(model, queries, keys, nothing)[head]  # (L, L)
+gap = (recomputed - own[layer][0, head]).abs().max()  # largest difference of one weight
 print(f"with nothing removed: {analysis['fast_first'][0]:.5f}; the same head in the model's own "
-      f"forward pass: {own_score:.5f}")
+      f"forward pass: {own_score:.5f}; largest difference of a weight: {gap:.1e}")
 
 # %%
 # Taking the rotation out of the single fastest pair removes most of the head's weight on the

@@ -38,7 +38,9 @@ from mha_ref.tutorial.smollm2.heads import (
     top_heads,
     top_k_overlap,
 )
+from mha_ref.tutorial.smollm2.load import load_tokenizer
 from mha_ref.tutorial.smollm2.path_patching import PATHS, path_patching_analysis
+from mha_ref.tutorial.smollm2.texts import real_text
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
@@ -279,10 +281,18 @@ for (block, h), (c, _) in result["single"]["zero"].items():
 # .. dropdown:: 答案
 #    :class-container: mha-answer
 #
-#    不是。这段真实文本是三段短文，重复的片段很少，复制只能降低其中少数几个损失，而且别的头也会复制
-#    （正如超可加效果所提示的，头之间可能有冗余）。对所有词元取平均，会掩盖只发生在那几个词元上的效果，
-#    本页没有测量它。平均值的变化是：
+#    不是。这段真实文本是三段短文：复制只能降低这样一些词元的损失——它们重复了前一个词元早先出现时
+#    紧随其后的词元，下面数了有多少个；而且别的头也有归纳模式（示例 16；正如超可加效果所提示的，头之间
+#    可能有冗余）。对所有词元取平均，会掩盖只发生在这些词元上的效果，本页没有测量它。这个数目，以及
+#    平均值的变化：
 
+text = load_tokenizer().encode(real_text("statements")).tolist()  # 真实文本的词元 id
+followed = {}  # 词元 -> 到目前为止紧跟在它后面出现过的词元
+copyable = 0  # 重复了前一个词元早先出现时紧随其后的词元的词元个数
+for before, token in zip(text[:-1], text[1:], strict=True):  # consecutive pairs
+    copyable += token in followed.get(before, set())
+    followed.setdefault(before, set()).add(token)
+print(f"真实文本：{len(text)} 个词元，其中 {copyable} 个可以靠复制预测")
 for mode in ("zero", "mean"):
     print(f"{MODES[mode]}：真实文本损失 {clean_text:.3f} -> {result['together'][mode][1]:.3f}")
 
@@ -296,7 +306,8 @@ for mode in ("zero", "mean"):
 # - 消融它们之前的前一词元头，会去掉它们大部分的归纳模式和复制能力；同一块里的三个对照头不会。
 # - 在三个种子上做路径修补：把前一词元头被消融后的残差流只送进归纳头的键，代价几乎和送进它们全部三个
 #   输入一样大；只送进查询或值，代价很小：经过这三个头，前一词元头主要通过 K 组合起作用。这三个头的
-#   输入合起来只承接它全部效果的大约一半（路径修补的第一张表），其余经过别的头。
+#   输入合起来只承接它全部效果的大约一半（路径修补的第一张表），其余经过这里没有修补的路径（别的头、
+#   后面的 MLP、直达 logits 的路径）。
 # - 归因修补用一次反向传播给头排序；它和精确扫描的吻合程度打印在上面。它的导数是对的，但损失对前一
 #   词元头的输出远不是线性的，所以它把这个头的符号弄错了；对效果最强的几个头，它只给出精确效果的一半
 #   到三分之二左右。关于单个头的结论要靠精确消融。

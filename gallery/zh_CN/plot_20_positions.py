@@ -258,7 +258,7 @@ print(text_table(header, rows))
 # 吗？旋转位置编码只看距离，所以它就是对照：同一个模型、同样的数据、每个种子同样的初始参数，只把
 # 学到的位置换成 RoPE。正弦位置是第二种绝对位置方案；ALiBi 和无位置则检验上面的预测。
 #
-# 每种方案都用同一个训练方案（``mha_ref.tutorial.positions.SHORT_RECIPE``：示例 10 的模型，批次
+# 每种方案都用同一个训练配方（``mha_ref.tutorial.positions.SHORT_RECIPE``：示例 10 的模型，批次
 # 更小、学习率更高），各训练五个种子（:func:`~mha_ref.tutorial.positions.position_study`）。各方案
 # 学得快慢不同，固定步数就会拿已经收敛的模型去和只训练了一半的模型比。所以每次运行都训练到
 # *收敛* 为止，每种方案用同一条规则、同一个上限
@@ -272,10 +272,10 @@ print(text_table(header, rows))
 SEEDS = (0, 1, 2, 3, 4)
 study = position_study(positions=SCHEMES, seeds=SEEDS, **SHORT_RECIPE)
 recipe = SHORT_RECIPE
-print(f"训练方案：步数上限 {recipe['steps']}，批大小 {recipe['batch_size']}，"
-      f"学习率 {recipe['lr']}；停止规则：每 {recipe['stop_window']} 步取最近 "
-      f"{recipe['stop_window']} 个批次的平均准确率作一次评估，连续 {recipe['stop_evaluations']} "
-      f"次达到 {recipe['stop_accuracy']} 即停止")
+print(f"训练配方：步数上限 {recipe['steps']}，批大小 {recipe['batch_size']}，"
+      f"学习率 {recipe['lr']}；连续 {recipe['stop_evaluations']} 次评估"
+      f"达到 {recipe['stop_accuracy']} 即停止（每 {recipe['stop_window']} 步评估一次："
+      f"最近 {recipe['stop_window']} 个批次的平均准确率）")
 rows = [
     [NAMES[run.position], run.seed,
      "上限内未达到" if run.converged_step is None else run.converged_step,
@@ -292,7 +292,7 @@ for position in SCHEMES:
     accurate = sum(run.accuracy > 0.9 for run in runs)
     scores = [run.previous_token for run in runs]
     print(f"{NAMES[position]}：在 {len(done)} / {len(runs)} 个种子上收敛"
-          f"{when}；{formed} 次出现相变，{accurate} 次准确率高于 0.9，"
+          f"{when}；{formed} 次出现相变，准确率高于 0.9 的有 {accurate} 次，"
           f"前一词元分数 {min(scores):.3f} 到 {max(scores):.3f}")
 cap = SHORT_RECIPE["steps"]
 for position in SCHEMES:
@@ -318,9 +318,10 @@ for position in ("alibi", "none"):  # 内容分数都相等时的水平，见上
 
 # %%
 # 学到的位置、正弦位置和旋转位置编码各自在 5 个种子中的 5 个上收敛，而且每次运行都形成了回路：
-# 有相变，准确率高于 0.9，第 1 层有一个前一词元分数不低于 0.656 的头。RoPE 收敛得最晚（中位数在
-# 第 340 步，最晚第 400 步，另外两种最晚是第 320 步），最晚的相变也出自 RoPE，在第 287 步；600 步的
-# 上限是它的两倍多，所以上限并没有限制这些运行中的任何一次。
+# 有相变，准确率高于 0.9，第 1 层有一个前一词元分数不低于 0.656 的头。RoPE 各次运行的收敛步数差别
+# 最大：在第 240 到 400 步收敛，学到的位置是第 240 到 320 步，正弦位置是第 300 到 320 步。最慢的运行
+# （第 400 步收敛）和最晚的相变（第 287 步）都出自 RoPE；600 步的上限是它的两倍多，所以上限并没有
+# 限制这些运行中的任何一次。
 #
 # 对 ALiBi 和无位置的预测在这个预算内成立：没有一次运行收敛或出现相变，第 1 层也没有哪个头成为
 # 前一词元头。它们的前一词元分数正处在内容分数都相等时的水平（输出的最后两行）：ALiBi 是 0.157 到
@@ -396,12 +397,18 @@ for position in [p for p in LEARNERS if p != "none"]:
           f"{min(scores_without):.3f} 到 {max(scores_without):.3f}；准确率 "
           f"{min(accuracy):.3f} 到 {max(accuracy):.3f}，不带位置时 "
           f"{min(accuracy_without):.3f} 到 {max(accuracy_without):.3f}")
+equal_level = float(blind[NAMES["none"]][0])  # 头 0；无位置时两个头一样
+own_key_level = float(positions_only_score(biases[NAMES["none"]], without_own_key=True)[0])
+print(f"只靠内容的水平（无位置，取自上面的表）：内容分数都相等 "
+      f"{equal_level:.3f}，自己的键权重为零 {own_key_level:.3f}")
 
 # %%
 # 搜索中没有了位置，这个头在三种方案的每次收敛运行上都丢掉了前一个词元：它的分数从不低于 0.659 降到
-# 最多 0.183，接近内容分数都相等时的 0.137；准确率最多只剩 0.266。所以在这三种方案里，第 1 层的
-# 这个头都是靠位置找到前一个词元的，正弦位置也不例外。用正弦位置时，是什么把前一个词元和查询自己的键
-# 区分开，这里没有测量。
+# 最多 0.183，落在只靠内容能给出的两个水平之间（输出的最后一行：内容分数都相等时 0.137，查询自己的
+# 键权重为零时 0.187）；准确率最多只剩 0.266。所以在这三种方案里，第 1 层的这个头都是靠位置找到
+# 前一个词元的，正弦位置也不例外。用正弦位置时，去掉位置后的分数是 0.181 到 0.183，大约就是自己的键
+# 权重为零时的水平；这提示没有位置时，内容几乎不给查询自己的键权重。而带着正弦位置时，是什么把
+# 前一个词元和查询自己的键区分开，这里没有测量。
 
 # %%
 # .. _ex20-further-apart-than-in-training:
@@ -549,10 +556,11 @@ for position in LEARNERS:
 # .. dropdown:: 参考答案
 #    :class-container: mha-answer
 #
-#    不能。斜率为 ``1/2`` 时，近一个词元的键得到 ``exp(1/2)`` 倍的权重，所以最陡的头给前一个词元
-#    的份额最大：按前一词元分数的方式平均，内容分数都相等时是 0.254，查询自己的键权重为零时是
-#    0.451。这仍远低于上面形成回路的训练好的模型的 0.656 到 0.986。ALiBi 让头偏爱附近的词元，而不是某一个
-#    偏移；ALiBi 模型（有 MLP 和许多层）要靠网络自己搭出更尖锐的位置模式：
+#    单靠位置不能。斜率为 ``1/2`` 时，近一个词元的键得到 ``exp(1/2)`` 倍的权重，所以最陡的头给
+#    前一个词元的份额最大：按前一词元分数的方式平均，内容分数都相等时是 0.254，查询自己的键权重
+#    为零时最多 0.451。这低于上面每一个训练出来的前一词元头（不低于 0.656）；但这里没有训练 8 个头
+#    的 ALiBi 模型，所以它是否足以形成回路并没有检验。ALiBi 让头偏爱附近的词元，而不是某一个偏移；
+#    ALiBi 模型（有 MLP 和许多层）要靠网络自己搭出更尖锐的位置模式：
 
 slopes_8 = alibi_slopes(8)  # (8,)
 bias_8 = alibi_bias(8, 20, dtype=torch.float64)  # (8, 20, 20)
@@ -611,8 +619,9 @@ print(f"重排查询行和键行之后：{fixed:.1e}")
 # - 在示例 10 的两层模型里，两个头的 ALiBi 和完全没有位置按推理不应在第 1 层形成前一词元头，而
 #   示例 10 的回路正是靠这个头搭建的。按收敛规则训练、上限 600 步，两者在 5 个种子上都没有形成
 #   这个头，也都没有收敛；它们用别的办法学会了任务的一部分，到上限时仍在进步。
-# - 学到的位置、正弦位置和旋转位置编码各自在 5 个种子中的 5 个上收敛并形成了回路（RoPE 最晚，最迟
-#   在第 400 步），而三者在训练距离之外每次收敛的运行都会下降：旋转位置编码治不好示例 10 的下降。
-#   第 2 层的搜索用到了位置：让它不带位置运行，这三种方案每次收敛的运行上的下降都更少。
+# - 学到的位置、正弦位置和旋转位置编码各自在 5 个种子中的 5 个上收敛并形成了回路（RoPE 各次运行的收敛
+#   步数差别最大，在第 240 到 400 步），而三者在训练距离之外每次收敛的运行都会下降：旋转位置编码
+#   治不好示例 10 的下降。第 2 层的搜索用到了位置：让它不带位置运行，这三种方案每次收敛的运行上的
+#   下降都更少。
 # - RoPE 能运行比训练时更长的序列，在 30 个词元时保留了大部分准确率；正弦位置能运行，但失去了大部分
 #   准确率；学到的位置运行不了。
