@@ -34,13 +34,13 @@ from collections import Counter
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
+from mha_ref.tutorial.smollm2 import load_model
 from mha_ref.tutorial.smollm2.files import install_steps
 from mha_ref.tutorial.smollm2.heads import (
     EARLY,
     ICL_STRIDE,
     ICL_TEXTS,
     LATE,
-    heads_analysis,
     icl_analysis,
     icl_scores,
     mean_and_standard_error,
@@ -111,7 +111,8 @@ print(text_table(["positions", "mean loss"], rows))
 # ablation minus its own score without, then the mean and standard error of those differences.
 # Pairing removes what makes one window easier than another, which is most of the spread.
 
-num_blocks, num_heads = heads_analysis()["scores"]["induction"].shape  # example 16's scores
+config = load_model().config  # the model example 16 scored (loaded once)
+num_blocks, num_heads = config.num_layers, config.num_heads
 print(f"the model: {num_blocks} blocks, each attention ({num_heads} query heads) then an MLP")
 print(f"early positions {EARLY[0]}-{EARLY[1] - 1}, late positions {LATE[0]}-{LATE[1] - 1}")
 print(f"induction heads ablated ({len(result['induction_heads'])}): {result['induction_heads']}")

@@ -423,8 +423,16 @@ def position_study(
     return cached("position_study", arguments, lambda: _study(arguments))
 
 
+#: trainings already run in this process, by recipe, scheme and seed: without a cache folder
+#: (a reader's download) :meth:`PositionStudy.model` would otherwise train each model again
+_trained: dict[tuple[str, str, int], InductionResult] = {}
+
+
 def _train(recipe: dict, position: str, seed: int) -> InductionResult:
-    return train_induction(**recipe, position=position, seed=seed)
+    key = (repr(sorted(recipe.items())), position, seed)
+    if key not in _trained:
+        _trained[key] = train_induction(**recipe, position=position, seed=seed)
+    return _trained[key]
 
 
 def _study(arguments: dict) -> PositionStudy:
