@@ -250,20 +250,9 @@ class DecoderStack(nn.Module):
         return self.final_norm(residual) @ self.embedding.weight.T  # (batch, seq_len, vocab)
 
     def check_tokens(self, tokens: object, min_len: int = 1) -> torch.Tensor:
-        """Validate token ids and return them as ``(batch, seq_len)``.
-
-        Args:
-            tokens: ``(batch, seq_len)`` or ``(seq_len,)`` integer tensor.
-            min_len: the fewest tokens allowed.
-
-        Returns:
-            torch.Tensor: ``(batch, seq_len)``, ``torch.long``.
-
-        Raises:
-            TypeError: if ``tokens`` is not an integer tensor.
-            ValueError: if it is not 1-D or 2-D, is shorter than ``min_len``, holds an id
-                outside ``0 .. vocab_size - 1``, or is longer than ``context_length`` (split
-                the text into windows of at most that many tokens).
+        """The model's input checked by :func:`check_token_ids` with this model's
+        ``vocab_size`` and ``context_length``: its arguments, shapes and errors are that
+        function's.
         """
         return check_token_ids(
             tokens, self.config.vocab_size, self.config.context_length, min_len
