@@ -250,7 +250,8 @@ class DecoderStack(nn.Module):
         return self.final_norm(residual) @ self.embedding.weight.T  # (batch, seq_len, vocab)
 
     def check_tokens(self, tokens: object, min_len: int = 1) -> torch.Tensor:
-        """The model's input checked by :func:`check_token_ids` with this model's
+        """The model's input checked by
+        :func:`~mha_ref.tutorial.real_models.layers.check_token_ids` with this model's
         ``vocab_size`` and ``context_length``: its arguments, shapes and errors are that
         function's.
         """
