@@ -46,7 +46,10 @@ from pathlib import Path
 # 10.2 since the review's fixes print more tables in examples 18-20 and the real models' shared
 # stages (DecoderStack) are documented under each model (at 10.0 the site was 53.623 MB against
 # 53.6).
-BASE_LIMIT_MB_PER_LANGUAGE = 10.2
+# 10.3 since example 25's module (mha_ref.tutorial.real_models.local_global) has a source page
+# and API entries in each language beside the example's own pages (at 10.2 the site was 55.447 MB
+# against 55.4).
+BASE_LIMIT_MB_PER_LANGUAGE = 10.3
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 
