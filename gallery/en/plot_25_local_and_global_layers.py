@@ -11,8 +11,8 @@ kinds of layer rotate positions at two different speeds (two RoPE bases).
 This example reads the model offline and measures what that design does, each claim by a
 computation the build runs: the KV-cache memory it saves, the rotary pairs that never complete
 a turn, a local layer decoded from a ring buffer of 512 keys against its masked forward pass,
-and where the model's induction heads are, found by their attention and then checked by
-ablation against other heads of the same layers, with the copy inside the window and beyond
+and where the model's induction circuit is, found by attention scores and then checked by
+ablation against other heads of the same blocks, with the copy inside the window and beyond
 it.
 
 The model is the base (pretrained) ``google/gemma-3-270m``, converted by llama.cpp to a 4-bit
@@ -190,51 +190,75 @@ print("top induction heads (block, head):", result["top"])
 #
 # Checked by ablation
 # -------------------
-# The three heads of highest score at distance 100 are zero-ablated together (their slice of
-# the output projection's input set to zero, as in example 17). Controls change one factor:
-# each top head alone; three *other* heads of the same blocks, three draws; and the three heads
-# of highest score among the local blocks. The number is the mean loss on the repeated tokens
-# (nats per token; the first repeated token left out), one column per seed; the first row is the
-# loss on the same tokens at their first occurrence, where nothing earlier can be copied.
+# Heads are zero-ablated (their slice of the output projection's input set to zero, as in
+# example 17) and the mean loss on the repeated tokens measured (nats per token; the first
+# repeated token left out), one column per seed. The first row is the loss on the same tokens at
+# their first occurrence, where nothing earlier can be copied. Ablated: the three heads of
+# highest induction score at distance 100, together and each alone; as controls, three *other*
+# heads of the same blocks (three draws) and the three heads of highest induction score among
+# the local blocks. An induction head also needs, in an earlier block, a head that writes at each
+# position which token came before it (example 10); the three local heads that attend most to the
+# previous token are ablated too, with three draws of other heads of their blocks as controls.
 
+previous = result["previous"][DISTANCES[0]]  # (num_layers, num_heads)
+print("previous-token heads of the local blocks (block, head), score:",
+      ", ".join(f"{head} {float(previous[head]):.2f}" for head in result["previous_local"]))
 header = ["ablated", *(f"seed {s}" for s in SEEDS)]
 first, second = DISTANCES
 losses = result["losses"]
-rows = [["first occurrence (nothing to copy)", *(f"{v:.2f}" for v in losses[first]["first"])],
-        ["none", *(f"{v:.2f}" for v in losses[first]["clean"])],
-        [f"top 3 {result['top']}", *(f"{v:.2f}" for v in losses[first]["top"])],
-        [f"top 3 local {result['top_local']}", *(f"{v:.2f}" for v in losses[first]["top_local"])]]
-for head, values in zip(result["top"], losses[first]["single"], strict=True):
-    rows.append([f"{head} alone", *(f"{v:.2f}" for v in values)])
-for heads, values in zip(result["controls"], losses[first]["controls"], strict=True):
-    rows.append([f"control {heads}", *(f"{v:.2f}" for v in values)])
+
+
+def row(name, values):
+    return [name, *(f"{v:.2f}" for v in values)]
+
+
+rows = [row("first occurrence (nothing to copy)", losses[first]["first"]),
+        row("none", losses[first]["clean"]),
+        row(f"top 3 induction {result['top']}", losses[first]["top"])]
+rows += [row(f"  {head} alone", values) for head, values in zip(result["top"], losses[first]["single"], strict=True)]
+rows += [row(f"  control {heads}", values) for heads, values in zip(result["controls"], losses[first]["controls"], strict=True)]
+rows += [row(f"top 3 induction, local {result['top_local']}", losses[first]["top_local"]),
+         row(f"top 3 previous-token, local {result['previous_local']}", losses[first]["previous_local"])]
+rows += [row(f"  control {heads}", values) for heads, values in zip(result["previous_controls"], losses[first]["previous_controls"], strict=True)]
 print(f"distance {first}:")
 print(text_table(header, rows))
-print(f"distance {second}:")
-print(text_table(header, [["first occurrence (nothing to copy)", *(f"{v:.2f}" for v in losses[second]["first"])],
-                          ["none", *(f"{v:.2f}" for v in losses[second]["clean"])],
-                          [f"top 3 {result['top']}", *(f"{v:.2f}" for v in losses[second]["top"])]]))
-print(f"a uniform guess over the vocabulary: {torch.log(torch.tensor(float(gemma['vocab_size']))):.2f} nats")
 
 # %%
-# On every seed, removing the three top heads puts the loss on the repeated tokens above the
-# loss on the same tokens at their first occurrence: the copy is gone, and the model does worse
-# than with nothing to copy. One of the three, alone, does nearly all of it; the others alone
-# cost much less, so a high induction score does not rank the heads by what they carry. Three
-# other heads of the same blocks cost less than the top three on every draw and seed, though not
-# nothing; the draws come from only five other heads, so they overlap (each holds the same head
-# of block 11), and they are not matched block by block. The three local heads of highest score
-# change little. Beyond the window, where no local block can see the original, the copy is still
-# predicted, less well than at 100 tokens on every seed, and removing the same three heads
-# undoes it on every seed.
+# At distance 100, on every seed: removing the three top induction heads puts the loss on the
+# repeated tokens above the loss on the same tokens at their first occurrence: the copy is gone,
+# and the model does worse than with nothing to copy. One of the three, alone, does nearly all of
+# it; the others alone cost much less, so a high induction score does not rank the heads by
+# what they carry. Three other heads of the same blocks cost less than the top three, though not
+# nothing; these draws come from only five other heads, so they overlap, and they are not matched
+# block by block. The local heads of highest *induction* score change little; the local heads
+# that attend to the *previous* token cost far more than other heads of their blocks. The copy
+# runs through heads of both kinds of block: previous-token heads in local blocks, induction
+# heads in global ones.
+#
+# Beyond the window, the same heads are ablated, and once more the global blocks are given the
+# local blocks' window of 512 keys, which removes the original from their view and changes
+# nothing else:
+
+print(f"distance {second}:")
+print(text_table(header, [row("first occurrence (nothing to copy)", losses[second]["first"]),
+                          row("none", losses[second]["clean"]),
+                          row(f"top 3 induction {result['top']}", losses[second]["top"]),
+                          row(f"top 3 previous-token, local {result['previous_local']}", losses[second]["previous_local"]),
+                          row("global blocks limited to the window", losses[second]["windowed_global"])]))
+
+# %%
+# At 520 tokens no local block can see the original, and the copy is still predicted, less well
+# than at 100 tokens on every seed. Removing the three induction heads undoes it, and so does
+# limiting the global blocks to the window; removing the local previous-token heads costs most of
+# it too. That fits the circuit: a previous-token head needs only the neighbouring token, which a
+# window always holds, while the step that reaches back to the original needs a block that sees
+# that far.
 #
 # So in this model, on these sequences, the heads that attend back to the earlier copy are in the
-# global blocks, and the copy works at a distance no local block reaches. What these runs do not
-# show: that the local blocks play no part (an induction circuit also needs heads that mark each
-# token's predecessor, and those need only the neighbouring token, which a window always holds;
-# they are not tested here), that the global blocks do *nothing else*, or that other inputs use
-# the same heads. The controls at 520 tokens were not run (each is a pass over the longest
-# sequences); the heads ablated there are the ones chosen at 100.
+# global blocks, the heads that mark each token's predecessor in local ones, and the copy works
+# at a distance no local block reaches. What these runs do not show: that the global blocks do
+# *nothing else*, or that other inputs use the same heads. The controls were run at 100 tokens
+# only (each is one more pass over the longest sequences at 520).
 
 # %%
 # .. _ex25-exercises:
@@ -280,9 +304,10 @@ print(f"induction positions a local block may attend to: {int(allowed[queries, q
 # * A ring buffer of 512 keys reproduces a local block's attention to float32 rounding and
 #   changes a global block's completely: a window cache reproduces the model only in the blocks
 #   that use that window.
-# * On repeated random tokens, the heads with high induction scores are in the global blocks;
-#   ablating the top three undoes the copy at 100 and at 520 tokens; at 100, three other heads of
-#   the same blocks cost less and three local heads almost nothing.
+# * On repeated random tokens, the heads with high induction scores are in the global blocks and
+#   the strongest previous-token heads in local ones; ablating either set undoes most or all of
+#   the copy at 100 and at 520 tokens, and other heads of the same blocks cost less. Beyond the
+#   window, limiting the global blocks to 512 keys undoes the copy too.
 #
 # Sources: Gemma Team 2025, "Gemma 3 Technical Report", arXiv:2503.19786, Sec. 2 (5 local : 1
 # global, two RoPE bases, QK-norm); Beltagy et al.

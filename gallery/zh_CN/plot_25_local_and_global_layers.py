@@ -9,7 +9,7 @@ RoPE 底数）。
 
 本例离线读取这个模型，测量这种设计带来了什么，每个结论都由构建时运行的计算支撑：省下的 KV 缓存内存、
 永远转不满一圈的旋转对、从 512 个键的环形缓冲区解码一个局部块与它带掩码的前向计算的对比，以及模型的
-归纳头在哪里：先按注意力找出来，再用消融检验，并与同一些块里的其他头对照；重复的内容分别在窗口之内和
+归纳回路在哪里：先按注意力分数找出来，再用消融检验，并与同一些块里的其他头对照；重复的内容分别在窗口之内和
 窗口之外。
 
 模型是基础（预训练）版 ``google/gemma-3-270m``，由 llama.cpp 转成 4 位 GGUF 文件，分成四个分块包发布在
@@ -173,42 +173,59 @@ print("归纳分数最高的头（块，头）：", result["top"])
 #
 # 用消融检验
 # ----------
-# 把距离 100 时分数最高的三个头一起零消融（把它们在输出投影输入中的那一段置零，和示例 17 一样）。对照只改
-# 一个因素：每个最高分头单独消融；同一些块里的三个 *其他* 头，抽三次；以及局部块中分数最高的三个头。数值
-# 是重复部分上的平均损失（每词元奈特；不计重复部分的第一个词元），每个种子一列；第一行是同样这些词元第一次
-# 出现时的损失，那时没有更早的内容可以复制。
+# 对头做零消融（把它们在输出投影输入中的那一段置零，和示例 17 一样），测量重复词元上的平均损失（每词元奈特；
+# 不计重复部分的第一个词元），每个种子一列。第一行是同样这些词元第一次出现时的损失，那时没有更早的内容可以
+# 复制。被消融的有：距离 100 时归纳分数最高的三个头，一起消融，也各自单独消融；作为对照，同一些块里的三个
+# *其他* 头（抽三次），以及局部块中归纳分数最高的三个头。归纳头还需要更早的块里有一个头，在每个位置写下前一个
+# 词元是什么（示例 10）；所以也消融最关注前一个词元的三个局部头，并以它们所在块里的其他头（抽三次）作对照。
 
+previous = result["previous"][DISTANCES[0]]  # (num_layers, num_heads)
+print("局部块中的前一词元头（块，头），分数：",
+      "，".join(f"{head} {float(previous[head]):.2f}" for head in result["previous_local"]))
 header = ["消融", *(f"种子 {s}" for s in SEEDS)]
 first, second = DISTANCES
 losses = result["losses"]
-rows = [["第一次出现（无可复制）", *(f"{v:.2f}" for v in losses[first]["first"])],
-        ["无", *(f"{v:.2f}" for v in losses[first]["clean"])],
-        [f"前 3 {result['top']}", *(f"{v:.2f}" for v in losses[first]["top"])],
-        [f"局部前 3 {result['top_local']}", *(f"{v:.2f}" for v in losses[first]["top_local"])]]
-for head, values in zip(result["top"], losses[first]["single"], strict=True):
-    rows.append([f"{head} 单独", *(f"{v:.2f}" for v in values)])
-for heads, values in zip(result["controls"], losses[first]["controls"], strict=True):
-    rows.append([f"对照 {heads}", *(f"{v:.2f}" for v in values)])
+
+
+def row(name, values):
+    return [name, *(f"{v:.2f}" for v in values)]
+
+
+rows = [row("第一次出现（无可复制）", losses[first]["first"]),
+        row("无", losses[first]["clean"]),
+        row(f"归纳前 3 {result['top']}", losses[first]["top"])]
+rows += [row(f"  {head} 单独", values) for head, values in zip(result["top"], losses[first]["single"], strict=True)]
+rows += [row(f"  对照 {heads}", values) for heads, values in zip(result["controls"], losses[first]["controls"], strict=True)]
+rows += [row(f"归纳前 3，局部 {result['top_local']}", losses[first]["top_local"]),
+         row(f"前一词元前 3，局部 {result['previous_local']}", losses[first]["previous_local"])]
+rows += [row(f"  对照 {heads}", values) for heads, values in zip(result["previous_controls"], losses[first]["previous_controls"], strict=True)]
 print(f"距离 {first}：")
 print(text_table(header, rows))
-print(f"距离 {second}：")
-print(text_table(header, [["第一次出现（无可复制）", *(f"{v:.2f}" for v in losses[second]["first"])],
-                          ["无", *(f"{v:.2f}" for v in losses[second]["clean"])],
-                          [f"前 3 {result['top']}", *(f"{v:.2f}" for v in losses[second]["top"])]]))
-print(f"在整个词表上均匀猜测：{torch.log(torch.tensor(float(gemma['vocab_size']))):.2f} 奈特")
 
 # %%
-# 每个种子上，去掉分数最高的三个头后，重复部分上的损失都高于同样这些词元第一次出现时的损失：复制没了，模型
-# 比无可复制时还差。三个头中的一个单独就造成了几乎全部的效果，另外两个单独消融代价小得多，所以归纳分数的高低
-# 并不按头承担的作用排序。同一些块里的另外三个头，每次抽取、每个种子的代价都小于前三个头，但不是零；这些抽取
-# 只来自另外五个头，所以彼此重叠（每组都含块 11 的同一个头），也没有逐块匹配。局部块中分数最高的三个头几乎没有
-# 改变什么。在窗口之外，没有局部块能看到原文，重复部分仍然被预测出来（每个种子上都不如距离 100 时好），而去掉
-# 同样三个头在每个种子上都让它失效。
+# 距离 100 时，每个种子上：去掉归纳分数最高的三个头后，重复词元上的损失高于同样这些词元第一次出现时的损失：
+# 复制没了，模型比无可复制时还差。三个头中的一个单独就造成了几乎全部的效果，另外两个单独消融代价小得多，所以
+# 归纳分数的高低并不按头承担的作用排序。同一些块里的另外三个头代价小于前三个头，但不是零；这些抽取只来自另外
+# 五个头，所以彼此重叠，也没有逐块匹配。局部块中 *归纳* 分数最高的头几乎没有改变什么；关注 *前一个* 词元的
+# 局部头，代价远大于它们所在块里的其他头。复制经过两种块里的头：局部块里的前一词元头，全局块里的归纳头。
 #
-# 所以在这个模型里、在这些序列上，回头关注更早那次出现的头都在全局块里，并且复制在局部块够不到的距离上依然
-# 有效。这些运行没有说明的：局部块不起作用（归纳回路还需要标记每个词元前一个词元的头，它们只需要相邻的词元，
-# 窗口总能提供；这里没有检验），全局块 *不做别的事*\ ，或者别的输入用的也是这些头。距离 520 的对照没有运行
-# （每个对照都要在最长的序列上算一遍）；那里消融的是距离 100 时选出的同样三个头。
+# 在窗口之外，消融同样的头；另外再给全局块加上局部块的 512 个键的窗口，这只把原文移出它们的视野，别的都不变：
+
+print(f"距离 {second}：")
+print(text_table(header, [row("第一次出现（无可复制）", losses[second]["first"]),
+                          row("无", losses[second]["clean"]),
+                          row(f"归纳前 3 {result['top']}", losses[second]["top"]),
+                          row(f"前一词元前 3，局部 {result['previous_local']}", losses[second]["previous_local"]),
+                          row("全局块限制在窗口内", losses[second]["windowed_global"])]))
+
+# %%
+# 距离 520 时，没有局部块能看到原文，重复部分仍然被预测出来（每个种子上都不如距离 100 时好）。去掉三个归纳头
+# 让它失效，把全局块限制在窗口内也一样；去掉局部的前一词元头也让它失去大部分。这与回路相符：前一词元头只需要
+# 相邻的词元，窗口总能提供；而回头够到原文的那一步，需要一个能看那么远的块。
+#
+# 所以在这个模型里、在这些序列上，回头关注更早那次出现的头在全局块里，标记每个词元前一个词元的头在局部块里，
+# 复制在局部块够不到的距离上依然有效。这些运行没有说明的：全局块 *不做别的事*\ ，或者别的输入用的也是这些头。
+# 对照只在距离 100 时运行（在 520 时，每个对照都要在最长的序列上多算一遍）。
 
 # %%
 # .. _ex25-exercises:
@@ -251,8 +268,8 @@ print(f"局部块可以关注的归纳位置：{int(allowed[queries, queries - 5
 #   在长上下文下，它的 KV 缓存只是“每块都全局”的同一模型所需的一小部分（表中给出各长度的倍数）。
 # * 512 个键的环形缓冲区在 float32 舍入范围内重现局部块的注意力，却完全改变全局块的注意力：窗口缓存只在
 #   使用那个窗口的块里才能重现模型。
-# * 在重复的随机词元上，归纳分数高的头都在全局块里；消融前三个头在距离 100 和 520 时都让复制失效；距离
-#   100 时，同一些块里的其他三个头代价更小，三个局部头几乎没有影响。
+# * 在重复的随机词元上，归纳分数高的头在全局块里，最强的前一词元头在局部块里；消融任一组，在距离 100 和 520
+#   时都让复制失去大部分或全部，同一些块里的其他头代价更小。在窗口之外，把全局块限制在 512 个键内也让复制失效。
 #
 # 来源：Gemma Team 2025，“Gemma 3 Technical Report”，arXiv:2503.19786，第 2 节（5 局部 : 1 全局、
 # 两个 RoPE 底数、QK-norm）；Beltagy 等 2020，arXiv:2004.05150，第 3.1 节；Jiang 等 2023，

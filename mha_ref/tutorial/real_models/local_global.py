@@ -339,16 +339,20 @@ def local_global_analysis() -> dict:
     Returns:
         dict: ``"configs"`` ``{"gemma3": ..., "smollm2": ...}``, each model's sizes as a
         dict (:class:`~mha_ref.tutorial.real_models.gemma3.Gemma3Config`,
-        :class:`~mha_ref.tutorial.smollm2.model.SmolLM2Config`); ``"scores"`` ``{distance:
-        (num_layers, num_heads)}`` induction scores; ``"top"`` (the :data:`NUM_ABLATED`
-        heads of highest score at the first distance), ``"top_local"`` (the same among local
-        layers), ``"controls"`` (other heads of the top heads' layers, :data:`NUM_CONTROLS`
-        sets); ``"losses"`` ``{distance: {"first", "clean", "top", "single": [...],
-        "top_local", "controls": [...]}}``, each ``(seeds,)`` copy losses (``"first"``: the
-        same tokens at their first occurrence; ``"single"``: each top head alone);
-        ``"ring"`` ``{layer: (max |ring - masked|, max |masked|)}`` for the last local layer
-        before the first global one and for that global layer, on the first sequence at the
-        longer distance.
+        :class:`~mha_ref.tutorial.smollm2.model.SmolLM2Config`); ``"scores"`` and
+        ``"previous"``, ``{distance: (num_layers, num_heads)}`` induction and previous-token
+        scores; the heads ablated: ``"top"`` (the :data:`NUM_ABLATED` heads of highest
+        induction score at the first distance), ``"top_local"`` (the same among local
+        layers), ``"previous_local"`` (the local heads of highest previous-token score),
+        ``"controls"`` and ``"previous_controls"`` (other heads of the layers of ``"top"``
+        and of ``"previous_local"``, :data:`NUM_CONTROLS` sets each);
+        ``"losses"`` ``{distance: {name: (seeds,)}}``, copy losses with nothing ablated
+        (``"clean"``), with each set above ablated, with each top head alone (``"single"``,
+        first distance), with the global layers limited to the local window
+        (``"windowed_global"``, second distance), and on the same tokens at their first
+        occurrence (``"first"``); ``"ring"`` ``{layer: (max |ring - masked|, max
+        |masked|)}`` for the last local layer before the first global one and for that
+        global layer, on the first sequence at the longer distance.
 
     Raises:
         ModelFileError, ModuleNotFoundError: as
@@ -393,15 +397,16 @@ def _local_global() -> dict:
                                             config.sliding_window)  # (1, L, embed_dim)
         ring[layer] = (float((decoded - masked[:1]).abs().max()), float(masked[:1].abs().max()))
     scores = {d: pass_["scores"] for d, pass_ in clean.items()}
-    heads = _chosen_heads(scores[DISTANCES[0]], config)
+    previous = {d: pass_["previous"] for d, pass_ in clean.items()}
+    heads = _chosen_heads(scores[DISTANCES[0]], previous[DISTANCES[0]], config)
     losses = {d: _ablations(model, inputs[d], d, clean[d], heads, controls=d == DISTANCES[0])
               for d in DISTANCES}
     configs = {
         "gemma3": {**dataclasses.asdict(config), "global_layers": list(config.global_layers)},
         "smollm2": dataclasses.asdict(load_model("cpu").config),
     }
-    return {"configs": configs, "scores": scores, **heads, "losses": losses, "ring": ring,
-            "inputs": inputs}
+    return {"configs": configs, "scores": scores, "previous": previous, **heads,
+            "losses": losses, "ring": ring, "inputs": inputs}
 
 
 @contextmanager
@@ -440,29 +445,61 @@ def _clean_pass(model, tokens: torch.Tensor, distance: int) -> dict:
     first = next_token_losses(first_logits, tokens[:, 1 : 1 + COPY_LEN])  # (seeds, COPY_LEN - 1)
     return {
         "scores": torch.stack([induction_scores_at(w, distance, COPY_LEN) for w in weights]),
+        "previous": torch.stack([_previous_token_scores(w) for w in weights]),
         "losses": next_token_losses(logits, tokens[:, 1 + distance :]).mean(dim=1),  # (seeds,)
         "first_losses": first.mean(dim=1),  # (seeds,) nothing earlier to copy from
         "streams": streams,
     }
 
 
-def _chosen_heads(scores: torch.Tensor, config) -> dict:
-    """The top heads, the top heads of the local layers, and control sets of other heads of
-    the top heads' layers (drawn with seed 0); ``scores`` is ``(num_layers, num_heads)``."""
+def _previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
+    """Each head's mean weight on the token just before the query, ``(num_heads,)``; queries
+    from position 2, so that no query's previous token is ``<bos>``."""
+    queries = torch.arange(2, weights.shape[-1])  # (L - 2,)
+    return weights[:, :, queries, queries - 1].mean(dim=(0, 2))  # (num_heads,)
+
+
+def _chosen_heads(scores: torch.Tensor, previous: torch.Tensor, config) -> dict:
+    """The top induction heads, the top induction heads and the top previous-token heads of
+    the local layers, and control sets of other heads of the top heads' layers (drawn with
+    seed 0); ``scores`` and ``previous`` are ``(num_layers, num_heads)``."""
     from mha_ref.tutorial.smollm2.heads import top_heads
 
     top = top_heads(scores, NUM_ABLATED)
     local_only = scores.clone()
     local_only[list(config.global_layers)] = -1.0  # no global head can be chosen
-    layers = sorted({layer for layer, _ in top})
-    others = [(layer, h) for layer in layers for h in range(config.num_heads)
-              if (layer, h) not in top]
+    previous_local = previous.clone()
+    previous_local[list(config.global_layers)] = -1.0
+    previous_top = top_heads(previous_local, NUM_ABLATED)
+    return {"top": top, "top_local": top_heads(local_only, NUM_ABLATED),
+            "controls": _control_sets(top, config.num_heads),
+            "previous_local": previous_top,
+            "previous_controls": _control_sets(previous_top, config.num_heads)}
+
+
+def _control_sets(heads: list[tuple[int, int]], num_heads: int) -> list[list[tuple[int, int]]]:
+    """:data:`NUM_CONTROLS` sets of as many other heads of the same layers (seed 0)."""
+    layers = sorted({layer for layer, _ in heads})
+    others = [(layer, h) for layer in layers for h in range(num_heads) if (layer, h) not in heads]
     generator = torch.Generator().manual_seed(0)
     controls = []
     for _ in range(NUM_CONTROLS):
-        picks = torch.randperm(len(others), generator=generator)[:NUM_ABLATED].tolist()
+        picks = torch.randperm(len(others), generator=generator)[: len(heads)].tolist()
         controls.append(sorted(others[i] for i in picks))
-    return {"top": top, "top_local": top_heads(local_only, NUM_ABLATED), "controls": controls}
+    return controls
+
+
+def _windowed_global_losses(model, tokens, distance: int, clean: dict) -> torch.Tensor:
+    """Copy losses with every global block given the local blocks' window (no head removed)."""
+    config = model.config
+    start = config.global_layers[0]  # the blocks before it are unchanged
+    try:
+        for layer in config.global_layers:
+            model.layers[layer].sliding_window = config.sliding_window
+        return _copy_losses(model, clean["streams"][start], start, tokens, distance)
+    finally:
+        for layer in config.global_layers:
+            model.layers[layer].sliding_window = None
 
 
 def _ablations(model, tokens, distance: int, clean: dict, heads: dict, controls: bool) -> dict:
@@ -472,9 +509,13 @@ def _ablations(model, tokens, distance: int, clean: dict, heads: dict, controls:
         start = min(layer for layer, _ in ablated)  # the blocks before it are unchanged
         return _copy_losses(model, clean["streams"][start], start, tokens, distance, ablated)
 
-    result = {"first": clean["first_losses"], "clean": clean["losses"], "top": losses(heads["top"])}
-    if controls:
+    result = {"first": clean["first_losses"], "clean": clean["losses"], "top": losses(heads["top"]),
+              "previous_local": losses(heads["previous_local"])}
+    if not controls:  # the longer distance: the global blocks limited to the local window
+        result["windowed_global"] = _windowed_global_losses(model, tokens, distance, clean)
+    else:
         result["single"] = [losses([head]) for head in heads["top"]]
         result["top_local"] = losses(heads["top_local"])
         result["controls"] = [losses(c) for c in heads["controls"]]
+        result["previous_controls"] = [losses(c) for c in heads["previous_controls"]]
     return result
