@@ -65,6 +65,9 @@ def open_page(watched, site_url, lang, rel, scheme="light", width=1280):
     watch.page.set_viewport_size({"width": width, "height": 900})
     watch.page.goto(f"{site_url}/{lang}/{rel}", wait_until="load")
     watch.page.wait_for_selector(".mha-attn[data-mha-attn='2'] [role='grid']")
+    # the page's fonts loaded: a Chinese font arriving late moves the layout under a click that
+    # Playwright has already aimed (CI once failed to pin a query on the zh_CN page this way)
+    watch.page.evaluate("document.fonts.ready.then(() => true)")
     return watch
 
 

@@ -47,6 +47,7 @@ EXERCISES = {
     "plot_23_sliding_windows_and_sinks": 2,
     "plot_24_sinks_qk_norm_flex": 2,
     "plot_25_local_and_global_layers": 2,
+    "plot_26_qk_norm_and_sinks_in_gemma": 2,
 }
 
 

