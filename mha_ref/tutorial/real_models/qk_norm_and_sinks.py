@@ -25,6 +25,7 @@ from mha_ref.tutorial.cache import cached
 from mha_ref.tutorial.real_models.layers import next_token_losses
 
 __all__ = [
+    "EDGE",
     "NUM_TOKENS",
     "SHORT_TOKENS",
     "TEXTS",
@@ -40,6 +41,9 @@ TEXTS = ("execution_model", "import_statement", "try_statement")
 NUM_TOKENS = 640
 #: the first tokens of each text on which the logits and the QK-norm interventions are measured
 SHORT_TOKENS = 128
+#: the queries just before the window's end whose weight on ``<bos>`` is compared with the later
+#: ones' (position changes that weight too)
+EDGE = 64
 
 
 def attention_logits(attention: GroupedQueryAttention, x: torch.Tensor) -> torch.Tensor:
@@ -145,14 +149,16 @@ def qk_norm_and_sinks_analysis() -> dict:
         tokens; ``"logit_bound"`` ``(num_layers,)``, Gemma's :func:`logit_bound` per block;
         ``"qk_losses"`` ``{"as trained", "gains set to 1", "no QK-norm"}``, each
         ``(texts,)`` mean loss of Gemma on its first :data:`SHORT_TOKENS` tokens; ``"first_mass"``
-        ``{"before", "after"}``, each ``(num_layers, num_heads)``, Gemma's weight on
-        ``<bos>`` from the queries before 512 and from 512 on; ``"oldest_mass"``
+        ``{"before", "edge", "after"}``, each ``(num_layers, num_heads)``, Gemma's weight on
+        ``<bos>`` from the queries before 512, from the :data:`EDGE` queries just before 512,
+        and from 512 on; ``"oldest_mass"``
         ``(num_layers, num_heads)``, the weight on the oldest key a local block still sees
         (511 back) from 512 on; ``"value_norms"`` ``{model: (num_layers, 2)}``, the norm of
         ``<bos>``'s value vector and the mean norm of the other tokens'; ``"sink_losses"``
-        ``{"window", "window and first token"}``, each ``(texts,)``, Gemma's mean loss on the
-        predictions made from position 511 on, the local blocks seeing their window, or their
-        window and ``<bos>``; ``"global_layers"``, ``"window"``.
+        ``{"window", "window and first token", "no block sees the first token"}``, each
+        ``(texts,)``, Gemma's mean loss on the predictions made from position 512 on, the local
+        blocks seeing their window, or their window and ``<bos>``, or no block seeing ``<bos>``
+        from there on; ``"global_layers"``, ``"window"``.
 
     Raises:
         ModelFileError, ModuleNotFoundError: as
@@ -203,6 +209,7 @@ def _qk_norm_and_sinks() -> dict:
         "qk_losses": _qk_norm_losses(gemma, short),
         "first_mass": {
             "before": torch.stack([first_token_mass(w, 1, window) for w in weights]),
+            "edge": torch.stack([first_token_mass(w, window - EDGE, window) for w in weights]),
             "after": torch.stack([first_token_mass(w, window, NUM_TOKENS) for w in weights]),
         },
         "oldest_mass": oldest,
@@ -303,25 +310,42 @@ def _remove_norms(model) -> Callable[[], None]:
 
 
 def _sink_losses(model, tokens: torch.Tensor, clean: torch.Tensor) -> dict:
-    """Mean loss on the predictions made from position ``window - 1`` on, the local blocks
-    seeing their window (as trained: ``clean`` is the last block's output of that run), or their
-    window and ``<bos>`` (StreamingLLM's mask)."""
+    """Mean loss on the predictions made from position ``window`` on (where a local block's
+    window no longer holds ``<bos>``): the local blocks seeing their window (as trained:
+    ``clean`` is the last block's output of that run); seeing their window and ``<bos>``
+    (StreamingLLM's mask); and, as a control, the global blocks no longer seeing ``<bos>`` from
+    there on either (no block sees it)."""
+    from mha_ref.masks import causal_mask
     from mha_ref.tutorial.windows import window_mask
 
     window = model.config.sliding_window
-    local = [b for b in model.layers if b.sliding_window is not None]
 
     def later(residual: torch.Tensor) -> torch.Tensor:  # logits only where they are scored
         with torch.no_grad():
-            logits = model.unembed(residual[:, window - 1 :])  # (texts, L - window + 1, vocab)
-        return next_token_losses(logits, tokens[:, window - 1 :]).mean(dim=1)  # (texts,)
+            logits = model.unembed(residual[:, window:])  # (texts, L - window, vocab)
+        return next_token_losses(logits, tokens[:, window:]).mean(dim=1)  # (texts,)
 
-    for block in local:  # an instance attribute hides the class's method
-        block.attention_mask = lambda seq_len, device: window_mask(seq_len, window, 1)
-    try:
-        with torch.no_grad():
-            kept, _ = model.run_layers(model.embed(tokens))  # (texts, L, embed_dim)
-    finally:
-        for block in local:
-            del block.attention_mask
-    return {"window": later(clean), "window and first token": later(kept)}
+    def without_bos(seq_len: int, device) -> torch.Tensor:
+        allowed = causal_mask(seq_len, device=device)  # (seq_len, seq_len), True = may attend
+        allowed[window:, 0] = False  # <bos> hidden from the queries the windows have lost it for
+        return allowed
+
+    def run(masks: dict) -> torch.Tensor:
+        for block, mask in masks.items():  # an instance attribute hides the class's method
+            block.attention_mask = mask
+        try:
+            with torch.no_grad():
+                residual, _ = model.run_layers(model.embed(tokens))  # (texts, L, embed_dim)
+        finally:
+            for block in masks:
+                del block.attention_mask
+        return later(residual)
+
+    local = [b for b in model.layers if b.sliding_window is not None]
+    global_ = [b for b in model.layers if b.sliding_window is None]
+    kept = {b: (lambda seq_len, device: window_mask(seq_len, window, 1)) for b in local}
+    return {
+        "window": later(clean),
+        "window and first token": run(kept),
+        "no block sees the first token": run({b: without_bos for b in global_}),
+    }
