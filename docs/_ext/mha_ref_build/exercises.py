@@ -11,7 +11,7 @@ import re
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 
-from mha_ref_build.install import install_note, uses_real_model
+from mha_ref_build.install import install_note, model_install_commands
 
 _FOOTER = re.compile(
     r"^(?P<indent>[ ]*)\.\. container:: sphx-glr-footer sphx-glr-footer-example\n", re.MULTILINE
@@ -25,7 +25,7 @@ def _example_page(app: Sphinx, docname: str, source: list[str]) -> None:
         return
     source[0] = fold_answers(source[0], docname)
     lang = app.config.language or "en"
-    note = install_note(lang, uses_real_model(lang, docname.split("/")[-1]))
+    note = install_note(lang, model_install_commands(lang, docname.split("/")[-1]))
     match = _FOOTER.search(source[0])
     if match is None:
         raise ExtensionError(f"{docname}: no sphinx-gallery download footer to add the wheel to")

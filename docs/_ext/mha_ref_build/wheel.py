@@ -30,9 +30,8 @@ from mha_ref_build.install import (
     TORCH_CPU_COMMAND,
     install_command,
     install_commands,
-    model_install_command,
+    model_install_commands,
     recipe_text,
-    uses_real_model,
     wheel_name,
 )
 
@@ -167,12 +166,14 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
     context["mha_wheel"] = wheel_name()
     context["mha_wheel_uri"] = wheel_uri(pagename)
     lang = app.config.language or "en"
-    real_model = pagename.startswith("auto_examples/plot_") and uses_real_model(
-        lang, pagename.split("/")[-1]
+    models = (
+        model_install_commands(lang, pagename.split("/")[-1])
+        if pagename.startswith("auto_examples/plot_")
+        else ()
     )
-    context["mha_wheel_install"] = install_command(wheel_name(), real_model)
+    context["mha_wheel_install"] = install_command(wheel_name(), bool(models))
     context["mha_torch_cpu_install"] = TORCH_CPU_COMMAND
-    context["mha_model_install"] = model_install_command() if real_model else ""
+    context["mha_model_install"] = list(models)
 
 
 def _ship_wheel(app: Sphinx, exception: Exception | None) -> None:
