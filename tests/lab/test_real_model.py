@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import model_files
 import pytest
 import torch
+from model_files import REQUIRED
 
 from mha_ref.tutorial.smollm2 import files
 
@@ -20,18 +22,11 @@ from mha_ref.tutorial.smollm2 import files
 # pytest-xdist with --dist=loadgroup)
 pytestmark = pytest.mark.xdist_group("real_model")
 
-REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
-
 
 def require_model_file() -> None:
-    """Skip the test when the real model's file is not installed, or fail it where it must be
-    (``MHA_REF_REQUIRE_REAL_MODEL=1``, as ``nox -s tests`` sets)."""
-    try:
-        files.model_file()
-    except files.ModelFileError as error:
-        if REQUIRED:
-            pytest.fail(f"MHA_REF_REQUIRE_REAL_MODEL=1 but the model file is missing: {error}")
-        pytest.skip(f"the real model is not installed: {files.INSTALL_COMMAND}")
+    """Skip the test when SmolLM2's file is not installed, or fail it where it must be
+    (:func:`model_files.require_model_file`)."""
+    model_files.require_model_file(files, "SmolLM2")
 
 
 def _model_or_skip():

@@ -1,0 +1,25 @@
+"""The one rule for tests that read a real model's file: skip them, saying how to install it,
+where the file is missing, or fail them where it must be there (``MHA_REF_REQUIRE_REAL_MODEL=1``,
+as ``nox -s tests`` sets)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+#: whether a missing model file (or transformers, for the cross-checks) fails the tests
+REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
+
+
+def require_model_file(model, name: str) -> None:
+    """Skip the calling test unless ``model.model_file()`` finds the pinned file; fail it
+    instead where ``REQUIRED``. ``model`` is the module of a real model's file
+    (``mha_ref.tutorial.smollm2.files`` or ``mha_ref.tutorial.real_models.gemma3``), ``name``
+    the model's name in the message."""
+    try:
+        model.model_file()
+    except model.ModelFileError as error:
+        if REQUIRED:
+            pytest.fail(f"MHA_REF_REQUIRE_REAL_MODEL=1 but the {name} file is missing: {error}")
+        pytest.skip(f"{name} is not installed: {model.INSTALL_COMMAND}")
