@@ -11,11 +11,10 @@ token ids (its GGUF tokenizer for ``gemma3`` is not llama.cpp's, see the tokeniz
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import pytest
 import torch
-from model_files import REQUIRED, require_model_file
+from model_files import load_with_transformers, require_model_file
 
 from mha_ref.tutorial.real_models import gemma3
 
@@ -50,16 +49,7 @@ def long_tokens(model, statements):
 def transformers_model(model):
     """transformers' own loader on the same file: its own dequantiser (gguf-py's reader, its
     own conversion), its own Gemma 3 (modeling_gemma3), its own tokenizer."""
-    if importlib.util.find_spec("transformers") is None and not REQUIRED:
-        pytest.skip("transformers is not installed (pip install -e '.[real-model-test]')")
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the local file only, never a model hub
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = gemma3.model_file()
-    kwargs = {"gguf_file": path.name}
-    hf_model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kwargs)
-    hf_tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
-    return hf_model.eval(), hf_tokenizer
+    return load_with_transformers(gemma3.model_file())
 
 
 # ------------------------------------------------------------------------------------------------

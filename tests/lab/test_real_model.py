@@ -9,12 +9,11 @@ tests`` sets it): there a missing file fails them. The independent check uses
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import model_files
 import pytest
 import torch
-from model_files import REQUIRED
+from model_files import load_with_transformers
 
 from mha_ref.tutorial.smollm2 import files
 
@@ -53,16 +52,7 @@ def statements(model):
 def transformers_model(model):
     """transformers' own loader on the same file (it dequantises with gguf, builds its own
     LLaMA and its own tokenizer): an independent implementation of everything but the file."""
-    if importlib.util.find_spec("transformers") is None and not REQUIRED:
-        pytest.skip("transformers is not installed (pip install -e '.[real-model-test]')")
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the local file only, never a model hub
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = files.model_file()
-    kwargs = {"gguf_file": path.name}
-    hf_model = AutoModelForCausalLM.from_pretrained(str(path.parent), dtype=torch.float32, **kwargs)
-    hf_tokenizer = AutoTokenizer.from_pretrained(str(path.parent), **kwargs)
-    return hf_model.eval(), hf_tokenizer
+    return load_with_transformers(files.model_file())
 
 
 # ------------------------------------------------------------------------------------------------
