@@ -78,6 +78,7 @@ from mha_ref.tutorial.real_models.layers import (
     GatedMLP,
     RMSNorm,
     next_token_losses,
+    token_embedding,
 )
 from mha_ref.tutorial.real_models.loading import cached_weights
 from mha_ref.tutorial.real_models.packages import ModelFileError
@@ -433,7 +434,7 @@ class Gemma3(DecoderStack):
             )
             for base in (config.local_rope_base, config.rope_base)
         )  # fmt: skip
-        self.embedding = nn.Embedding(config.vocab_size, config.embed_dim, device=device)
+        self.embedding = token_embedding(config.vocab_size, config.embed_dim, device)
         self.layers = nn.ModuleList(
             Gemma3Block(config, self.global_rope, None, device=device)
             if layer in config.global_layers
@@ -555,9 +556,9 @@ def state_dict_from_gguf(tensors: dict[str, torch.Tensor], num_layers: int) -> d
 def load_gemma3(device: torch.device | str | None = None) -> Gemma3:
     """Gemma 3 270M (``Q4_K_M`` file, dequantised to float32), in eval mode, with its tokenizer.
 
-    The first call in a process reads the model (about 4 s of CPU from the GGUF file, under
-    1 s from the build's cache, checksums included); later calls return the **same object**.
-    Its parameters do not require gradients.
+    The first call in a process reads the model (on a 2-core machine, about 7 s of CPU from the
+    GGUF file, about 2.5 s from the build's cache, most of it the SHA-256 check of the 1 GB
+    entry); later calls return the **same object**. Its parameters do not require gradients.
 
     Args:
         device: where to put the model. Default: :func:`mha_ref.pick_device`.

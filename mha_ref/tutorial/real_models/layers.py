@@ -20,6 +20,7 @@ __all__ = [
     "GatedMLP",
     "RMSNorm",
     "check_token_ids",
+    "token_embedding",
     "next_token_losses",
 ]
 
@@ -102,6 +103,36 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = ACTIVATIONS[self.activation](self.gate_proj(x))  # (..., ffn_dim)
         return self.down_proj(gate * self.up_proj(x))  # (..., embed_dim)
+
+
+def token_embedding(
+    vocab_size: int, embed_dim: int, device: torch.device | str | None = None
+) -> torch.nn.Embedding:
+    """A model's token embedding table, ``nn.Embedding(vocab_size, embed_dim)``.
+
+    On the meta device (where a loader builds a model before its weights are read from the
+    file) the table is left uninitialised: ``nn.Embedding`` draws random weights on creation,
+    and on the meta device that first draw imports ``torch._dynamo`` (1 to 1.5 s of a model's
+    load, for weights the file replaces). Anywhere else the table is ``nn.Embedding``'s own,
+    randomly initialised.
+
+    Args:
+        vocab_size: number of token ids (rows).
+        embed_dim: width of the residual stream (columns).
+        device: where the table lives; ``"meta"`` for a model whose weights are loaded next
+            (``load_state_dict(..., assign=True)``).
+
+    Returns:
+        torch.nn.Embedding: weight ``(vocab_size, embed_dim)``, float32.
+
+    Source:
+        ``torch.nn.Embedding`` and ``torch.nn.Embedding.from_pretrained`` (which takes the
+        given tensor as the weight and draws nothing).
+    """
+    if device is not None and torch.device(device).type == "meta":
+        empty = torch.empty(vocab_size, embed_dim, device=device)  # (vocab_size, embed_dim)
+        return nn.Embedding.from_pretrained(empty, freeze=False)
+    return nn.Embedding(vocab_size, embed_dim, device=device)
 
 
 def check_token_ids(

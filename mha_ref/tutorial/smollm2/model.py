@@ -40,6 +40,7 @@ from mha_ref.tutorial.real_models.layers import (  # noqa: F401  (SmolLM2's name
     RMSNorm,
     check_token_ids,
     next_token_losses,
+    token_embedding,
 )
 
 __all__ = ["SmolLM2", "SmolLM2Block", "SmolLM2Config", "SwiGLU"]
@@ -243,7 +244,7 @@ class SmolLM2(DecoderStack):
             pairing="adjacent",  # llama.cpp permutes the Q/K rows of Hugging Face checkpoints
             device=table_device,
         )
-        self.embedding = nn.Embedding(config.vocab_size, config.embed_dim, device=device)
+        self.embedding = token_embedding(config.vocab_size, config.embed_dim, device)
         self.layers = nn.ModuleList(
             SmolLM2Block(config, rope, device=device) for _ in range(config.num_layers)
         )
