@@ -25,43 +25,15 @@ def require_model_file(model, name: str) -> None:
         pytest.skip(f"{name} is not installed: {model.INSTALL_COMMAND}")
 
 
-def load_with_transformers(path) -> tuple:
-    """transformers' own loader on a GGUF file: ``(model, tokenizer)``, the model in float32 and
-    in eval mode; the calling test is skipped where transformers is missing (failed where
-    ``REQUIRED``).
 
-    transformers builds everything from the file with gguf-py's reader: the config, the weights
-    (gguf-py's dequantiser) and the tokenizer each open the file anew, and each opening parses
-    every metadata array element by element (Gemma 3's 262,144 tokens and their scores: about
-    17 s a time on the 2-core CI machine, three times for one load). Here gguf-py's reader is
-    made once per file and handed to each of them: the same reader, the same parsed fields, read
-    once. Nothing of this project reaches transformers' side of the comparison.
-    """
+def load_with_transformers(path) -> tuple:
+    """transformers' ``(model, tokenizer)`` of a GGUF file
+    (:func:`mha_ref.tutorial.real_models.transformers_reference.transformers_from_gguf`); the
+    calling test is skipped where transformers is missing, failed where ``REQUIRED``."""
     import importlib.util
 
     if importlib.util.find_spec("transformers") is None and not REQUIRED:
         pytest.skip("transformers is not installed (pip install -e '.[real-model-test]')")
-    os.environ["HF_HUB_OFFLINE"] = "1"  # the local file only, never a model hub
-    import gguf
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from mha_ref.tutorial.real_models.transformers_reference import transformers_from_gguf
 
-    original = gguf.GGUFReader
-    readers: dict = {}
-
-    def read_once(file, mode="r"):
-        key = (os.path.realpath(file), mode)
-        if key not in readers:
-            readers[key] = original(file, mode)
-        return readers[key]
-
-    kwargs = {"gguf_file": path.name}
-    gguf.GGUFReader = read_once  # transformers imports it from gguf at each load
-    try:
-        folder = str(path.parent)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-    finally:
-        gguf.GGUFReader = original
-    assert len(readers) == 1, f"transformers opened {len(readers)} files, expected {path} alone"
-    return model.eval(), tokenizer
+    return transformers_from_gguf(path)

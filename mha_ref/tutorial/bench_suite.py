@@ -53,7 +53,17 @@ heads, float32, every side on ``mha_ref``'s explicit path unless the name says `
 * a sliding-window decode step (a cache of 2048 tokens, what a rolling cache of that window
   holds) over the full decode step against 16384 tokens, 4 key/value heads, fused and explicit.
 
-``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``, ``rope``, ``modern``.
+The real models (issue 32), on the CPU in float32 with the process's threads, each against
+transformers' model of the same GGUF file
+(:func:`mha_ref.tutorial.real_models.transformers_reference.transformers_from_gguf`): a forward
+pass of one sequence of 256 and of 1,024 tokens of a shipped text, logits at every position,
+for SmolLM2-135M (``LlamaForCausalLM``) and Gemma 3 270M (``Gemma3ForCausalLM``). Skipped, with
+a note, where a model's file or transformers is missing. A decode step with a cache is not
+compared: the project's models run whole sequences (example 25 decodes one block from a ring
+buffer, not the whole model).
+
+``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``, ``rope``, ``modern``,
+``real``.
 """
 
 from __future__ import annotations
@@ -92,7 +102,10 @@ __all__ = [
 ]
 
 #: the groups of comparisons ``run_suite`` can run
-GROUPS = ("modules", "tiled", "decode", "compile", "rope", "modern")
+GROUPS = ("modules", "tiled", "decode", "compile", "rope", "modern", "real")
+
+#: the lengths of the real models' forward passes (tokens of a shipped text, one sequence)
+REAL_LENGTHS = (256, 1024)
 
 #: (batch, cached_len, embed_dim, num_heads) of the decode-step comparison
 DECODE_SIZE = (8, 4096, 768, 12)
@@ -322,6 +335,8 @@ def run_suite(
         _rope_comparisons(device, record_both)
     if "modern" in groups:
         _modern_comparisons(device, record)
+    if "real" in groups:
+        _real_model_comparisons(record, notes)
     if "compile" in groups:
         available, reason = torch_compile_status(device)
         if available:
@@ -537,6 +552,46 @@ def _rope_comparisons(device: torch.device, record_both) -> None:
         record_both(name, size_name, with_rope, without_rope, [x], (rotary, plain))
 
 
+def _real_models() -> list[tuple[str, str, Callable[[], object], Callable[[], Path]]]:
+    """(name, transformers' class, the project's loader, the file's path) of each real model."""
+    from mha_ref.tutorial.real_models import gemma3
+    from mha_ref.tutorial.smollm2 import files, load_model
+
+    return [
+        ("SmolLM2-135M", "LlamaForCausalLM", lambda: load_model("cpu"), files.model_file),
+        ("Gemma 3 270M", "Gemma3ForCausalLM", lambda: gemma3.load_gemma3("cpu"),
+         gemma3.model_file),
+    ]  # fmt: skip
+
+
+def _real_model_comparisons(record, notes: list[str]) -> None:
+    """Each real model's forward pass against transformers' model of the same file."""
+    from mha_ref.tutorial.real_models.packages import ModelFileError
+    from mha_ref.tutorial.real_models.transformers_reference import transformers_from_gguf
+    from mha_ref.tutorial.smollm2.texts import real_text
+
+    for name, their_class, load, model_file in _real_models():
+        try:
+            ours = load()
+            theirs, _ = transformers_from_gguf(model_file())
+        except (ModelFileError, ModuleNotFoundError) as missing:
+            notes.append(f"{name} against transformers skipped: {missing}")
+            continue
+        text = ours.tokenizer.encode(real_text("execution_model"))  # (text_len,)
+        for length in REAL_LENGTHS:
+            tokens = text[None, :length]  # (1, seq_len)
+
+            def ours_fwd(tokens=tokens, model=ours):
+                return model(tokens)[0]  # (1, seq_len, vocab_size)
+
+            def their_fwd(tokens=tokens, model=theirs):
+                return model(input_ids=tokens, use_cache=False).logits  # (1, seq_len, vocab)
+
+            with torch.no_grad():
+                record(f"{name} vs transformers {their_class}, forward",
+                       f"{length} tokens", ours_fwd, their_fwd)  # fmt: skip
+
+
 def _compile_comparisons(device: torch.device, record_both) -> None:
     """``torch.compile`` of both modules, forward and forward + backward, BERT-base size."""
     size_name = "bert-base layer"
@@ -558,8 +613,9 @@ def format_report(results: list[Comparison], env: dict, notes: list[str] = ()) -
     lines = [
         "environment: " + ", ".join(f"{k}={v}" for k, v in env.items()),
         *notes,
-        "ratio: median over the rounds of ours / torch; rounds: its lowest and highest value",
-        f"{'size':<16} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'rounds':>13} "
+        "ratio: median over the rounds of ours / the reference (PyTorch; transformers for the real "
+        "models); rounds: its lowest and highest value",
+        f"{'size':<16} {'ours ms':>10} {'ref ms':>10} {'ratio':>7} {'rounds':>13} "
         f"{'target':>7}  comparison",
     ]
     verdicts = {None: "", "ok": "  ok", "missed": "  MISSED", "undecided": "  undecided"}

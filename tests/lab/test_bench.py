@@ -290,3 +290,40 @@ def test_bench_suite_modern_group_structure(monkeypatch):
         "sliding-window decode step (window 8, explicit) vs full (32)",
     ]
     assert all(r.ratio > 0 for r in results)
+
+
+def test_bench_suite_real_group_rows_and_skips(monkeypatch):
+    """The issue-32 comparisons: one row per real model and length, each model against what
+    transformers returns for its file; a model whose file is missing is a note, not a row."""
+    from mha_ref.tutorial import bench_suite
+    from mha_ref.tutorial.real_models import transformers_reference
+    from mha_ref.tutorial.real_models.packages import ModelFileError
+
+    class Tiny(torch.nn.Module):  # stands for both sides: logits of a 7-word vocabulary
+        tokenizer = type("T", (), {"encode": staticmethod(lambda text: torch.arange(40) % 7)})
+
+        def forward(self, tokens=None, input_ids=None, use_cache=None):
+            tokens = input_ids if tokens is None else tokens  # (1, seq_len)
+            logits = torch.nn.functional.one_hot(tokens, 7).float()  # (1, seq_len, 7)
+            return (logits, []) if input_ids is None else type("O", (), {"logits": logits})
+
+    def missing():
+        raise ModelFileError("not installed: python -m pip install a-model")
+
+    monkeypatch.setattr(bench_suite, "REAL_LENGTHS", (8, 16))
+    monkeypatch.setattr(transformers_reference, "transformers_from_gguf", lambda p: (Tiny(), None))
+    monkeypatch.setattr(bench_suite, "_real_models", lambda: [
+        ("Model A", "AForCausalLM", Tiny, lambda: "a.gguf"),
+        ("Model B", "BForCausalLM", missing, lambda: "b.gguf"),
+    ])  # fmt: skip
+    notes: list[str] = []
+    results = bench_suite.run_suite(
+        device=torch.device("cpu"), repeats=1, warmup=0, groups=("real",), notes=notes
+    )
+    assert [(r.name, r.size) for r in results] == [
+        ("Model A vs transformers AForCausalLM, forward", "8 tokens"),
+        ("Model A vs transformers AForCausalLM, forward", "16 tokens"),
+    ]
+    assert all(r.ratio > 0 for r in results)
+    assert notes == ["Model B against transformers skipped: not installed: "
+                     "python -m pip install a-model"]  # fmt: skip

@@ -36,6 +36,9 @@ Modules:
 ``gemma3``
     Gemma 3 270M: its file (joined from four chunk packages), its sizes and the values its file
     does not state, its blocks, its loader.
+``transformers_reference``
+    transformers' own model and tokenizer of a GGUF file, the independent side of the tests'
+    comparisons and of ``nox -s bench``'s timings (transformers is a test-only dependency).
 ``local_global``
     example 25's measurements of Gemma 3's local and global layers: the KV cache, the two RoPE
     bases, a local layer decoded from a ring buffer, and where induction lives, by ablation.
