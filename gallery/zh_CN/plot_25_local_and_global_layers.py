@@ -228,6 +228,47 @@ print(text_table(header, [row("第一次出现（无可复制）", losses[second
 # 对照只在距离 100 时运行（在 520 时，每个对照都要在最长的序列上多算一遍）。
 
 # %%
+# .. _ex25-smollm2:
+#
+# SmolLM2 读同样造法的序列
+# ------------------------
+# SmolLM2 没有局部块：它的 30 个块都能看到之前的每个键。在距离 100 上按同样的方法造序列，换成 SmolLM2
+# 自己的普通词元（它的分词器不在最前面放任何词元：它的文件把 ``<|im_start|>`` 标为起始词元，但并不添加
+# 它；这里把 ``<|endoftext|>`` 放在最前面，让两个模型读的序列形状相同）：给它的 270 个头打分，把分数最高的三个头一起消融，再从同样的块里抽三组、每组三个别的头
+# 作对照。
+
+smol_result = result["smollm2"]
+smol_scores = smol_result["scores"]  # (num_layers, num_heads)
+fig = plot_lines(range(smol["num_layers"]), {f"距离 {first}": smol_scores.max(dim=1).values},
+                 xlabel="块（每个块都是全局的）", ylabel="块内最大的归纳分数",
+                 title="SmolLM2-135M-Instruct，三条随机序列")
+fig.axes[0].set_xticks(range(0, smol["num_layers"], 2))
+plt.show()
+print("归纳分数最高的头（块, 头）及分数：",
+      "，".join(f"{head} {float(smol_scores[head]):.2f}" for head in smol_result["top"]))
+smol_losses = smol_result["losses"]
+rows = [row("第一次出现（无可复制）", smol_losses["first"]),
+        row("无", smol_losses["clean"]),
+        row(f"归纳前 3 {smol_result['top']}", smol_losses["top"])]
+rows += [row(f"  对照 {heads}", values) for heads, values in zip(smol_result["controls"], smol_losses["controls"], strict=True)]
+print(f"SmolLM2，距离 {first}：")
+print(text_table(header, rows))
+print("对照头及分数：", "，".join(f"{head} {float(smol_scores[head]):.2f}" for head in sorted({h for c in smol_result["controls"] for h in c})))
+undone = (smol_losses["top"] - smol_losses["clean"]) / (smol_losses["first"] - smol_losses["clean"])  # (seeds,)
+print("去掉前 3 个头抹掉的复制收益比例，按种子：", "，".join(f"{v:.2f}" for v in undone))
+
+# %%
+# SmolLM2 分数最高的头集中在它中部略偏上的两个相邻块里，就是上面的 (18, 6)、(17, 3) 和 (17, 4)，更高的
+# 块里还有几个较低的峰（见图）。它复制这些随机词元不如 Gemma，而且各个种子之间相差很大：每个种子上它在
+# 重复部分的损失都远低于第一次出现时的，但比 Gemma 的高。去掉它分数最高的三个头，每个种子上这个损失都会
+# 升高，抹掉复制带来的收益的大约一半到三分之二，但不是全部；每一组同块里别的头作对照，改变都小得多，
+# 尽管每一组都含有这两个块里另外两个高分头 (17, 5) 或 (18, 7) 之一。这几组只从很少的头里抽，所以互有
+# 重叠，其中一组也没有按块配对。所以在两个模型里，复制的很大一部分都依赖少数几个块里的少数几个归纳头：
+# Gemma 的在它的全局块里（它们需要的前一词元头在局部块里），SmolLM2 的块全都是全局的，这些头在它 30 个
+# 块里的第 17、18 块。两个模型的差别远不止窗口（大小、训练数据、词表），所以这只说明了每个模型里这些头
+# 在哪里，并不说明是窗口把它们放在那里的。
+
+# %%
 # .. _ex25-exercises:
 #
 # 练习

@@ -57,10 +57,12 @@ The real models (issue 32), on the CPU in float32 with the process's threads, ea
 transformers' model of the same GGUF file
 (:func:`mha_ref.tutorial.real_models.transformers_reference.transformers_from_gguf`): a forward
 pass of one sequence of 256 and of 1,024 tokens of a shipped text, logits at every position,
-for SmolLM2-135M (``LlamaForCausalLM``) and Gemma 3 270M (``Gemma3ForCausalLM``). Skipped, with
-a note, where a model's file or transformers is missing. A decode step with a cache is not
-compared: the project's models run whole sequences (example 25 decodes one block from a ring
-buffer, not the whole model).
+for SmolLM2-135M-Instruct (``LlamaForCausalLM``) and Gemma 3 270M (``Gemma3ForCausalLM``); and
+one decode step of SmolLM2 with a cache of :data:`REAL_DECODE_CACHED` tokens (its
+``SmolLM2.decode`` with ``KVCache``, against transformers' own cache; each step's
+cache is cut back to that length first). Gemma 3 has no cached decode of the whole model here
+(example 25 decodes one block from a ring buffer), so it has no decode row. Skipped, with a
+note, where a model's file or transformers is missing.
 
 ``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``, ``rope``, ``modern``,
 ``real``.
@@ -106,6 +108,8 @@ GROUPS = ("modules", "tiled", "decode", "compile", "rope", "modern", "real")
 
 #: the lengths of the real models' forward passes (tokens of a shipped text, one sequence)
 REAL_LENGTHS = (256, 1024)
+#: the tokens already in the cache at the real models' decode step
+REAL_DECODE_CACHED = 1024
 
 #: (batch, cached_len, embed_dim, num_heads) of the decode-step comparison
 DECODE_SIZE = (8, 4096, 768, 12)
@@ -558,7 +562,7 @@ def _real_models() -> list[tuple[str, str, Callable[[], object], Callable[[], Pa
     from mha_ref.tutorial.smollm2 import files, load_model
 
     return [
-        ("SmolLM2-135M", "LlamaForCausalLM", lambda: load_model("cpu"), files.model_file),
+        ("SmolLM2-135M-Instruct", "LlamaForCausalLM", lambda: load_model("cpu"), files.model_file),
         ("Gemma 3 270M", "Gemma3ForCausalLM", lambda: gemma3.load_gemma3("cpu"),
          gemma3.model_file),
     ]  # fmt: skip
@@ -590,6 +594,32 @@ def _real_model_comparisons(record, notes: list[str]) -> None:
             with torch.no_grad():
                 record(f"{name} vs transformers {their_class}, forward",
                        f"{length} tokens", ours_fwd, their_fwd)  # fmt: skip
+        if hasattr(ours, "new_caches"):  # a cached decode of the whole model
+            with torch.no_grad():
+                ours_step, their_step = _decode_steps(ours, theirs, text, REAL_DECODE_CACHED)
+                record(f"{name} vs transformers {their_class}, decode step",
+                       f"{REAL_DECODE_CACHED} cached", ours_step, their_step)  # fmt: skip
+
+
+def _decode_steps(ours, theirs, text: torch.Tensor, cached: int):
+    """One decode step of each model after ``cached`` tokens of ``text`` (``(text_len,)``);
+    each step first cuts its cache back to ``cached`` tokens, so every step is the same."""
+    prompt = text[None, :cached]  # (1, cached)
+    new_token = text[None, cached : cached + 1]  # (1, 1)
+    caches = ours.new_caches(1, cached + 1)
+    ours.decode(prompt, caches)  # fills the caches
+    past = theirs(input_ids=prompt, use_cache=True).cache  # its DynamicCache
+
+    def ours_step():
+        for cache in caches:
+            cache.cached_len = cached
+        return ours.decode(new_token, caches)  # (1, 1, vocab_size)
+
+    def their_step():
+        past.crop(cached - past.get_seq_length())  # a negative count removes that many
+        return theirs(input_ids=new_token, cache=past, use_cache=True).logits
+
+    return ours_step, their_step
 
 
 def _compile_comparisons(device: torch.device, record_both) -> None:

@@ -19,6 +19,8 @@ from mha_ref import (
 )
 from mha_ref.tutorial.real_models.local_global import (
     GEMMA3_ORDINARY_IDS,
+    SMOLLM2_FIRST_ID,
+    SMOLLM2_ORDINARY_IDS,
     copy_after_gap,
     induction_scores_at,
     kv_cache_bytes,
@@ -162,3 +164,17 @@ def test_ordinary_ids_are_every_piece_between_the_byte_tokens_and_the_added_toke
     assert max(index for index in added if index < low) == low - 256 - 1
     strings = tokenizer.token_strings(list(range(low - 256, low)))
     assert len(set(strings)) == 256 and strings[0] == "\x00" and strings[-1] == "\\xff"
+
+
+@pytest.mark.xdist_group("real_model")
+def test_smollm2_ordinary_ids_are_every_id_above_its_control_tokens():
+    from mha_ref.tutorial.smollm2 import files, load_model
+
+    require_model_file(files, "SmolLM2")
+    tokenizer = load_model("cpu").tokenizer
+    added = tokenizer._backend.get_added_tokens_decoder()  # its control tokens
+    low, high = SMOLLM2_ORDINARY_IDS
+    assert sorted(added) == list(range(low))  # ids 0 .. 16, nothing above
+    assert high == tokenizer.vocab_size == 49152
+    assert tokenizer.token_strings([SMOLLM2_FIRST_ID]) == ["<|endoftext|>"]
+    assert tokenizer.encode("").numel() == 0  # its tokenizer puts nothing first

@@ -45,6 +45,8 @@ __all__ = [
     "NUM_ABLATED",
     "NUM_CONTROLS",
     "SEEDS",
+    "SMOLLM2_FIRST_ID",
+    "SMOLLM2_ORDINARY_IDS",
     "copy_after_gap",
     "copy_losses_after",
     "induction_scores_at",
@@ -57,6 +59,11 @@ __all__ = [
 #: Gemma 3's ordinary text pieces, ids ``494 .. 255967`` (below them the control, unused and
 #: byte tokens, above them runs of whitespace, image markers and unused tokens)
 GEMMA3_ORDINARY_IDS = (494, 255968)
+#: SmolLM2's ordinary tokens, ids ``17 .. 49151`` (below them its 17 control tokens)
+SMOLLM2_ORDINARY_IDS = (17, 49152)
+#: the token put first in SmolLM2's sequences, ``<|endoftext|>`` (its tokenizer puts no token
+#: first; a first token of its own gives both models' sequences the same shape)
+SMOLLM2_FIRST_ID = 0
 #: example 25's two distances between a token and its earlier copy, inside the 512-key window
 #: of a local layer and beyond it
 DISTANCES = (100, 520)
@@ -352,7 +359,11 @@ def local_global_analysis() -> dict:
         (``"windowed_global"``, second distance), and on the same tokens at their first
         occurrence (``"first"``); ``"ring"`` ``{layer: (max |ring - masked|, max
         |masked|)}`` for the last local layer before the first global one and for that
-        global layer, on the first sequence at the longer distance.
+        global layer, on the first sequence at the longer distance; ``"smollm2"``, SmolLM2 on
+        the same protocol at the first distance (its sequences begin with
+        :data:`SMOLLM2_FIRST_ID` and draw from :data:`SMOLLM2_ORDINARY_IDS`): ``"scores"``
+        ``(num_layers, num_heads)``, ``"top"``, ``"controls"`` and ``"losses"`` ``{"first",
+        "clean", "top": (seeds,), "controls": [(seeds,), ...]}``.
 
     Raises:
         ModelFileError, ModuleNotFoundError: as
@@ -365,6 +376,7 @@ def local_global_analysis() -> dict:
         "model": MODEL_FILE_SHA256, "smollm2": SMOLLM2_SHA256, "distances": list(DISTANCES),
         "copy_len": COPY_LEN, "seeds": list(SEEDS), "ablated": NUM_ABLATED,
         "controls": NUM_CONTROLS, "ids": list(GEMMA3_ORDINARY_IDS),
+        "smollm2_ids": list(SMOLLM2_ORDINARY_IDS), "smollm2_first": SMOLLM2_FIRST_ID,
     }
     return cached("gemma3_local_global", arguments, _in_threads)
 
@@ -406,7 +418,33 @@ def _local_global() -> dict:
         "smollm2": dataclasses.asdict(load_model("cpu").config),
     }
     return {"configs": configs, "scores": scores, "previous": previous, **heads,
-            "losses": losses, "ring": ring, "inputs": inputs}
+            "losses": losses, "ring": ring, "inputs": inputs,
+            "smollm2": _smollm2_induction(load_model("cpu"))}
+
+
+def _smollm2_induction(model) -> dict:
+    """SmolLM2 on the same protocol at the first distance: its induction scores, its top
+    heads and control sets of other heads of their layers, and the copy losses with each
+    set ablated, with nothing ablated, and on the tokens' first occurrence."""
+    from mha_ref.tutorial.smollm2.heads import top_heads
+
+    distance = DISTANCES[0]
+    tokens = copy_after_gap(distance, COPY_LEN, SEEDS, SMOLLM2_FIRST_ID, SMOLLM2_ORDINARY_IDS)
+    clean = _clean_pass(model, tokens, distance)  # tokens: (seeds, 1 + distance + COPY_LEN)
+    top = top_heads(clean["scores"], NUM_ABLATED)
+    controls = _control_sets(top, model.config.num_heads)
+
+    def losses(ablated) -> torch.Tensor:
+        start = min(layer for layer, _ in ablated)  # the blocks before it are unchanged
+        return _copy_losses(model, clean["streams"][start], start, tokens, distance, ablated)
+
+    return {
+        "scores": clean["scores"],  # (num_layers, num_heads)
+        "top": top,
+        "controls": controls,
+        "losses": {"first": clean["first_losses"], "clean": clean["losses"], "top": losses(top),
+                   "controls": [losses(c) for c in controls]},  # each (seeds,)
+    }
 
 
 @contextmanager
