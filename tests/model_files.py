@@ -14,9 +14,9 @@ REQUIRED = os.environ.get("MHA_REF_REQUIRE_REAL_MODEL") == "1"
 
 def require_model_file(model, name: str) -> None:
     """Skip the calling test unless ``model.model_file()`` finds the pinned file; fail it
-    instead where ``REQUIRED``. ``model`` is the module of a real model's file
-    (``mha_ref.tutorial.smollm2.files`` or ``mha_ref.tutorial.real_models.gemma3``), ``name``
-    the model's name in the message."""
+    instead where ``REQUIRED``. ``model`` is a real model's module
+    (``mha_ref.tutorial.real_models.smollm2`` or ``...gemma3``), ``name`` the model's name in
+    the message."""
     try:
         model.model_file()
     except model.ModelFileError as error:

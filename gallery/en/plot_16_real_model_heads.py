@@ -37,17 +37,12 @@ import torch
 from mha_ref.masks import causal_mask
 from mha_ref.tutorial.block_diagram import block_sizes, plot_prenorm_block
 from mha_ref.tutorial.plotting import plot_heads, text_table
-from mha_ref.tutorial.smollm2 import load_model
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
-    heads_analysis,
-    plot_every_head,
-    plot_score_maps,
-    top_heads,
-)
+from mha_ref.tutorial.real_models.heads import plot_every_head, plot_score_maps, top_heads
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import heads_analysis
 
 print("install, in this order:", *install_steps(), sep="\n  ")
-model = load_model()
+model = load_smollm2()
 config = model.config
 analysis = heads_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 scores = analysis["scores"]  # each (num_layers, num_heads)
@@ -63,7 +58,7 @@ print(f"repeated input: {tuple(analysis['repeated'].shape)}; real text: "
 # One block of the model
 # ----------------------
 # The model is a stack of identical blocks, each pre-norm as in LLaMA
-# (``mha_ref.tutorial.smollm2.model.SmolLM2Block``). The *residual stream* ``x`` (one vector of
+# (``mha_ref.tutorial.real_models.smollm2.SmolLM2Block``). The *residual stream* ``x`` (one vector of
 # ``embed_dim`` numbers per token) runs straight through every block; in each, the attention
 # reads it after an RMS normalisation and adds its output back to it, then the MLP does the
 # same. A head of block ``l`` therefore reads everything the blocks before it wrote into the
@@ -119,7 +114,7 @@ print(f"loss on the real text: {analysis['text_loss']:.3f}")
 # Four scores for every head
 # --------------------------
 # From one forward pass that returns every block's attention weights, four mean weights per
-# head (``mha_ref.tutorial.smollm2.heads``): *previous-token* (from each token to the one
+# head (``mha_ref.tutorial.real_models.heads``): *previous-token* (from each token to the one
 # before it), *induction* (from a token of the second copy to the token *after* its first
 # occurrence), *duplicate-token* (to its first occurrence itself), all on the repeated
 # sequences, and *first-token* (to token 0, on the real text).

@@ -6,7 +6,7 @@ Example 16 found heads of SmolLM2-135M-Instruct (the 4-bit quantised file; every
 this build's measurement) whose attention *looks like* induction. A pattern is not a function:
 this page removes heads and measures what the model loses. Removing a head (*ablation*) means
 replacing its output by zeros, or by its mean over a real text, inside its block's output
-projection (``mha_ref.tutorial.smollm2.ablate_heads``, a hook added and removed by a
+projection (``mha_ref.tutorial.real_models.heads.ablate_heads``, a hook added and removed by a
 ``with`` block), as Michel et al. (2019, "Are Sixteen Heads Really Better than One?",
 `arXiv:1905.10650 <https://arxiv.org/abs/1905.10650>`_) mask heads. The argument that
 induction heads need a previous-token head in an earlier block is Elhage et al.'s (2021, "A
@@ -33,18 +33,15 @@ import torch
 
 from mha_ref.tutorial.fonts import use_cjk_font_for
 from mha_ref.tutorial.plotting import text_table
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
+from mha_ref.tutorial.real_models.heads import pearson, top_heads, top_k_overlap
+from mha_ref.tutorial.real_models.path_patching import PATHS, path_patching_analysis
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import (
     OTHER_SEEDS,
     SWEEP_LAYERS,
     interventions_analysis,
-    pearson,
-    top_heads,
-    top_k_overlap,
 )
-from mha_ref.tutorial.smollm2.load import load_tokenizer
-from mha_ref.tutorial.smollm2.path_patching import PATHS, path_patching_analysis
-from mha_ref.tutorial.smollm2.texts import real_text
+from mha_ref.tutorial.real_models.texts import real_text
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
@@ -138,7 +135,7 @@ print(f"seeds: 0 (above) and {list(OTHER_SEEDS)}")
 # --------------------------------------------------------
 # Removing the previous-token head changes every input of every later head at once, so the
 # ablation above cannot say whether the induction heads read it through their queries, keys
-# or values. Path patching separates the three (``mha_ref.tutorial.smollm2.path_patching``):
+# or values. Path patching separates the three (``mha_ref.tutorial.real_models.path_patching``):
 # a second run has the previous-token head zero-ablated, and only **one** input of the three
 # induction heads (their keys, then their queries, then their values) reads that run's
 # residual stream; their other inputs read the clean stream, and the rest of the model runs
@@ -206,7 +203,7 @@ print(text_table(["patched into", *(f"induction {h}" for h in heads)], rows))
 # Ablating each of the 270 heads alone costs one forward pass per head. Attribution patching
 # estimates all 270 effects from **one** backward pass: the change of the loss is
 # approximated to first order by the gradient with respect to a head's output times the change
-# of that output (``mha_ref.tutorial.smollm2.heads.attribution_effects``). To see how
+# of that output (``mha_ref.tutorial.real_models.heads.attribution_effects``). To see how
 # good that estimate is, the exact effect is computed too, on a shorter input (one sequence of
 # 20 random tokens repeated) and in the blocks of the top heads only.
 
@@ -321,7 +318,7 @@ for (block, h), (c, _) in result["single"]["zero"].items():
 #    the super-additive effect suggests). An average over every token would hide an effect on
 #    those tokens, which this page does not measure. The count, and the change of the average:
 
-text = load_tokenizer().encode(real_text("statements")).tolist()  # the real text's ids
+text = load_smollm2().tokenizer.encode(real_text("statements")).tolist()  # the real text's ids
 followed = {}  # token -> the tokens that followed it so far
 copyable = 0  # tokens that repeat what followed an earlier occurrence of the token before them
 for before, token in zip(text[:-1], text[1:], strict=True):  # consecutive pairs

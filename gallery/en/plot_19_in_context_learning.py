@@ -34,9 +34,8 @@ from collections import Counter
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import load_model
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import (
     EARLY,
     ICL_STRIDE,
     ICL_TEXTS,
@@ -111,7 +110,7 @@ print(text_table(["positions", "mean loss"], rows))
 # ablation minus its own score without, then the mean and standard error of those differences.
 # Pairing removes what makes one window easier than another, which is most of the spread.
 
-config = load_model().config  # the model example 16 scored (loaded once)
+config = load_smollm2().config  # the model example 16 scored (loaded once)
 num_blocks, num_heads = config.num_layers, config.num_heads
 print(f"the model: {num_blocks} blocks, each attention ({num_heads} query heads) then an MLP")
 print(f"early positions {EARLY[0]}-{EARLY[1] - 1}, late positions {LATE[0]}-{LATE[1] - 1}")

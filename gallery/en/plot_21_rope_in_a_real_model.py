@@ -33,6 +33,7 @@ import torch
 
 from mha_ref import rotary_frequencies
 from mha_ref.tutorial.plotting import plot_lines, text_table
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
 from mha_ref.tutorial.rope_heads import (
     plot_pair_shares,
     previous_token_scores,
@@ -40,11 +41,9 @@ from mha_ref.tutorial.rope_heads import (
     rope_head_analysis,
     weights_without_rotation,
 )
-from mha_ref.tutorial.smollm2 import load_model
-from mha_ref.tutorial.smollm2.files import install_steps
 
 print("install, in this order:", *install_steps(), sep="\n  ")
-model = load_model()
+model = load_smollm2()
 config = model.config
 analysis = rope_head_analysis("statements", max_tokens=256)  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run
 tokens, usage = analysis["tokens"], analysis["usage"]

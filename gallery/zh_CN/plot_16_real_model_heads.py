@@ -29,17 +29,12 @@ import torch
 from mha_ref.masks import causal_mask
 from mha_ref.tutorial.block_diagram import block_sizes, plot_prenorm_block
 from mha_ref.tutorial.plotting import plot_heads, text_table
-from mha_ref.tutorial.smollm2 import load_model
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
-    heads_analysis,
-    plot_every_head,
-    plot_score_maps,
-    top_heads,
-)
+from mha_ref.tutorial.real_models.heads import plot_every_head, plot_score_maps, top_heads
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import heads_analysis
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
-model = load_model()
+model = load_smollm2()
 config = model.config
 analysis = heads_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 scores = analysis["scores"]  # 每个都是 (num_layers, num_heads)
@@ -55,7 +50,7 @@ print(f"重复输入：{tuple(analysis['repeated'].shape)}；真实文本："
 # 模型的一个块
 # ------------
 # 这个模型由一摞相同的块组成，每个块都和 LLaMA 一样是前置归一化（pre-norm）的
-# （``mha_ref.tutorial.smollm2.model.SmolLM2Block``）。\ *残差流*\ ``x``\ （每个词元一个长为
+# （``mha_ref.tutorial.real_models.smollm2.SmolLM2Block``）。\ *残差流*\ ``x``\ （每个词元一个长为
 # ``embed_dim`` 的向量）笔直地穿过每一个块；在每个块里，注意力先对它做 RMS 归一化再读取，把输出加回
 # 残差流，然后 MLP 也这样做一遍。所以块 ``l`` 的头能读到前面各块写进残差流的一切，一个头正是这样
 # 用上另一个头的输出的（示例 17）。下面这些尺寸是从模型文件里读出来的，也画进了图里：
@@ -108,7 +103,7 @@ print(f"真实文本上的损失：{analysis['text_loss']:.3f}")
 # 每个头的四种分数
 # ----------------
 # 一次前向传播返回每个块的注意力权重，由此给每个头算出四个平均权重
-# （``mha_ref.tutorial.smollm2.heads``）：*前一词元* （每个词元对它前面那个词元的权重）、*归纳*
+# （``mha_ref.tutorial.real_models.heads``）：*前一词元* （每个词元对它前面那个词元的权重）、*归纳*
 # （第二遍中的词元对它第一次出现处 *之后* 那个词元的权重）、*重复词元* （对它第一次出现处本身的权重），
 # 这三种在重复序列上算；还有 *首词元* （对词元 0 的权重），在真实文本上算。
 

@@ -5,7 +5,7 @@
 示例 16 在 SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建测出来的）里找到了一些注意力
 *看起来像* 归纳的头。模式不等于功能：本页对头做消融，测量模型损失了什么。消融（*ablation*）一个头的意思是：
 在它所在块的输出投影里，把它的输出换成零，或者换成它在一段真实文本上的平均值
-（``mha_ref.tutorial.smollm2.ablate_heads``，一个用 ``with`` 语句临时挂上、退出时自动移除的钩子），和 Michel 等人
+（``mha_ref.tutorial.real_models.heads.ablate_heads``，一个用 ``with`` 语句临时挂上、退出时自动移除的钩子），和 Michel 等人
 （2019，“Are Sixteen Heads Really Better than One?”，`arXiv:1905.10650
 <https://arxiv.org/abs/1905.10650>`_）屏蔽头的做法一样。归纳头需要更早一个块里的前一词元头，这个论证来自
 Elhage 等人（2021，“A Mathematical Framework for Transformer Circuits”）和 Olsson 等人（2022，
@@ -29,18 +29,15 @@ import torch
 
 from mha_ref.tutorial.fonts import use_cjk_font_for
 from mha_ref.tutorial.plotting import text_table
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
+from mha_ref.tutorial.real_models.heads import pearson, top_heads, top_k_overlap
+from mha_ref.tutorial.real_models.path_patching import PATHS, path_patching_analysis
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import (
     OTHER_SEEDS,
     SWEEP_LAYERS,
     interventions_analysis,
-    pearson,
-    top_heads,
-    top_k_overlap,
 )
-from mha_ref.tutorial.smollm2.load import load_tokenizer
-from mha_ref.tutorial.smollm2.path_patching import PATHS, path_patching_analysis
-from mha_ref.tutorial.smollm2.texts import real_text
+from mha_ref.tutorial.real_models.texts import real_text
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
@@ -123,7 +120,7 @@ print(f"种子：0（上面）和 {list(OTHER_SEEDS)}")
 # 哪个输入读取前一词元头：路径修补
 # --------------------------------
 # 消融前一词元头，会同时改变后面每个头的每个输入，所以上面的消融说不出归纳头是通过查询、键还是值读到
-# 它的。路径修补（``mha_ref.tutorial.smollm2.path_patching``）把这三者分开：另跑一次前一词元头被零
+# 它的。路径修补（``mha_ref.tutorial.real_models.path_patching``）把这三者分开：另跑一次前一词元头被零
 # 消融的前向传播，只让三个归纳头的\ **一个**\ 输入（先是键，再是查询，再是值）读取这次运行的残差流；它们
 # 的其他输入读取干净的残差流，模型的其余部分照常运行。三个输入都换掉时，每个归纳头算出的正好就是它在
 # 消融运行里算出的东西。度量和上面相同，即第二遍损失，用三个种子的随机序列，和完整消融并排给出。
@@ -183,7 +180,7 @@ print(text_table(["修补进", *(f"归纳 {h}" for h in heads)], rows))
 # --------------------------
 # 把 270 个头逐个单独消融，每个头要一次前向传播。归因修补（attribution patching）只用 **一次** 反向
 # 传播就估计出全部 270 个效果：损失的变化取一阶近似，等于损失对头输出的梯度乘以这个输出的变化
-# （``mha_ref.tutorial.smollm2.heads.attribution_effects``）。为了看这个估计有多好，也算出了精确
+# （``mha_ref.tutorial.real_models.heads.attribution_effects``）。为了看这个估计有多好，也算出了精确
 # 效果，用的是更短的输入（一条 20 个随机词元重复两遍的序列），并且只扫描最强几个头所在的块。
 
 exact = result["exact"]  # (num_swept, num_heads)，单位奈特，num_swept 是扫描的块数
@@ -286,7 +283,7 @@ for (block, h), (c, _) in result["single"]["zero"].items():
 #    可能有冗余）。对所有词元取平均，会掩盖只发生在这些词元上的效果，本页没有测量它。这个数目，以及
 #    平均值的变化：
 
-text = load_tokenizer().encode(real_text("statements")).tolist()  # 真实文本的词元 id
+text = load_smollm2().tokenizer.encode(real_text("statements")).tolist()  # 真实文本的词元 id
 followed = {}  # 词元 -> 到目前为止紧跟在它后面出现过的词元
 copyable = 0  # 重复了前一个词元早先出现时紧随其后的词元的词元个数
 for before, token in zip(text[:-1], text[1:], strict=True):  # consecutive pairs

@@ -23,14 +23,17 @@ SmolLM2-135M-Instruct（4 位量化文件；这里的每个数都是这次构建
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import load_model
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import heads_analysis, sinks_analysis, top_heads
-from mha_ref.tutorial.smollm2.sink_values import first_token_scores_by_text, sink_values_analysis
+from mha_ref.tutorial.real_models.heads import top_heads
+from mha_ref.tutorial.real_models.sink_values import (
+    first_token_scores_by_text,
+    sink_values_analysis,
+)
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import heads_analysis, sinks_analysis
 
 print("安装（按这个顺序）：", *install_steps(), sep="\n  ")
 print("模型：SmolLM2-135M-Instruct，4 位（Q4_1）文件，反量化为 float32")
-config = load_model().config
+config = load_smollm2().config
 scores = heads_analysis()["scores"]  # 示例 16 的结果，每个都是 (num_layers, num_heads)
 # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
 result = sinks_analysis()
@@ -132,7 +135,7 @@ print(f"第一个有汇点头的块：块 {first_sink_block}")
 
 # %%
 # 这个计数只来自一段文本。下面在每段随包文本的前 256 个词元上（本页的文本更短，取全文；实验代码
-# :func:`~mha_ref.tutorial.smollm2.sink_values.first_token_scores_by_text`）做同样的计数，并给出
+# :func:`~mha_ref.tutorial.real_models.sink_values.first_token_scores_by_text`）做同样的计数，并给出
 # 每段文本的汇点头中有多少在本页文本上也是汇点头：
 
 by_text = first_token_scores_by_text()  # 文本名 -> (num_layers, num_heads)
@@ -161,7 +164,7 @@ print(text_table(["文本（前 256 个词元）", "块 0-3 中的汇点头", "�
 # 一个，而每个查询都能看到的首词元是最自然的选择（Xiao 等人 2023，第 3.1 节）。如果一个头用首词元是为了
 # 什么都不加，那么有两样东西会很小：词元 0 的值，以及这个头经过输出投影 ``W^O`` 之后从它那里写出的
 # 东西。两者都在同一段文本上测量（实验代码
-# :func:`~mha_ref.tutorial.smollm2.sink_values.sink_values_analysis`）。先看每个键/值头里词元 0 的值有多大，
+# :func:`~mha_ref.tutorial.real_models.sink_values.sink_values_analysis`）。先看每个键/值头里词元 0 的值有多大，
 # 与其他词元的值大小的中位数相比（1 表示和一个典型词元的值一样大）：
 
 # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取
@@ -189,7 +192,7 @@ print(f"  中位数 {ratio.median():.3f}；在 {int(has_sink.sum())} 个含有�
 
 # %%
 # 一个小的值仍可能被 ``W^O`` 放大，而一个头的输出还包含它从其他键读到的东西。所以把每个头经过 ``W^O``
-# 之后的输出拆成两部分（:func:`~mha_ref.tutorial.smollm2.sink_values.split_by_first_token`）：来自词元 0 的
+# 之后的输出拆成两部分（:func:`~mha_ref.tutorial.real_models.sink_values.split_by_first_token`）：来自词元 0 的
 # 部分（它放在词元 0 上的权重，乘以词元 0 的值经过该头在 ``W^O`` 中那几列的结果），以及来自其他键的
 # 部分；两部分相加就是输出。下表给出在文本各位置上的平均范数，再按首词元分数的区间对其中的头取平均：
 

@@ -27,9 +27,8 @@ from collections import Counter
 import matplotlib.pyplot as plt
 
 from mha_ref.tutorial.plotting import plot_lines, text_table
-from mha_ref.tutorial.smollm2 import load_model
-from mha_ref.tutorial.smollm2.files import install_steps
-from mha_ref.tutorial.smollm2.heads import (
+from mha_ref.tutorial.real_models.smollm2 import install_steps, load_smollm2
+from mha_ref.tutorial.real_models.smollm2_heads import (
     EARLY,
     ICL_STRIDE,
     ICL_TEXTS,
@@ -98,7 +97,7 @@ print(text_table(["位置", "平均损失"], rows))
 # 不消融时的分数，再求这些差值的平均和标准误。配对去掉了“这个窗口本来就比那个容易”的差别，而各窗口分数
 # 的离散大多来自这种差别。
 
-config = load_model().config  # 示例 16 打分的模型（只加载一次）
+config = load_smollm2().config  # 示例 16 打分的模型（只加载一次）
 num_blocks, num_heads = config.num_layers, config.num_heads
 print(f"模型：{num_blocks} 个块，每块先是注意力（{num_heads} 个查询头），再是 MLP")
 print(f"靠前位置 {EARLY[0]}-{EARLY[1] - 1}，靠后位置 {LATE[0]}-{LATE[1] - 1}")

@@ -32,7 +32,7 @@ from mha_ref import (
     sliding_window_mask,
 )
 from mha_ref.tutorial.plotting import plot_lines, plot_masks, text_table
-from mha_ref.tutorial.smollm2.files import install_steps
+from mha_ref.tutorial.real_models.smollm2 import install_steps
 from mha_ref.tutorial.windows import (
     KEPT_CONTROLS,
     receptive_field,

@@ -29,7 +29,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
 from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND, extra_install_command
 from mha_ref.tutorial.real_models.qk_norm_and_sinks import EDGE, TEXTS, qk_norm_and_sinks_analysis
-from mha_ref.tutorial.smollm2.files import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
+from mha_ref.tutorial.real_models.smollm2 import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
 
 print("按顺序安装：", TORCH_CPU_COMMAND, extra_install_command(), SMOLLM2_INSTALL_COMMAND, INSTALL_COMMAND, sep="\n  ")
 result = qk_norm_and_sinks_analysis()  # 设置了 MHA_REF_CACHE_DIR 时结果存入那个文件夹，再次运行直接读取

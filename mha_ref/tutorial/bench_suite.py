@@ -558,11 +558,12 @@ def _rope_comparisons(device: torch.device, record_both) -> None:
 
 def _real_models() -> list[tuple[str, str, Callable[[], object], Callable[[], Path]]]:
     """(name, transformers' class, the project's loader, the file's path) of each real model."""
-    from mha_ref.tutorial.real_models import gemma3
-    from mha_ref.tutorial.smollm2 import files, load_model
+    from mha_ref.tutorial.real_models import gemma3, smollm2
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
     return [
-        ("SmolLM2-135M-Instruct", "LlamaForCausalLM", lambda: load_model("cpu"), files.model_file),
+        ("SmolLM2-135M-Instruct", "LlamaForCausalLM", lambda: load_smollm2("cpu"),
+         smollm2.model_file),
         ("Gemma 3 270M", "Gemma3ForCausalLM", lambda: gemma3.load_gemma3("cpu"),
          gemma3.model_file),
     ]  # fmt: skip
@@ -571,8 +572,8 @@ def _real_models() -> list[tuple[str, str, Callable[[], object], Callable[[], Pa
 def _real_model_comparisons(record, notes: list[str]) -> None:
     """Each real model's forward pass against transformers' model of the same file."""
     from mha_ref.tutorial.real_models.packages import ModelFileError
+    from mha_ref.tutorial.real_models.texts import real_text
     from mha_ref.tutorial.real_models.transformers_reference import transformers_from_gguf
-    from mha_ref.tutorial.smollm2.texts import real_text
 
     for name, their_class, load, model_file in _real_models():
         try:

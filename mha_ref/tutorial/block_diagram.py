@@ -4,7 +4,7 @@ SmolLM2 (and LLaMA) stack identical blocks, each of them pre-norm: the *residual
 ``x`` runs straight through the block, and two branches read it and add back to it,
 :math:`x \leftarrow x + \mathrm{Attn}(\mathrm{RMSNorm}(x))`, then
 :math:`x \leftarrow x + \mathrm{MLP}(\mathrm{RMSNorm}(x))`
-(:class:`mha_ref.tutorial.smollm2.model.SmolLM2Block`). :func:`plot_prenorm_block` draws that
+(:class:`mha_ref.tutorial.real_models.smollm2.SmolLM2Block`). :func:`plot_prenorm_block` draws that
 block as boxes on the stream, its labels given by the page in its language and filled with the
 sizes of the model's config (:func:`block_sizes`).
 
@@ -55,7 +55,7 @@ def block_sizes(config) -> dict[str, int]:
 
     Args:
         config: an object with those attributes, e.g.
-            :class:`~mha_ref.tutorial.smollm2.model.SmolLM2Config` (``model.config``).
+            :class:`~mha_ref.tutorial.real_models.smollm2.SmolLM2Config` (``model.config``).
 
     Returns:
         dict[str, int]: ``{name: size}`` in the order of :data:`BLOCK_SIZES`.

@@ -13,9 +13,9 @@ Every entry is one file of one layout, whatever it holds: a format line, a JSON 
 it was stored under, its codec, the payload's size and SHA-256), then the payload. A codec says
 how a value becomes a payload and back: :data:`PICKLE` for any picklable result (the default),
 :data:`TENSORS` for tensors that should be read without a copy (the real model's weights:
-:func:`mha_ref.tutorial.smollm2.load.load_model`). Every read checks the format, the key, the
-size and the checksum before the codec sees a byte, and the codec reads the very memory that
-was checked (the file is mapped once; the tensors are views of that mapping). An entry that
+:func:`mha_ref.tutorial.real_models.smollm2.load_smollm2`). Every read checks the format, the
+key, the size and the checksum before the codec sees a byte, and the codec reads the very memory
+that was checked (the file is mapped once; the tensors are views of that mapping). An entry that
 fails (a file damaged on disk, truncated, edited, or copied under another name) is not used: a
 line on the process's standard error says which file and why, the result is computed again
 and the file replaced. A damaged entry therefore costs time, never a wrong number.
@@ -24,7 +24,7 @@ What the check costs, measured on the 2-core build machine with the file in the 
 the weights entry (540 MB) hashes in 0.35 s of CPU time (SHA-256 at about 1.5 GB/s; reading
 the entry went from 0.23 s to 0.58 s of CPU), 1.0 to 1.4 s of wall time while other work kept
 the machine's load average at 8 to 10. A process pays it once, at its first
-:func:`~mha_ref.tutorial.smollm2.load.load_model` (the model is then kept in the process),
+:func:`~mha_ref.tutorial.real_models.smollm2.load_smollm2` (the model is then kept in the process),
 against about 8 s of CPU to read the model file again. Cheaper designs were not honest: a
 check remembered from an earlier process (by size and modification time) misses bytes changed
 since, and a check of some tensors only leaves others unchecked. Checking each tensor as it is

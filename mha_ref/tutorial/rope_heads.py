@@ -1,10 +1,10 @@
 r"""Which rotation frequencies the heads of a real model use: SmolLM2-135M's RoPE, measured.
 
-Every head of SmolLM2 (``mha_ref.tutorial.smollm2``) rotates its 64 query and key features
-in 32 pairs (the ``"adjacent"`` layout: features ``2i, 2i + 1`` form pair ``i``); pair ``i``
-turns by ``100000 ** (-2i / 64)`` radians per token, so pair 0 by one radian per token and pair
-31 by about ``1.4e-5``. A score is the sum over the pairs of ``q_i . R k_i``; a pair can only
-contribute as much as the product of the query's and the key's sizes in it. So the size of each
+Every head of SmolLM2 (``mha_ref.tutorial.real_models.smollm2``) rotates its 64 query and key
+features in 32 pairs (the ``"adjacent"`` layout: features ``2i, 2i + 1`` form pair ``i``);
+pair ``i`` turns by ``100000 ** (-2i / 64)`` radians per token, so pair 0 by one radian per token
+and pair 31 by about ``1.4e-5``. A score is the sum over the pairs of ``q_i . R k_i``; a pair can
+only contribute as much as the product of the query's and the key's sizes in it. So the size of each
 pair, measured on real text before the rotation, says which frequencies a head can use
 (Barbero et al. 2024, "Round and Round We Go! What makes Rotary Positional Encodings useful?",
 arXiv:2410.06205, Sec. 4: Gemma 7B puts most of the norm into the slowest pairs, and builds
@@ -56,7 +56,7 @@ def queries_and_keys(
     """The queries and keys of block ``layer`` on ``tokens``, before the rotation.
 
     Args:
-        model: a loaded ``SmolLM2`` (``mha_ref.tutorial.smollm2.load_model()``).
+        model: a loaded ``SmolLM2`` (``mha_ref.tutorial.real_models.smollm2.load_smollm2()``).
         tokens: ``(seq_len,)`` ids.
         layer: the block, 0-based.
 
@@ -122,7 +122,7 @@ def frequency_usage(model, tokens: torch.Tensor) -> FrequencyUsage:
     """:class:`FrequencyUsage` of every block and head of ``model`` on ``tokens``.
 
     Args:
-        model: a loaded ``SmolLM2`` (``mha_ref.tutorial.smollm2.load_model()``).
+        model: a loaded ``SmolLM2`` (``mha_ref.tutorial.real_models.smollm2.load_smollm2()``).
         tokens: ``(seq_len,)`` ids.
 
     Returns:
@@ -276,7 +276,7 @@ def rope_head_analysis(text_name: str = "statements", max_tokens: int = 256) -> 
     """Every measurement example 21 prints, on one shipped text (cached on disk).
 
     Args:
-        text_name: a text of ``mha_ref.tutorial.smollm2.texts``.
+        text_name: a text of ``mha_ref.tutorial.real_models.texts``.
         max_tokens: the first tokens of it that are used.
 
     Returns:
@@ -288,8 +288,8 @@ def rope_head_analysis(text_name: str = "statements", max_tokens: int = 256) -> 
         ``(layers, heads)``, every head's previous-token score with no pair rotated in its
         block.
     """
-    from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
-    from mha_ref.tutorial.smollm2.texts import text_sha256
+    from mha_ref.tutorial.real_models.smollm2 import MODEL_FILE_SHA256
+    from mha_ref.tutorial.real_models.texts import text_sha256
 
     arguments = {
         "text": text_sha256(text_name),
@@ -297,7 +297,7 @@ def rope_head_analysis(text_name: str = "statements", max_tokens: int = 256) -> 
         "model": MODEL_FILE_SHA256,
     }
     def compute() -> dict:
-        from mha_ref.tutorial.smollm2.load import model_threads
+        from mha_ref.tutorial.real_models.loading import model_threads
 
         with model_threads():  # the real model's measurements run on two threads
             return _analysis(text_name, max_tokens)
@@ -306,10 +306,10 @@ def rope_head_analysis(text_name: str = "statements", max_tokens: int = 256) -> 
 
 
 def _analysis(text_name: str, max_tokens: int) -> dict:
-    from mha_ref.tutorial.smollm2 import load_model
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
+    from mha_ref.tutorial.real_models.texts import real_text
 
-    model = load_model("cpu")
+    model = load_smollm2("cpu")
     tokens = model.tokenizer.encode(real_text(text_name))[:max_tokens]  # (L,)
     config = model.config
     pairs = config.head_dim // 2

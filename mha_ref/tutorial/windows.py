@@ -117,7 +117,7 @@ def streaming_losses(
     controls (cached).
 
     Args:
-        text_name: a shipped text (``mha_ref.tutorial.smollm2.texts``).
+        text_name: a shipped text (``mha_ref.tutorial.real_models.texts``).
         max_tokens: tokens of the text used (its first ones).
         window: recent tokens each query sees, itself included.
         num_sinks: first tokens kept for good in the ``"sinks"`` run.
@@ -136,16 +136,17 @@ def streaming_losses(
     Raises:
         TypeError: if ``max_tokens`` is not an int.
         ValueError: if ``text_name`` is not a shipped text
-            (:func:`mha_ref.tutorial.smollm2.texts.real_text`), or if ``max_tokens`` is not
+            (:func:`mha_ref.tutorial.real_models.texts.real_text`), or if ``max_tokens`` is not
             above the last of :data:`KEPT_CONTROLS` (the kept token must be in the text).
-        ModelFileError, ModuleNotFoundError: as :func:`mha_ref.tutorial.smollm2.load.load_model`.
+        ModelFileError: as :func:`mha_ref.tutorial.real_models.smollm2.load_smollm2`.
+        ModuleNotFoundError: as :func:`mha_ref.tutorial.real_models.smollm2.load_smollm2`.
 
     Source:
         Xiao et al. 2023, arXiv:2309.17453 (StreamingLLM), Sec. 3.1-3.2 (window attention,
         and the window plus the first tokens, against full attention).
     """
-    from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
-    from mha_ref.tutorial.smollm2.texts import text_sha256
+    from mha_ref.tutorial.real_models.smollm2 import MODEL_FILE_SHA256
+    from mha_ref.tutorial.real_models.texts import text_sha256
 
     require_positive_int("max_tokens", max_tokens, "tokens of the text used")
     if max_tokens <= max(KEPT_CONTROLS):
@@ -161,7 +162,7 @@ def streaming_losses(
         "model": MODEL_FILE_SHA256,
     }
     def compute() -> dict:
-        from mha_ref.tutorial.smollm2.load import model_threads
+        from mha_ref.tutorial.real_models.loading import model_threads
 
         with model_threads():  # the real model's measurements run on two threads
             return _losses(text_name, max_tokens, window, num_sinks)
@@ -191,11 +192,11 @@ def _masked_logits(
 
 
 def _losses(text_name: str, max_tokens: int, window: int, num_sinks: int) -> dict:
-    from mha_ref.tutorial.smollm2 import load_model
-    from mha_ref.tutorial.smollm2.model import next_token_losses
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.layers import next_token_losses
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
+    from mha_ref.tutorial.real_models.texts import real_text
 
-    model = load_model("cpu")
+    model = load_smollm2("cpu")
     tokens = model.tokenizer.encode(real_text(text_name))[:max_tokens]  # (L,)
     seq_len = int(tokens.numel())
     masks = {
@@ -255,7 +256,7 @@ def rolling_decode_logits(
     forward pass with :func:`window_mask` (``_masked_logits``) to float32 rounding.
 
     Args:
-        model: a loaded ``SmolLM2`` (:func:`mha_ref.tutorial.smollm2.load.load_model`).
+        model: a loaded ``SmolLM2`` (:func:`mha_ref.tutorial.real_models.smollm2.load_smollm2`).
         tokens: ``(seq_len,)`` token ids, one text.
         window: recent tokens each query sees, itself included; a positive int.
         num_sinks: first tokens kept for good (StreamingLLM). Default: ``0``.
@@ -302,7 +303,7 @@ def rolling_decode_check(text_name: str, num_tokens: int, window: int, num_sinks
     """The ring-buffer decode of the start of a text against the masked forward pass (cached).
 
     Args:
-        text_name: a shipped text (``mha_ref.tutorial.smollm2.texts``).
+        text_name: a shipped text (``mha_ref.tutorial.real_models.texts``).
         num_tokens: its first tokens decoded; more than ``num_sinks + window`` for the buffers
             to overwrite.
         window: recent tokens each query sees, itself included.
@@ -317,13 +318,14 @@ def rolling_decode_check(text_name: str, num_tokens: int, window: int, num_sinks
     Raises:
         ValueError: if ``num_tokens`` does not exceed ``num_sinks + window``, or
             ``text_name`` is not a shipped text.
-        ModelFileError, ModuleNotFoundError: as :func:`mha_ref.tutorial.smollm2.load.load_model`.
+        ModelFileError: as :func:`mha_ref.tutorial.real_models.smollm2.load_smollm2`.
+        ModuleNotFoundError: as :func:`mha_ref.tutorial.real_models.smollm2.load_smollm2`.
 
     Source:
         The equality :class:`mha_ref.RollingKVCache` states, on the real model.
     """
-    from mha_ref.tutorial.smollm2 import MODEL_FILE_SHA256
-    from mha_ref.tutorial.smollm2.texts import text_sha256
+    from mha_ref.tutorial.real_models.smollm2 import MODEL_FILE_SHA256
+    from mha_ref.tutorial.real_models.texts import text_sha256
 
     if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or (
         num_tokens <= num_sinks + window
@@ -341,12 +343,12 @@ def rolling_decode_check(text_name: str, num_tokens: int, window: int, num_sinks
     }
 
     def compute() -> dict:
-        from mha_ref.tutorial.smollm2 import load_model
-        from mha_ref.tutorial.smollm2.load import model_threads
-        from mha_ref.tutorial.smollm2.texts import real_text
+        from mha_ref.tutorial.real_models.loading import model_threads
+        from mha_ref.tutorial.real_models.smollm2 import load_smollm2
+        from mha_ref.tutorial.real_models.texts import real_text
 
         with model_threads(), torch.no_grad():
-            model = load_model("cpu")
+            model = load_smollm2("cpu")
             tokens = model.tokenizer.encode(real_text(text_name))[:num_tokens]  # (num_tokens,)
             decoded = rolling_decode_logits(model, tokens, window, num_sinks)  # (L, vocab)
             masked, _ = _masked_logits(

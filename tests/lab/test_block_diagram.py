@@ -10,7 +10,7 @@ import pytest
 
 from mha_ref.tutorial import block_diagram as bd
 from mha_ref.tutorial.fonts import CJK_FONT_FAMILY, raise_on_missing_glyphs
-from mha_ref.tutorial.smollm2.model import SmolLM2Config
+from mha_ref.tutorial.real_models.smollm2 import SmolLM2Config
 
 pytestmark = pytest.mark.usefixtures("clean_matplotlib")
 

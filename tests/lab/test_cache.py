@@ -200,14 +200,15 @@ def weights(tmp_path_factory):
     as read from the model file itself."""
     from test_real_model import require_model_file
 
-    from mha_ref.tutorial.smollm2 import files, load
+    from mha_ref.tutorial.real_models import smollm2
+    from mha_ref.tutorial.real_models import smollm2 as load
 
     require_model_file()
 
     folder = tmp_path_factory.mktemp("cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(cache.CACHE_ENV_VAR, str(folder))
-        clean = load._read_cached(files.model_file())  # computed from the GGUF file, stored
+        clean = load._read_cached(smollm2.model_file())  # computed from the GGUF file, stored
     (path,) = folder.iterdir()
     assert path.name.startswith("smollm2-weights-") and path.stat().st_size > 500e6
     return folder, path, _sha256(path), clean
@@ -223,14 +224,15 @@ def _assert_same_weights(read, clean) -> None:
 def test_a_truncated_weights_entry_is_reported_recomputed_and_replaced(
     weights, monkeypatch, capfd
 ):
-    from mha_ref.tutorial.smollm2 import files, load
+    from mha_ref.tutorial.real_models import smollm2
+    from mha_ref.tutorial.real_models import smollm2 as load
 
     folder, path, clean_sha256, clean = weights
     monkeypatch.setenv(cache.CACHE_ENV_VAR, str(folder))
     _truncate(path)
     damaged_sha256 = _sha256(path)
     capfd.readouterr()
-    _assert_same_weights(load._read_cached(files.model_file()), clean)
+    _assert_same_weights(load._read_cached(smollm2.model_file()), clean)
     _assert_repaired(path, damaged_sha256, capfd.readouterr().err, "it is truncated")
     assert _sha256(path) == clean_sha256  # the same bytes as the sound entry
 
@@ -240,12 +242,17 @@ def _example_16_induction_table(model) -> str:
     tokens", computed as the example computes it (``gallery/en/plot_16_real_model_heads.py``):
     the top induction head, from the repeated random tokens, on the sentence."""
     from mha_ref.tutorial.plotting import text_table
-    from mha_ref.tutorial.smollm2 import heads as lab
+    from mha_ref.tutorial.real_models import heads as lab
+    from mha_ref.tutorial.real_models import smollm2_heads
 
-    repeated = lab.random_repeated_tokens(**lab.REPEATED, vocab_size=model.config.vocab_size)
+    repeated = lab.random_repeated_tokens(
+
+        **smollm2_heads.REPEATED, vocab_size=model.config.vocab_size
+
+    )
     with torch.no_grad():
         _, repeated_weights = model(repeated, need_weights=True)
-    half_len = lab.REPEATED["half_len"]
+    half_len = smollm2_heads.REPEATED["half_len"]
     induction = torch.stack([lab.induction_scores(w, half_len) for w in repeated_weights])
     ((layer, head),) = lab.top_heads(induction, 1)
     sentence = ("The meeting with Mr Dursley is on Tuesday. "
@@ -270,13 +277,13 @@ def _example_16_induction_table(model) -> str:
 def test_example_16_prints_the_same_table_with_a_damaged_weights_entry(
     weights, monkeypatch, capfd
 ):
-    from mha_ref.tutorial.smollm2 import load
+    from mha_ref.tutorial.real_models import smollm2 as load
 
     folder, path, clean_sha256, _ = weights
     monkeypatch.setenv(cache.CACHE_ENV_VAR, str(folder))
     torch.set_num_threads(1)
     monkeypatch.setattr(load, "_loaded", {})  # read the entry again, as a new process does
-    sound = _example_16_induction_table(load.load_model("cpu"))
+    sound = _example_16_induction_table(load.load_smollm2("cpu"))
     # the published table (English page of example 16)
     assert sound.startswith("induction head (18, 6) on the sentence's repeated tokens:")
     assert "15 ' with'     ' Mr'                               0.386         0.576" in sound
@@ -285,7 +292,7 @@ def test_example_16_prints_the_same_table_with_a_damaged_weights_entry(
     damaged_sha256 = _sha256(path)
     capfd.readouterr()
     monkeypatch.setattr(load, "_loaded", {})
-    damaged = _example_16_induction_table(load.load_model("cpu"))
+    damaged = _example_16_induction_table(load.load_smollm2("cpu"))
     assert damaged == sound
     report = capfd.readouterr().err
     _assert_repaired(path, damaged_sha256, report, "its content does not match its checksum")

@@ -16,7 +16,7 @@ from torch import nn
 from mha_ref.tutorial.real_models.gemma3 import Gemma3
 from mha_ref.tutorial.real_models.gguf import rename_tensors
 from mha_ref.tutorial.real_models.layers import DecoderStack, RMSNorm
-from mha_ref.tutorial.smollm2.model import SmolLM2
+from mha_ref.tutorial.real_models.smollm2 import SmolLM2
 
 
 @dataclass(frozen=True)

@@ -364,20 +364,21 @@ def test_plot_head_count_sweep_bleu_axis_and_base_model(clean_matplotlib):
 
 
 def test_a_real_model_computation_is_keyed_by_the_module_that_defines_it(monkeypatch):
-    """The real model's analyses run on its threads through a wrapper defined in ``heads``; the
-    key must still hold the code of the module whose function is computed: a change to
-    ``sink_values.py`` alone (example 18's value norms) would otherwise read a stale result."""
-    from mha_ref.tutorial.smollm2 import heads, sink_values
+    """The real model's analyses run on its threads through a wrapper defined in
+    ``smollm2_heads``; the key must still hold the code of the module whose function is
+    computed: a change to ``sink_values.py`` alone (example 18's value norms) would otherwise
+    read a stale result."""
+    from mha_ref.tutorial.real_models import sink_values, smollm2_heads
     from mha_ref.tutorial.sources import fingerprint
 
     computes = []
     monkeypatch.setattr(sink_values, "cached", lambda name, args, compute: computes.append(compute))
     sink_values.sink_values_analysis()
     (compute,) = computes
-    assert cache.compute_modules(compute) == ["mha_ref.tutorial.smollm2.sink_values"]
-    assert "mha_ref/tutorial/smollm2/sink_values.py" in set(
+    assert cache.compute_modules(compute) == ["mha_ref.tutorial.real_models.sink_values"]
+    assert "mha_ref/tutorial/real_models/sink_values.py" in set(
         fingerprint(cache.compute_modules(compute))
     )
-    assert cache.compute_modules(heads._in_model_threads(heads._icl, 0.3, 3)) == [
-        "mha_ref.tutorial.smollm2.heads"
+    assert cache.compute_modules(smollm2_heads._in_model_threads(smollm2_heads._icl, 0.3, 3)) == [
+        "mha_ref.tutorial.real_models.smollm2_heads"
     ]

@@ -31,7 +31,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def statements(model):
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     return model.tokenizer.encode(real_text("statements"))  # (seq_len,), <bos> first
 
@@ -39,7 +39,7 @@ def statements(model):
 @pytest.fixture(scope="module")
 def long_tokens(model, statements):
     """700 tokens of real text: past the local blocks' window of 512."""
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     more = model.tokenizer.encode(real_text("execution_model"), add_bos=False)
     return torch.cat([statements, more])[:700]  # (700,)
@@ -316,3 +316,37 @@ def test_a_changed_file_is_joined_again_and_changed_chunks_are_refused(
 def test_bad_tokens(model, tokens, error, match):
     with pytest.raises(error, match=match):
         model.token_losses(tokens)
+
+
+def test_the_head_tools_are_written_once_for_both_models(model):
+    """The head tools (``real_models.heads``) read only what every ``DecoderStack`` has: on
+    Gemma 3 (one key/value head for 4 query heads, local and global blocks) they give every
+    head's scores, and their shortcuts equal the direct measurement: the loss from the clean
+    streams with a head ablated equals the whole model run with it ablated, scaling a head by 0
+    equals zero-ablating it, and the exact sweep's entry equals that head's own ablation."""
+    from mha_ref.tutorial.real_models import heads
+
+    config = model.config
+    repeated = heads.random_repeated_tokens(16, batch=1, seed=3, vocab_size=config.vocab_size)
+    text = model.tokenizer.encode("The cat sat on the mat. The dog sat on the rug.")
+    scores = heads.head_scores(model, repeated, text)
+    assert {tuple(s.shape) for s in scores.values()} == {(config.num_layers, config.num_heads)}
+    assert all(bool(((s >= 0) & (s <= 1)).all()) for s in scores.values())
+
+    layer, head = 5, 2  # a global block: every query sees every earlier key
+    streams = heads.clean_streams(model, repeated)
+    shortcut = heads.ablated_token_losses(model, streams, repeated, [(layer, head)])
+    with torch.no_grad(), heads.ablate_heads(model, [(layer, head)]):
+        direct = model.token_losses(repeated)  # (1, 2n - 1)
+    with torch.no_grad(), heads.scale_heads(model, [(layer, head)], 0.0):
+        scaled = model.token_losses(repeated)
+    assert torch.allclose(shortcut, direct, atol=1e-4), (shortcut - direct).abs().max()
+    assert torch.equal(scaled, direct)
+    clean = model.token_losses(repeated)
+    assert (direct - clean).abs().max() > 1e-3  # the ablation changed something
+
+    effects = heads.exact_effects(model, repeated, [layer])  # (1, num_heads)
+    with heads.ablate_heads(model, [(layer, head)]):
+        _, ablated_second = heads.copy_losses(model, repeated)
+    _, clean_second = heads.copy_losses(model, repeated)
+    assert effects[0, head].item() == pytest.approx(ablated_second - clean_second, abs=1e-4)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mha_ref.tutorial import windows
-from mha_ref.tutorial.smollm2 import heads
+from mha_ref.tutorial.real_models import heads, smollm2_heads
 
 
 def test_window_mask_and_receptive_field_refuse_negative_counts():
@@ -200,42 +200,42 @@ def test_icl_scores_are_each_rows_late_minus_early_loss():
     losses[1, 400:511] = 1.5  # late loss 1.5, early 0
     losses[2, :] = 7.0  # flat
     losses[2, 45] = 27.0  # one early token: early mean 8
-    scores = heads.icl_scores(losses)  # (3,)
+    scores = smollm2_heads.icl_scores(losses)  # (3,)
     torch.testing.assert_close(scores, torch.tensor([-2.0, 1.5, -1.0]))
-    assert heads.icl_score(losses) == pytest.approx(float(scores.mean()), abs=1e-6)
+    assert smollm2_heads.icl_score(losses) == pytest.approx(float(scores.mean()), abs=1e-6)
     with pytest.raises(ValueError, match="at least 511 positions"):
-        heads.icl_scores(torch.zeros(2, 510))
+        smollm2_heads.icl_scores(torch.zeros(2, 510))
     with pytest.raises(ValueError, match=r"shape \(batch, positions\)"):
-        heads.icl_scores(torch.zeros(511))
+        smollm2_heads.icl_scores(torch.zeros(511))
     with pytest.raises(TypeError, match="losses must be a floating-point"):
-        heads.icl_scores(torch.zeros(2, 511, dtype=torch.long))
+        smollm2_heads.icl_scores(torch.zeros(2, 511, dtype=torch.long))
 
 
 def test_mean_and_standard_error_by_hand():
     """Values 1, 2, 4, 5: mean 3, sample variance (4 + 1 + 1 + 4) / 3 = 10 / 3, so the
     standard error is sqrt(10 / 3) / 2. A paired change: the differences' SE, far below the
     SE of either set, since the items' shared spread cancels."""
-    mean, se = heads.mean_and_standard_error(torch.tensor([1.0, 2.0, 4.0, 5.0]))
+    mean, se = smollm2_heads.mean_and_standard_error(torch.tensor([1.0, 2.0, 4.0, 5.0]))
     assert mean == pytest.approx(3.0)
     assert se == pytest.approx((10 / 3) ** 0.5 / 2)
     before = torch.tensor([-3.0, 0.0, 2.0, 5.0])
     after = before + torch.tensor([0.1, 0.3, 0.1, 0.3])
-    change, change_se = heads.mean_and_standard_error(after - before)
+    change, change_se = smollm2_heads.mean_and_standard_error(after - before)
     assert change == pytest.approx(0.2)
     assert change_se == pytest.approx((4 * 0.01 / 3) ** 0.5 / 2)  # deviations all +-0.1
-    assert change_se < 0.05 * heads.mean_and_standard_error(before)[1]
+    assert change_se < 0.05 * smollm2_heads.mean_and_standard_error(before)[1]
     with pytest.raises(ValueError, match="n >= 2"):
-        heads.mean_and_standard_error(torch.tensor([1.0]))
+        smollm2_heads.mean_and_standard_error(torch.tensor([1.0]))
     with pytest.raises(ValueError, match="finite"):
-        heads.mean_and_standard_error(torch.tensor([1.0, float("nan")]))
+        smollm2_heads.mean_and_standard_error(torch.tensor([1.0, float("nan")]))
     with pytest.raises(TypeError, match="values must be a floating-point"):
-        heads.mean_and_standard_error([1.0, 2.0])
+        smollm2_heads.mean_and_standard_error([1.0, 2.0])
 
 
 def test_icl_windows_start_every_stride_while_a_window_fits():
-    assert heads.icl_windows(torch.zeros(511, dtype=torch.long)) == []
-    assert heads.icl_windows(torch.zeros(512, dtype=torch.long)) == [0]
-    assert heads.icl_windows(torch.zeros(1279, dtype=torch.long)) == [0, 384]
-    assert heads.icl_windows(torch.zeros(1280, dtype=torch.long)) == [0, 384, 768]
+    assert smollm2_heads.icl_windows(torch.zeros(511, dtype=torch.long)) == []
+    assert smollm2_heads.icl_windows(torch.zeros(512, dtype=torch.long)) == [0]
+    assert smollm2_heads.icl_windows(torch.zeros(1279, dtype=torch.long)) == [0, 384]
+    assert smollm2_heads.icl_windows(torch.zeros(1280, dtype=torch.long)) == [0, 384, 768]
     with pytest.raises(ValueError, match="tokens must be a 1-D tensor"):
-        heads.icl_windows(torch.zeros(1, 600, dtype=torch.long))
+        smollm2_heads.icl_windows(torch.zeros(1, 600, dtype=torch.long))

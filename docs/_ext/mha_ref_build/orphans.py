@@ -1,7 +1,10 @@
-"""Examples that no longer exist: before sphinx-gallery looks at the gallery (``config-inited``),
-every file generated for an example whose script was deleted or renamed is removed, from the
-generated sources and from the built site. Without it, the old page stays among the sources in no
-table of contents, and the ``-W`` build fails without saying why.
+"""Examples and modules that no longer exist: before sphinx-gallery looks at the gallery
+(``config-inited``), every file generated for an example whose script was deleted or renamed is
+removed, from the generated sources and from the built site. Without it, the old page stays among
+the sources in no table of contents, and the ``-W`` build fails without saying why. The source
+listing (``sphinx.ext.viewcode``'s ``_modules/``) of a module that was deleted or moved goes too:
+viewcode writes the pages of the modules it sees and never removes one, so an incremental build
+would keep publishing the old code.
 """
 
 from __future__ import annotations
@@ -62,7 +65,38 @@ def _remove_orphans(gallery: Path, generated: Path, outdir: Path) -> None:
         )
 
 
+def _remove_stale_source_pages(outdir: Path) -> list[Path]:
+    """Delete the built source listing (``_modules/a/b.html``) of every module ``a.b`` that
+    Python can no longer find (deleted, moved or renamed); return the pages removed."""
+    import importlib.util
+
+    listings = outdir / "_modules"
+    if not listings.is_dir():
+        return []
+    removed = []
+    for page in sorted(listings.rglob("*.html")):
+        if page == listings / "index.html":
+            continue
+        module = ".".join(page.relative_to(listings).with_suffix("").parts)
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # a parent package is gone
+            found = False
+        if not found:
+            page.unlink()
+            removed.append(page)
+    for folder in sorted({p.parent for p in removed}, key=lambda f: len(f.parts), reverse=True):
+        if folder != listings and not any(folder.iterdir()):
+            folder.rmdir()  # the moved package's folder, once empty
+    return removed
+
+
 def _remove_orphans_of_the_language(app: Sphinx, config: Config) -> None:
-    """:func:`_remove_orphans` for the language being built."""
+    """:func:`_remove_orphans` and :func:`_remove_stale_source_pages` for the language being
+    built."""
+    from sphinx.util import logging
+
     gallery = ROOT / "gallery" / (config.language or "en")
     _remove_orphans(gallery, Path(app.srcdir) / GALLERY_DIR, Path(app.outdir))
+    for page in _remove_stale_source_pages(Path(app.outdir)):
+        logging.getLogger(__name__).info(f"{page.name}: its module is gone; removed its listing")

@@ -67,7 +67,7 @@ def _configure_language(app: Sphinx, config: Config) -> None:
     os.environ.setdefault("MHA_REF_CACHE_DIR", str(ROOT / "build" / ".cache" / "experiments"))
 
     # examples side by side (``parallel`` in conf.py) share the cores: the real model's
-    # measurements (mha_ref.tutorial.smollm2.load.model_threads) take no more than their part
+    # measurements (mha_ref.tutorial.real_models.loading.model_threads) take no more than their part
     workers = config.sphinx_gallery_conf.get("parallel") or 1
     os.environ["MHA_REF_MAX_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
 

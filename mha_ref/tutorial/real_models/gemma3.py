@@ -396,7 +396,7 @@ class Gemma3(DecoderStack):
 
     Build it with :func:`load_gemma3`; the constructor makes the modules on ``device`` without
     real weights. The stages are separate methods, as in
-    :class:`~mha_ref.tutorial.smollm2.model.SmolLM2`: :meth:`embed`, :meth:`run_layers`,
+    :class:`~mha_ref.tutorial.real_models.smollm2.SmolLM2`: :meth:`embed`, :meth:`run_layers`,
     :meth:`unembed` (the last two, with :meth:`check_tokens` and :meth:`check_head`, shared:
     :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`). The unembedding (262,144
     words) costs more than all 18 blocks: logits are computed only where they are needed

@@ -56,7 +56,7 @@ def read_gguf(path: str | Path) -> GGUFContents:
     """Read a GGUF file's metadata and dequantise all its tensors to float32.
 
     Args:
-        path: the ``.gguf`` file (e.g. :func:`mha_ref.tutorial.smollm2.files.model_file`).
+        path: the ``.gguf`` file (e.g. :func:`mha_ref.tutorial.real_models.smollm2.model_file`).
 
     Shape:
         Each tensor: GGUF lists dimensions fastest-first (``[in_features, out_features]``);

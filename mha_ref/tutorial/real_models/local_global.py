@@ -16,8 +16,8 @@ build runs:
   ablating them does to the loss on the copy (:func:`copy_losses_after`), against other heads
   of the same layers, within the window and beyond it.
 
-The head tools (:func:`mha_ref.tutorial.smollm2.heads.ablate_heads`,
-:func:`~mha_ref.tutorial.smollm2.heads.top_heads`) are SmolLM2's, unchanged: they need only
+The head tools (:func:`mha_ref.tutorial.real_models.heads.ablate_heads`,
+:func:`~mha_ref.tutorial.real_models.heads.top_heads`) are SmolLM2's, unchanged: they need only
 ``model.layers[i].attention.out_proj``, ``model.config.num_heads`` and ``model.check_head``,
 which both models have.
 """
@@ -311,13 +311,13 @@ def copy_losses_after(model, tokens: torch.Tensor, distance: int,
         tokens: ``(batch, seq_len)`` from :func:`copy_after_gap`.
         distance: their ``distance``.
         heads: ``(layer, head)`` pairs ablated
-            (:func:`mha_ref.tutorial.smollm2.heads.ablate_heads`).
+            (:func:`mha_ref.tutorial.real_models.heads.ablate_heads`).
 
     Returns:
         torch.Tensor: ``(batch,)`` nats per token.
 
     Raises:
-        TypeError, ValueError: as :func:`~mha_ref.tutorial.smollm2.heads.ablate_heads`.
+        TypeError, ValueError: as :func:`~mha_ref.tutorial.real_models.heads.ablate_heads`.
     """
     return _copy_losses(model, model.embed(tokens), 0, tokens, distance, heads)
 
@@ -326,7 +326,7 @@ def _copy_losses(model, stream: torch.Tensor, start: int, tokens: torch.Tensor, 
                  heads: Iterable[tuple[int, int]] = ()) -> torch.Tensor:
     """:func:`copy_losses_after` from ``stream``, the clean residual entering block ``start``
     (no ablated head may sit before it): the blocks before are not run again."""
-    from mha_ref.tutorial.smollm2.heads import ablate_heads
+    from mha_ref.tutorial.real_models.heads import ablate_heads
 
     with torch.no_grad(), ablate_heads(model, heads):
         residual, _ = model.run_layers(stream, start)  # (batch, seq_len, embed_dim)
@@ -346,7 +346,7 @@ def local_global_analysis() -> dict:
     Returns:
         dict: ``"configs"`` ``{"gemma3": ..., "smollm2": ...}``, each model's sizes as a
         dict (:class:`~mha_ref.tutorial.real_models.gemma3.Gemma3Config`,
-        :class:`~mha_ref.tutorial.smollm2.model.SmolLM2Config`); ``"scores"`` and
+        :class:`~mha_ref.tutorial.real_models.smollm2.SmolLM2Config`); ``"scores"`` and
         ``"previous"``, ``{distance: (num_layers, num_heads)}`` induction and previous-token
         scores; the heads ablated: ``"top"`` (the :data:`NUM_ABLATED` heads of highest
         induction score at the first distance), ``"top_local"`` (the same among local
@@ -370,7 +370,7 @@ def local_global_analysis() -> dict:
             :func:`~mha_ref.tutorial.real_models.gemma3.load_gemma3` (not when cached).
     """
     from mha_ref.tutorial.real_models.gemma3 import MODEL_FILE_SHA256
-    from mha_ref.tutorial.smollm2.files import MODEL_FILE_SHA256 as SMOLLM2_SHA256
+    from mha_ref.tutorial.real_models.smollm2 import MODEL_FILE_SHA256 as SMOLLM2_SHA256
 
     arguments = {
         "model": MODEL_FILE_SHA256, "smollm2": SMOLLM2_SHA256, "distances": list(DISTANCES),
@@ -390,7 +390,7 @@ def _in_threads() -> dict:
 
 def _local_global() -> dict:
     from mha_ref.tutorial.real_models.gemma3 import load_gemma3
-    from mha_ref.tutorial.smollm2.load import load_model
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
     model = load_gemma3("cpu")
     config = model.config
@@ -415,18 +415,18 @@ def _local_global() -> dict:
               for d in DISTANCES}
     configs = {
         "gemma3": {**dataclasses.asdict(config), "global_layers": list(config.global_layers)},
-        "smollm2": dataclasses.asdict(load_model("cpu").config),
+        "smollm2": dataclasses.asdict(load_smollm2("cpu").config),
     }
     return {"configs": configs, "scores": scores, "previous": previous, **heads,
             "losses": losses, "ring": ring, "inputs": inputs,
-            "smollm2": _smollm2_induction(load_model("cpu"))}
+            "smollm2": _smollm2_induction(load_smollm2("cpu"))}
 
 
 def _smollm2_induction(model) -> dict:
     """SmolLM2 on the same protocol at the first distance: its induction scores, its top
     heads and control sets of other heads of their layers, and the copy losses with each
     set ablated, with nothing ablated, and on the tokens' first occurrence."""
-    from mha_ref.tutorial.smollm2.heads import top_heads
+    from mha_ref.tutorial.real_models.heads import top_heads
 
     distance = DISTANCES[0]
     tokens = copy_after_gap(distance, COPY_LEN, SEEDS, SMOLLM2_FIRST_ID, SMOLLM2_ORDINARY_IDS)
@@ -501,7 +501,7 @@ def _chosen_heads(scores: torch.Tensor, previous: torch.Tensor, config) -> dict:
     """The top induction heads, the top induction heads and the top previous-token heads of
     the local layers, and control sets of other heads of the top heads' layers (drawn with
     seed 0); ``scores`` and ``previous`` are ``(num_layers, num_heads)``."""
-    from mha_ref.tutorial.smollm2.heads import top_heads
+    from mha_ref.tutorial.real_models.heads import top_heads
 
     top = top_heads(scores, NUM_ABLATED)
     local_only = scores.clone()

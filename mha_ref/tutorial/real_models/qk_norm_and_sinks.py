@@ -35,7 +35,7 @@ __all__ = [
     "qk_norm_and_sinks_analysis",
 ]
 
-#: the shipped texts measured (:mod:`mha_ref.tutorial.smollm2.texts`), one sequence each
+#: the shipped texts measured (:mod:`mha_ref.tutorial.real_models.texts`), one sequence each
 TEXTS = ("execution_model", "import_statement", "try_statement")
 #: tokens read from each text, ``<bos>`` included, 128 past the 512-key window
 NUM_TOKENS = 640
@@ -165,8 +165,8 @@ def qk_norm_and_sinks_analysis() -> dict:
             :func:`~mha_ref.tutorial.real_models.gemma3.load_gemma3` (not when cached).
     """
     from mha_ref.tutorial.real_models.gemma3 import MODEL_FILE_SHA256
-    from mha_ref.tutorial.smollm2.files import MODEL_FILE_SHA256 as SMOLLM2_SHA256
-    from mha_ref.tutorial.smollm2.texts import text_sha256
+    from mha_ref.tutorial.real_models.smollm2 import MODEL_FILE_SHA256 as SMOLLM2_SHA256
+    from mha_ref.tutorial.real_models.texts import text_sha256
 
     arguments = {"model": MODEL_FILE_SHA256, "smollm2": SMOLLM2_SHA256,
                  "texts": {name: text_sha256(name) for name in TEXTS}, "tokens": NUM_TOKENS}
@@ -182,16 +182,16 @@ def _in_threads() -> dict:
 
 def _tokens(model) -> torch.Tensor:
     """The first :data:`NUM_TOKENS` tokens of each text, ``(texts, NUM_TOKENS)``."""
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.texts import real_text
 
     return torch.stack([model.tokenizer.encode(real_text(name))[:NUM_TOKENS] for name in TEXTS])
 
 
 def _qk_norm_and_sinks() -> dict:
     from mha_ref.tutorial.real_models.gemma3 import load_gemma3
-    from mha_ref.tutorial.smollm2.load import load_model
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
-    gemma, smollm2 = load_gemma3("cpu"), load_model("cpu")
+    gemma, smollm2 = load_gemma3("cpu"), load_smollm2("cpu")
     tokens = _tokens(gemma)  # (texts, NUM_TOKENS)
     window = gemma.config.sliding_window
     residual, weights, values = _weights_and_values(gemma, tokens)

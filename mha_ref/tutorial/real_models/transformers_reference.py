@@ -31,7 +31,7 @@ def transformers_from_gguf(path: str | Path) -> tuple:
     class, the same parsed fields, read once (Gemma 3's load: 64 s to 30 s).
 
     Args:
-        path: the model's GGUF file (``mha_ref.tutorial.smollm2.files.model_file()`` or
+        path: the model's GGUF file (``mha_ref.tutorial.real_models.smollm2.model_file()`` or
             ``mha_ref.tutorial.real_models.gemma3.model_file()``).
 
     Returns:

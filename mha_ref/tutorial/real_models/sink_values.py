@@ -7,7 +7,7 @@ measurement of two things: the size of token 0's value against the other tokens'
 (:func:`head_values`), and each head's output after ``W^O`` split into the part from token 0
 and the part from the other keys (:func:`split_by_first_token`), which add up to the output.
 :func:`sink_values_analysis` makes both measurements on the shipped text of examples 16 to 18,
-cached beside :mod:`mha_ref.tutorial.smollm2.heads`' results.
+cached beside :mod:`mha_ref.tutorial.real_models.smollm2_heads`' results.
 
 Layers and heads are numbered from 0.
 """
@@ -17,12 +17,8 @@ from __future__ import annotations
 import torch
 
 from mha_ref.tutorial.cache import cached
-from mha_ref.tutorial.smollm2.heads import (
-    _arguments,
-    _in_model_threads,
-    _inputs,
-    first_token_scores,
-)
+from mha_ref.tutorial.real_models.heads import first_token_scores
+from mha_ref.tutorial.real_models.smollm2_heads import _arguments, _in_model_threads, _inputs
 
 __all__ = [
     "SINK_COUNT_TEXTS",
@@ -59,7 +55,7 @@ def head_values(model, tokens: torch.Tensor) -> torch.Tensor:
 
     Raises:
         TypeError, ValueError: from the model's own check of ``tokens`` (as
-            :func:`~mha_ref.tutorial.smollm2.heads.head_outputs`).
+            :func:`~mha_ref.tutorial.real_models.heads.head_outputs`).
 
     Source:
         :math:`V W_g^V` of Vaswani et al. 2017, arXiv:1706.03762, Sec. 3.2.2, one per key/value
@@ -167,11 +163,11 @@ def sink_values_analysis() -> dict:
         ``(num_layers, num_heads)``, the mean norm of the head's output after ``W^O`` and of its
         two parts; ``"weight_first"`` ``(num_layers, num_heads)``, the mean weight on token 0
         (the first-token score of example 16). All float32. Cached as
-        :func:`~mha_ref.tutorial.smollm2.heads.heads_analysis`.
+        :func:`~mha_ref.tutorial.real_models.smollm2_heads.heads_analysis`.
 
     Raises:
         ModelFileError, ModuleNotFoundError: as
-            :func:`~mha_ref.tutorial.smollm2.heads.heads_analysis`.
+            :func:`~mha_ref.tutorial.real_models.smollm2_heads.heads_analysis`.
 
     Source:
         Xiao et al. 2023, arXiv:2309.17453, Sec. 3.1 (sinks); the split of
@@ -181,9 +177,9 @@ def sink_values_analysis() -> dict:
 
 
 def _sink_values() -> dict:
-    from mha_ref.tutorial.smollm2 import load_model
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
-    model = load_model("cpu")
+    model = load_smollm2("cpu")
     _, text = _inputs(model)
     values = head_values(model, text)  # (layers, 1, kv_heads, L, head_dim)
     with torch.no_grad():
@@ -212,17 +208,18 @@ def first_token_scores_by_text() -> dict[str, torch.Tensor]:
     Returns:
         dict[str, torch.Tensor]: text name -> ``(num_layers, num_heads)`` float32, the mean
         attention weight on token 0 over the query positions ``1 .. L - 1``
-        (:func:`~mha_ref.tutorial.smollm2.heads.first_token_scores`), in ``[0, 1]``. Cached as
-        :func:`~mha_ref.tutorial.smollm2.heads.heads_analysis`, keyed by the texts' SHA-256 too.
+        (:func:`~mha_ref.tutorial.real_models.heads.first_token_scores`), in ``[0, 1]``. Cached as
+        :func:`~mha_ref.tutorial.real_models.smollm2_heads.heads_analysis`, keyed by the texts'
+        SHA-256 too.
 
     Raises:
         ModelFileError, ModuleNotFoundError: as
-            :func:`~mha_ref.tutorial.smollm2.heads.heads_analysis`.
+            :func:`~mha_ref.tutorial.real_models.smollm2_heads.heads_analysis`.
 
     Source:
         Xiao et al. 2023, arXiv:2309.17453, Sec. 3.1 (the attention sink), measured per text.
     """
-    from mha_ref.tutorial.smollm2.texts import text_sha256
+    from mha_ref.tutorial.real_models.texts import text_sha256
 
     arguments = _arguments(texts=[text_sha256(name) for name in SINK_COUNT_TEXTS],
                            max_tokens=SINK_COUNT_TOKENS)
@@ -231,10 +228,10 @@ def first_token_scores_by_text() -> dict[str, torch.Tensor]:
 
 
 def _first_token_scores_by_text() -> dict[str, torch.Tensor]:
-    from mha_ref.tutorial.smollm2 import load_model
-    from mha_ref.tutorial.smollm2.texts import real_text
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
+    from mha_ref.tutorial.real_models.texts import real_text
 
-    model = load_model("cpu")
+    model = load_smollm2("cpu")
     scores = {}
     with torch.no_grad():
         for name in SINK_COUNT_TEXTS:

@@ -18,8 +18,8 @@ direct path and its paths through the blocks between (Wang et al. freeze the hea
 keep the direct path alone). The pieces:
 
 * :func:`ablated_streams`: the residual stream entering each block with the sender ablated
-  (:func:`~mha_ref.tutorial.smollm2.heads.ablate_heads`), from the clean streams of
-  :func:`~mha_ref.tutorial.smollm2.heads.clean_streams`;
+  (:func:`~mha_ref.tutorial.real_models.heads.ablate_heads`), from the clean streams of
+  :func:`~mha_ref.tutorial.real_models.heads.clean_streams`;
 * :func:`attention_inputs`: a block's query, key and value inputs, each the RMS-normalised
   clean or ablated stream;
 * :func:`head_outputs_from` and :func:`head_weights_from`: the block's own attention module
@@ -39,10 +39,7 @@ from contextlib import contextmanager
 import torch
 
 from mha_ref.tutorial.cache import cached
-from mha_ref.tutorial.smollm2.heads import (
-    OTHER_SEEDS,
-    REPEATED,
-    _arguments,
+from mha_ref.tutorial.real_models.heads import (
     _group_by_layer,
     ablate_heads,
     ablated_token_losses,
@@ -50,6 +47,7 @@ from mha_ref.tutorial.smollm2.heads import (
     induction_scores,
     random_repeated_tokens,
 )
+from mha_ref.tutorial.real_models.smollm2_heads import OTHER_SEEDS, REPEATED, _arguments
 
 __all__ = [
     "PATCH_INPUTS",
@@ -88,7 +86,7 @@ def ablated_streams(model, streams: Sequence[torch.Tensor], heads) -> list[torch
 
     The blocks before the first ablated one are not changed by the ablation, so their streams
     are the clean ones; from that block on, each block is rerun under
-    :func:`~mha_ref.tutorial.smollm2.heads.ablate_heads` (zero ablation).
+    :func:`~mha_ref.tutorial.real_models.heads.ablate_heads` (zero ablation).
 
     Args:
         model: a loaded ``SmolLM2``.
@@ -99,10 +97,10 @@ def ablated_streams(model, streams: Sequence[torch.Tensor], heads) -> list[torch
     Returns:
         list[torch.Tensor]: ``num_layers + 1`` tensors ``(batch, seq_len, embed_dim)``,
         float32; entry ``l`` enters block ``l``. The last gives the same losses, bit for bit, as
-        :func:`~mha_ref.tutorial.smollm2.heads.ablated_token_losses`.
+        :func:`~mha_ref.tutorial.real_models.heads.ablated_token_losses`.
 
     Raises:
-        TypeError, ValueError: as :func:`~mha_ref.tutorial.smollm2.heads.ablate_heads` (a head
+        TypeError, ValueError: as :func:`~mha_ref.tutorial.real_models.heads.ablate_heads` (a head
             that is not a pair or does not exist), or if ``streams`` does not hold
             ``num_layers + 1`` streams of one shape.
 
@@ -133,7 +131,7 @@ def attention_inputs(
     Args:
         block: a ``SmolLM2Block``.
         clean: ``(batch, seq_len, embed_dim)``, the clean stream entering the block (an
-            entry of :func:`~mha_ref.tutorial.smollm2.heads.clean_streams`).
+            entry of :func:`~mha_ref.tutorial.real_models.heads.clean_streams`).
         ablated: ``(batch, seq_len, embed_dim)``, the stream entering the block with the
             sender ablated (an entry of :func:`ablated_streams`).
         patched: the inputs that read ``ablated``, a subset of :data:`PATCH_INPUTS`
@@ -239,7 +237,7 @@ def replace_head_outputs(block, heads: Iterable[int], outputs: torch.Tensor):
     """Inside the ``with`` block, these heads of ``block`` output ``outputs`` instead.
 
     A forward pre-hook on the block's ``out_proj`` (as in
-    :func:`~mha_ref.tutorial.smollm2.heads.ablate_heads`) puts ``outputs[..., h, :]`` in head
+    :func:`~mha_ref.tutorial.real_models.heads.ablate_heads`) puts ``outputs[..., h, :]`` in head
     ``h``'s slice; the other heads keep what the block computes. Leaving the ``with`` block
     removes the hook, even after an exception.
 
@@ -311,14 +309,14 @@ def path_patched_losses(
 
     Raises:
         TypeError, ValueError: as :func:`attention_inputs` and
-            :func:`~mha_ref.tutorial.smollm2.heads.ablate_heads` (a bad head, an unknown
+            :func:`~mha_ref.tutorial.real_models.heads.ablate_heads` (a bad head, an unknown
             input name), or if the streams do not fit ``tokens``.
 
     Source:
         Wang et al. 2022, arXiv:2211.00593, Sec. 3.1 (path patching); Elhage et al. 2021
         (Q-, K- and V-composition).
     """
-    from mha_ref.tutorial.smollm2.model import next_token_losses
+    from mha_ref.tutorial.real_models.layers import next_token_losses
 
     tokens = model.check_tokens(tokens, min_len=2)  # (batch, seq_len)
     for name, given in (("streams", streams), ("ablated", ablated)):
@@ -363,7 +361,7 @@ def path_patching_analysis(sender: tuple[int, int], receivers, seeds=PATCH_SEEDS
     Args:
         sender: the ``(block, head)`` ablated (the previous-token head).
         receivers: ``(block, head)`` pairs in later blocks (the induction heads).
-        seeds: seeds of :func:`~mha_ref.tutorial.smollm2.heads.random_repeated_tokens` with
+        seeds: seeds of :func:`~mha_ref.tutorial.real_models.heads.random_repeated_tokens` with
             example 17's length and batch (``REPEATED``).
 
     Returns:
@@ -398,17 +396,17 @@ def path_patching_analysis(sender: tuple[int, int], receivers, seeds=PATCH_SEEDS
 
 
 def _path_patching(sender, receivers, seeds) -> dict:
-    from mha_ref.tutorial.smollm2 import load_model
-    from mha_ref.tutorial.smollm2.load import model_threads
+    from mha_ref.tutorial.real_models.loading import model_threads
+    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
-    model = load_model("cpu")
+    model = load_smollm2("cpu")
     with model_threads():
         return {seed: _patch_one_seed(model, sender, receivers, seed) for seed in seeds}
 
 
 def _patch_one_seed(model, sender, receivers, seed: int) -> dict:
     """The measurements of :func:`path_patching_analysis` on one seed's random sequences."""
-    from mha_ref.tutorial.smollm2.model import next_token_losses
+    from mha_ref.tutorial.real_models.layers import next_token_losses
 
     half_len = REPEATED["half_len"]
     repeated = random_repeated_tokens(half_len, REPEATED["batch"], seed=seed,
