@@ -11,7 +11,7 @@ kinds of layer rotate positions at two different speeds (two RoPE bases).
 This example reads the model offline and measures what that design does, each claim by a
 computation the build runs: the KV-cache memory it saves, the rotary pairs that never complete
 a turn, a local layer decoded from a ring buffer of 512 keys against its masked forward pass,
-and where the model's induction circuit is, found by attention scores and then checked by
+the whole model decoded from its caches against its forward pass, and where the model's induction circuit is, found by attention scores and then checked by
 ablation against other heads of the same blocks, with the copy inside the window and beyond
 it.
 
@@ -39,6 +39,8 @@ from mha_ref import sliding_window_mask
 from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
 from mha_ref.tutorial.real_models.local_global import (
+    DECODE_LEN,
+    DECODE_PROMPT,
     DISTANCES,
     SEEDS,
     kv_cache_bytes,
@@ -154,6 +156,40 @@ print(text_table(["block", "max |ring - masked|", "max |masked|", "relative"], r
 # The local block's ring-buffer decode agrees with its masked pass to float32 rounding; the
 # global block's does not agree at all once the text is longer than the buffer. A window cache
 # reproduces the model only in the blocks that use that window.
+
+# %%
+# .. _ex25-whole-model-decode:
+#
+# The whole model, decoded as a server decodes it
+# -----------------------------------------------
+# One block at a time is not yet the model. The same sequence through all 18 blocks: its first
+# tokens decoded at once (the prompt), the next ones one at a time, with a ring buffer of 512
+# keys in each local block and a full cache in each global block
+# (:meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.new_caches`,
+# :meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.decode`), against the logits of the
+# forward pass at each of those positions; then the same with ring buffers in the global
+# blocks too. The positions are split where the text outgrows a buffer of 512.
+
+LABELS = {"served": "rings in local blocks, full caches in global", "rings": "rings in every block"}
+print(f"decoded: {DECODE_PROMPT} tokens at once, then {DECODE_LEN - DECODE_PROMPT} one at a time")
+decode = result["decode"]
+window = gemma["sliding_window"]
+rows = []
+for kind in ("served", "rings"):
+    differences, scale = decode[kind]  # (positions,), float
+    positions = torch.arange(DECODE_PROMPT - 1, DECODE_LEN)  # the logits compared
+    for part in (positions < window, positions >= window):
+        worst = float(differences[part].max())
+        rows.append([LABELS[kind], f"{int(positions[part][0])}-{int(positions[part][-1])}",
+                     f"{worst:.2e}", f"{scale:.1f}", f"{worst / scale:.1e}"])
+print(text_table(["caches", "positions", "max |decoded - forward|", "max |forward|", "relative"], rows))
+
+# %%
+# With a ring buffer where the model uses its window and a full cache where it does not, the
+# decoded logits equal the forward pass's to float32 rounding past the window as within it: a
+# local block needs no more than 512 keys of cache on this text. With ring buffers
+# in the global blocks as well, nothing changes while the text fits in them, and the logits are
+# wrong by whole units as soon as it does not (last row): the global blocks read further back.
 #
 # .. _ex25-where-induction-lives:
 #
@@ -350,7 +386,8 @@ print(f"induction positions a local block may attend to: {int(allowed[queries, q
 #   same model with every block global would need (the table gives the ratio per length).
 # * A ring buffer of 512 keys reproduces a local block's attention to float32 rounding and
 #   changes a global block's completely: a window cache reproduces the model only in the blocks
-#   that use that window.
+#   that use that window. Decoded whole, with ring buffers in its local blocks and full caches in
+#   its global ones, the model gives its forward pass's logits past the window too.
 # * On repeated random tokens, the heads with high induction scores are in the global blocks and
 #   the strongest previous-token heads in local ones; ablating either set undoes most or all of
 #   the copy at 100 and at 520 tokens, and other heads of the same blocks cost less. Beyond the

@@ -58,11 +58,11 @@ transformers' model of the same GGUF file
 (:func:`mha_ref.tutorial.real_models.transformers_reference.transformers_from_gguf`): a forward
 pass of one sequence of 256 and of 1,024 tokens of a shipped text, logits at every position,
 for SmolLM2-135M-Instruct (``LlamaForCausalLM``) and Gemma 3 270M (``Gemma3ForCausalLM``); and
-one decode step of SmolLM2 with a cache of :data:`REAL_DECODE_CACHED` tokens (its
-``SmolLM2.decode`` with ``KVCache``, against transformers' own cache; each step's
-cache is cut back to that length first). Gemma 3 has no cached decode of the whole model here
-(example 25 decodes one block from a ring buffer), so it has no decode row. Skipped, with a
-note, where a model's file or transformers is missing.
+one decode step of each with a cache of :data:`REAL_DECODE_CACHED` tokens (``decode`` with
+``KVCache`` in every SmolLM2 block; in Gemma 3, ring buffers of 512 keys in its local blocks
+and ``KVCache`` in its global ones), against transformers' own cache (its sliding-window
+layers in Gemma 3's local blocks); each step's cache is cut back to that length first.
+Skipped, with a note, where a model's file or transformers is missing.
 
 ``--only`` picks groups: ``modules``, ``tiled``, ``decode``, ``compile``, ``rope``, ``modern``,
 ``real``.
@@ -595,25 +595,42 @@ def _real_model_comparisons(record, notes: list[str]) -> None:
             with torch.no_grad():
                 record(f"{name} vs transformers {their_class}, forward",
                        f"{length} tokens", ours_fwd, their_fwd)  # fmt: skip
-        if hasattr(ours, "new_caches"):  # a cached decode of the whole model
-            with torch.no_grad():
-                ours_step, their_step = _decode_steps(ours, theirs, text, REAL_DECODE_CACHED)
-                record(f"{name} vs transformers {their_class}, decode step",
-                       f"{REAL_DECODE_CACHED} cached", ours_step, their_step)  # fmt: skip
+        with torch.no_grad():
+            ours_step, their_step = _decode_steps(ours, theirs, text, REAL_DECODE_CACHED)
+            record(f"{name} vs transformers {their_class}, decode step",
+                   f"{REAL_DECODE_CACHED} cached", ours_step, their_step)  # fmt: skip
 
 
 def _decode_steps(ours, theirs, text: torch.Tensor, cached: int):
     """One decode step of each model after ``cached`` tokens of ``text`` (``(text_len,)``);
-    each step first cuts its cache back to ``cached`` tokens, so every step is the same."""
+    each step first cuts its cache back to ``cached`` tokens, so every step is the same.
+
+    A full cache (``KVCache``, transformers' ``DynamicLayer``) is cut by its length; a ring
+    buffer (``RollingKVCache``, Gemma 3's local blocks) by its count of tokens seen: the step
+    then writes the same token into the same slot again. transformers' sliding-window layers
+    keep their past while recording (``activate_past_recording``), so that ``crop`` can cut
+    them back too.
+    """
+    from transformers import DynamicCache
+
+    from mha_ref import RollingKVCache
+
     prompt = text[None, :cached]  # (1, cached)
     new_token = text[None, cached : cached + 1]  # (1, 1)
     caches = ours.new_caches(1, cached + 1)
-    ours.decode(prompt, caches)  # fills the caches
-    past = theirs(input_ids=prompt, use_cache=True).cache  # its DynamicCache
+    ours.decode(prompt, caches, logits_at=torch.tensor([-1]))  # fills the caches
+    past = DynamicCache(config=theirs.config)
+    for layer in past.layers:
+        if getattr(layer, "is_sliding", False):
+            layer.activate_past_recording()
+    theirs(input_ids=prompt, cache=past, use_cache=True)  # fills its cache
 
     def ours_step():
         for cache in caches:
-            cache.cached_len = cached
+            if isinstance(cache, RollingKVCache):
+                cache.seen = cached
+            else:
+                cache.cached_len = cached
         return ours.decode(new_token, caches)  # (1, 1, vocab_size)
 
     def their_step():

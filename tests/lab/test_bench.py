@@ -293,8 +293,9 @@ def test_bench_suite_modern_group_structure(monkeypatch):
 
 
 def test_bench_suite_real_group_rows_and_skips(monkeypatch):
-    """The issue-32 comparisons: one row per real model and length, each model against what
-    transformers returns for its file; a model whose file is missing is a note, not a row."""
+    """The issue-32 comparisons: one row per real model and length, and one decode step, each
+    model against what transformers returns for its file; a model whose file is missing is a
+    note, not a row."""
     from mha_ref.tutorial import bench_suite
     from mha_ref.tutorial.real_models import transformers_reference
     from mha_ref.tutorial.real_models.packages import ModelFileError
@@ -311,6 +312,8 @@ def test_bench_suite_real_group_rows_and_skips(monkeypatch):
         raise ModelFileError("not installed: python -m pip install a-model")
 
     monkeypatch.setattr(bench_suite, "REAL_LENGTHS", (8, 16))
+    steps = (lambda: torch.zeros(1), lambda: torch.zeros(1))  # _decode_steps: test_gemma3.py
+    monkeypatch.setattr(bench_suite, "_decode_steps", lambda ours, theirs, text, cached: steps)
     monkeypatch.setattr(transformers_reference, "transformers_from_gguf", lambda p: (Tiny(), None))
     monkeypatch.setattr(bench_suite, "_real_models", lambda: [
         ("Model A", "AForCausalLM", Tiny, lambda: "a.gguf"),
@@ -323,6 +326,7 @@ def test_bench_suite_real_group_rows_and_skips(monkeypatch):
     assert [(r.name, r.size) for r in results] == [
         ("Model A vs transformers AForCausalLM, forward", "8 tokens"),
         ("Model A vs transformers AForCausalLM, forward", "16 tokens"),
+        ("Model A vs transformers AForCausalLM, decode step", "1024 cached"),
     ]
     assert all(r.ratio > 0 for r in results)
     assert notes == ["Model B against transformers skipped: not installed: "

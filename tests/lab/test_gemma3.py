@@ -350,3 +350,71 @@ def test_the_head_tools_are_written_once_for_both_models(model):
         _, ablated_second = heads.copy_losses(model, repeated)
     _, clean_second = heads.copy_losses(model, repeated)
     assert effects[0, head].item() == pytest.approx(ablated_second - clean_second, abs=1e-4)
+
+
+def test_cached_decoding_past_the_window_equals_the_forward_pass(model, long_tokens):
+    """Gemma 3 decoded with a ring buffer of 512 keys in each of its 15 local blocks and a full
+    cache in each of its 3 global blocks: a prompt of 505 tokens, then one token at a time past
+    the window, gives the forward pass's logits at every step, while the local buffers hold the
+    last 512 tokens only. The same decoding with ring buffers in the global blocks too (keys a
+    global block reads thrown away) agrees before the window and is wrong by O(1) after it:
+    the comparison catches a cache that drops what a block may read."""
+    from mha_ref import KVCache, RollingKVCache
+
+    prompt_len, total = 505, 525
+    tokens = long_tokens[None, :total]  # (1, 525)
+    with torch.no_grad():
+        expected, _ = model(tokens, logits_at=torch.arange(prompt_len - 1, total))  # (1, 21, V)
+
+        def decoded(caches, every_step=True):
+            last = torch.tensor([-1])
+            steps = [model.decode(tokens[:, :prompt_len], caches, logits_at=last)]
+            for position in range(prompt_len, total):
+                at = last if every_step or position == total - 1 else torch.tensor([], dtype=int)
+                steps.append(model.decode(tokens[:, position : position + 1], caches, at))
+            return torch.cat(steps, dim=1)  # (1, 21 or 2, vocab_size)
+
+        caches = model.new_caches(1, total)
+        got = decoded(caches)
+        window = model.config.sliding_window
+        rings = [RollingKVCache(1, 1, window, model.config.head_dim) for _ in caches]
+        dropped = decoded(rings, every_step=False)  # the prompt's last logits and the final's
+
+    scale = expected.abs().max()
+    assert (got - expected).abs().max() < 1e-5 * scale, (got - expected).abs().max()
+    assert [type(c) for c in caches] == [
+        KVCache if layer in model.config.global_layers else RollingKVCache
+        for layer in range(model.config.num_layers)
+    ]
+    assert {c.visible for c in caches if isinstance(c, RollingKVCache)} == {window}
+    assert {c.cached_len for c in caches if isinstance(c, KVCache)} == {total}
+    assert (dropped[:, 0] - expected[:, 0]).abs().max() < 1e-5 * scale  # within the window
+    assert (dropped[:, -1] - expected[:, -1]).abs().max() > 0.5  # past it: O(1) wrong
+
+
+def test_cached_decoding_says_how_to_build_its_caches(model):
+    with pytest.raises(ValueError, match=r"one cache per block \(18\), got 3 caches.*new_caches"):
+        model.decode(torch.tensor([[2, 100]]), model.new_caches(1, 8)[:3])
+    with pytest.raises(ValueError, match="above the model's context_length"):
+        model.new_caches(1, model.config.context_length + 1)
+
+
+def test_the_benchmark_times_the_same_decode_step_on_both_sides(model, long_tokens,
+                                                                transformers_model):
+    """``nox -s bench``'s decode row: each timed step cuts both caches back (Gemma 3's ring
+    buffers by their count of tokens seen, transformers' sliding-window layers by ``crop``), so
+    every repetition computes the same logits, and both sides the next token's logits after the
+    same text."""
+    from mha_ref.tutorial import bench_suite
+
+    cached = 520  # past the local window, so the ring buffers and sliding layers have wrapped
+    with torch.no_grad():
+        their_model, _ = transformers_model  # (model, tokenizer)
+        ours_step, their_step = bench_suite._decode_steps(model, their_model, long_tokens, cached)
+        ours = [ours_step() for _ in range(2)]  # (1, 1, vocab_size) each
+        theirs = [their_step() for _ in range(2)]
+        expected, _ = model(long_tokens[None, : cached + 1], logits_at=torch.tensor([-1]))
+    assert torch.equal(ours[0], ours[1]) and torch.equal(theirs[0], theirs[1])
+    scale = expected.abs().max()
+    assert (ours[0] - expected).abs().max() < 1e-5 * scale
+    assert (theirs[0] - expected).abs().max() < 1e-4 * scale

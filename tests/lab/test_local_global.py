@@ -22,6 +22,7 @@ from mha_ref.tutorial.real_models.local_global import (
     SMOLLM2_FIRST_ID,
     SMOLLM2_ORDINARY_IDS,
     copy_after_gap,
+    decode_against_forward,
     induction_scores_at,
     kv_cache_bytes,
     ring_buffer_attention,
@@ -114,6 +115,20 @@ def test_ring_buffer_refuses_a_batch():
     layer = _layer(4)
     with pytest.raises(ValueError, match="one sequence"):
         ring_buffer_attention(layer, torch.zeros(2, 4, 24, dtype=torch.float64), 2)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "prompt_len", "match"),
+    [
+        (torch.zeros(5, dtype=torch.long), 2, r"one sequence, shape \(1, seq_len\), got \(5,\)"),
+        (torch.zeros(1, 5, dtype=torch.long), 0, "prompt_len must be an int from 1 to 4"),
+        (torch.zeros(1, 5, dtype=torch.long), 5, "prompt_len must be an int from 1 to 4"),
+        (torch.zeros(1, 5, dtype=torch.long), True, "prompt_len must be an int"),
+    ],
+)
+def test_the_whole_model_decode_check_refuses_bad_input(tokens, prompt_len, match):
+    with pytest.raises(ValueError, match=match):
+        decode_against_forward(None, tokens, prompt_len)  # refused before the model is used
 
 
 # ------------------------------------------------------------------------------------------------

@@ -66,9 +66,12 @@ import torch
 from torch import nn
 
 from mha_ref.device import pick_device
+from mha_ref.functional import scaled_dot_product_attention
 from mha_ref.grouped import GroupedQueryAttention
+from mha_ref.kv_cache import KVCache
 from mha_ref.masks import sliding_window_mask
 from mha_ref.qk_norm import QKNorm
+from mha_ref.rolling_cache import RollingKVCache
 from mha_ref.rope import RotaryEmbedding
 from mha_ref.tutorial.cache import CACHE_ENV_VAR
 from mha_ref.tutorial.real_models import packages
@@ -97,6 +100,7 @@ __all__ = [
     "Gemma3Config",
     "load_gemma3",
     "model_file",
+    "ring_buffer_decode",
     "state_dict_from_gguf",
 ]
 
@@ -316,6 +320,93 @@ class Gemma3Config:
 # ------------------------------------------------------------------------------------------------
 
 
+def ring_buffer_decode(
+    attention: GroupedQueryAttention, x: torch.Tensor, cache: RollingKVCache
+) -> torch.Tensor:
+    """A local layer's attention for new tokens, its keys and values in a ring buffer.
+
+    Each new token is projected, its query and key normalised (QK-norm, when the layer has it)
+    and rotated at its position in the text (``cache.seen``: the tokens the cache has taken so
+    far), its key and value written into ``cache`` (over the token ``window`` steps back), and
+    its query attends, with no mask, to what the buffer holds. For a layer trained with that
+    window this equals ``attention(x, attn_mask=sliding_window_mask(...))`` on the whole
+    sequence; a global layer given a ring buffer instead drops every key older than the window.
+
+    A prompt (several tokens into an empty cache) is attended at once, as the layer's
+    ``forward`` does, with :func:`mha_ref.sliding_window_mask`, and its keys and values are then
+    written into the buffer (``_ring_buffer_prefill``); later tokens go one at a time
+    (``_ring_buffer_step``).
+
+    Args:
+        attention: a layer with ``rope`` (a loaded model's ``block.attention``).
+        x: ``(batch, new_len, embed_dim)``, the layer's input (after the block's first norm).
+        cache: the layer's :class:`mha_ref.RollingKVCache` (no sinks); updated in place.
+
+    Returns:
+        torch.Tensor: ``(batch, new_len, embed_dim)``, the layer's output.
+
+    Raises:
+        ValueError: if ``cache`` keeps sink tokens, or does not fit ``x`` (as
+            :meth:`mha_ref.RollingKVCache.append`).
+
+    Source:
+        Jiang et al. 2023, arXiv:2310.06825, Sec. 2 (rolling buffer cache, prefilled with the
+        prompt); the steps of :meth:`mha_ref.GroupedQueryAttention.forward`.
+    """
+    if cache.num_sinks:
+        raise ValueError(
+            f"cache keeps {cache.num_sinks} sink tokens; a Gemma 3 local layer keeps none. "
+            f"Pass RollingKVCache(..., num_sinks=0) (model.new_caches() does)."
+        )
+    if cache.seen == 0 and x.shape[1] > 1:
+        return _ring_buffer_prefill(attention, x, cache)  # (batch, new_len, embed_dim)
+    steps = [_ring_buffer_step(attention, x[:, t : t + 1], cache) for t in range(x.shape[1])]
+    return torch.cat(steps, dim=1)  # (batch, new_len, embed_dim)
+
+
+def _split_and_rotate(attention: GroupedQueryAttention, x: torch.Tensor, positions: torch.Tensor):
+    """Queries, keys and values of ``x`` (``(batch, n, embed_dim)``), normalised and rotated at
+    ``positions`` (``(n,)``): ``(batch, heads, n, head_dim)`` and ``(batch, kv_heads, n, hd)``."""
+    query = attention.q_proj(x).unflatten(-1, (attention.num_heads, -1)).transpose(1, 2)
+    key = attention.k_proj(x).unflatten(-1, (attention.num_kv_heads, -1)).transpose(1, 2)
+    value = attention.v_proj(x).unflatten(-1, (attention.num_kv_heads, -1)).transpose(1, 2)
+    # query (batch, num_heads, n, head_dim); key, value (batch, num_kv_heads, n, head_dim)
+    if attention.qk_norm is not None:
+        query, key = attention.qk_norm(query, key)  # the same shapes
+    return attention.rope(query, positions), attention.rope(key, positions), value
+
+
+def _ring_buffer_step(
+    attention: GroupedQueryAttention, x_t: torch.Tensor, cache: RollingKVCache
+) -> torch.Tensor:
+    """One token (``(batch, 1, embed_dim)``): its key and value into the buffer, then its query
+    over every key the buffer holds, with no mask. Returns ``(batch, 1, embed_dim)``."""
+    position = torch.tensor([cache.seen], device=x_t.device)  # (1,) the token's position
+    query, key, value = _split_and_rotate(attention, x_t, position)
+    keys, values = cache.append(key, value)  # (batch, num_kv_heads, visible, head_dim) each
+    context = scaled_dot_product_attention(
+        query, keys, values, scale=attention.scale, enable_gqa=True
+    )  # (batch, num_heads, 1, head_dim)
+    return attention.out_proj(context.transpose(1, 2).flatten(-2))  # (batch, 1, embed_dim)
+
+
+def _ring_buffer_prefill(
+    attention: GroupedQueryAttention, x: torch.Tensor, cache: RollingKVCache
+) -> torch.Tensor:
+    """A prompt (``(batch, n, embed_dim)``) into an empty buffer: attended at once with the
+    sliding-window mask, then every key and value appended in order (the buffer keeps the
+    last ``window``). Returns ``(batch, n, embed_dim)``."""
+    positions = torch.arange(x.shape[1], device=x.device)  # (n,)
+    query, key, value = _split_and_rotate(attention, x, positions)
+    for t in range(x.shape[1]):
+        cache.append(key[:, :, t : t + 1], value[:, :, t : t + 1])  # (batch, kv, 1, hd) each
+    mask = sliding_window_mask(x.shape[1], window=cache.window, device=x.device)  # (n, n) bool
+    context = scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=attention.scale, enable_gqa=True
+    )  # (batch, num_heads, n, head_dim)
+    return attention.out_proj(context.transpose(1, 2).flatten(-2))  # (batch, n, embed_dim)
+
+
 class Gemma3Block(nn.Module):
     r"""One block: MQA with QK-norm, RoPE and (local) a window; then GeGLU; norms on both sides.
 
@@ -390,17 +481,39 @@ class Gemma3Block(nn.Module):
         x = x + self.post_mlp_norm(self.mlp(self.mlp_norm(x)))  # (batch, seq_len, embed_dim)
         return x, weights
 
+    def decode(self, x: torch.Tensor, cache: KVCache | RollingKVCache) -> torch.Tensor:
+        """The block on new tokens, the earlier tokens' keys and values being in ``cache``.
+
+        A :class:`mha_ref.RollingKVCache` (a local block's) goes through
+        :func:`ring_buffer_decode`, a :class:`mha_ref.KVCache` (a global block's) through
+        :meth:`mha_ref.GroupedQueryAttention.decode`; the rest of the block is as in ``forward``.
+
+        Args:
+            x: ``(batch, new_len, embed_dim)``, the residual stream of the new tokens.
+            cache: this block's cache (:meth:`Gemma3.new_caches`); updated in place.
+
+        Returns:
+            torch.Tensor: ``(batch, new_len, embed_dim)``.
+        """
+        normed = self.attention_norm(x)  # (batch, new_len, embed_dim)
+        if isinstance(cache, RollingKVCache):
+            attended = ring_buffer_decode(self.attention, normed, cache)  # (batch, new_len, d)
+        else:
+            attended = self.attention.decode(normed, cache)  # (batch, new_len, embed_dim)
+        x = x + self.post_attention_norm(attended)  # (batch, new_len, embed_dim)
+        return x + self.post_mlp_norm(self.mlp(self.mlp_norm(x)))  # (batch, new_len, embed_dim)
+
 
 class Gemma3(DecoderStack):
     """Gemma 3 270M: scaled embedding, 18 :class:`Gemma3Block`, final norm, tied unembedding.
 
     Build it with :func:`load_gemma3`; the constructor makes the modules on ``device`` without
     real weights. The stages are separate methods, as in
-    :class:`~mha_ref.tutorial.real_models.smollm2.SmolLM2`: :meth:`embed`, :meth:`run_layers`,
-    :meth:`unembed` (the last two, with :meth:`check_tokens` and :meth:`check_head`, shared:
-    :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`). The unembedding (262,144
-    words) costs more than all 18 blocks: logits are computed only where they are needed
-    (``logits_at``, and in chunks by :meth:`token_losses`).
+    :class:`~mha_ref.tutorial.real_models.smollm2.SmolLM2`: :meth:`embed`, ``run_layers``,
+    ``unembed`` (the last two, with ``stream_token_losses``, ``check_tokens`` and ``check_head``,
+    shared and documented once on :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`).
+    The unembedding (262,144 words) costs more than all 18 blocks: logits are computed only
+    where they are needed (``logits_at``, and in chunks by :meth:`token_losses`).
 
     Args:
         config: the sizes.
@@ -509,6 +622,90 @@ class Gemma3(DecoderStack):
             logits = self.unembed(residual[:, start : stop + 1])  # (batch, n + 1, vocab_size)
             losses.append(next_token_losses(logits, tokens[:, start : stop + 1]))  # (batch, n)
         return torch.cat(losses, dim=1)  # (batch, seq_len - 1)
+
+    # --------------------------------------------------------------------------------------------
+    # decoding with caches: a ring buffer in each local block, a full cache in each global one
+    # --------------------------------------------------------------------------------------------
+
+    def new_caches(
+        self, batch: int = 1, max_len: int | None = None
+    ) -> list[KVCache | RollingKVCache]:
+        """One empty cache per block: a ring buffer in each local block, a full cache in each
+        global one.
+
+        A local block's query never sees a key more than ``sliding_window - 1`` positions back,
+        so its cache is a :class:`mha_ref.RollingKVCache` of ``sliding_window`` slots (512)
+        however long the text; a global block's is a :class:`mha_ref.KVCache` of ``max_len``
+        tokens. Decoding with them equals the forward pass with each block's mask
+        (``tests/lab/test_gemma3.py`` checks it past the window).
+
+        Args:
+            batch: sequences decoded together.
+            max_len: the most tokens the global caches will hold. Default: ``context_length``.
+
+        Returns:
+            list[KVCache | RollingKVCache]: ``num_layers`` caches, in block order.
+
+        Raises:
+            ValueError: if ``max_len`` is above ``context_length``, or a size is not positive.
+        """
+        max_len = self.config.context_length if max_len is None else max_len
+        if max_len > self.config.context_length:
+            raise ValueError(
+                f"max_len={max_len} is above the model's context_length="
+                f"{self.config.context_length}: the rotary tables have no larger positions."
+            )
+        weight = self.embedding.weight
+        caches: list[KVCache | RollingKVCache] = []
+        for block in self.layers:
+            if block.sliding_window is None:
+                caches.append(block.attention.new_cache(batch, max_len))
+            else:
+                caches.append(RollingKVCache(
+                    batch, self.config.num_kv_heads, block.sliding_window, self.config.head_dim,
+                    device=weight.device, dtype=weight.dtype,
+                ))  # fmt: skip
+        return caches
+
+    def decode(
+        self,
+        tokens: torch.Tensor,
+        caches: list[KVCache | RollingKVCache],
+        logits_at: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits for new tokens, the earlier ones' keys and values being in ``caches``.
+
+        Feeding a text in pieces (a prompt, then one token at a time) gives the logits of
+        :meth:`forward` on the whole text (up to rounding), also past the local window: the
+        local blocks' ring buffers then hold the last 512 tokens only, which is all their
+        queries may see.
+
+        Args:
+            tokens: ``(batch, new_len)`` ids (or ``(new_len,)``).
+            caches: from :meth:`new_caches`; updated in place.
+            logits_at: positions among the new tokens whose logits are made (``(n,)``,
+                ``torch.long``; default: all of them).
+
+        Returns:
+            torch.Tensor: ``(batch, new_len, vocab_size)``, or ``(batch, n, vocab_size)``.
+
+        Raises:
+            ValueError: as :meth:`embed`, if ``caches`` is not one cache per block, or if a
+                cache does not fit (see :meth:`mha_ref.GroupedQueryAttention.decode` and
+                :meth:`mha_ref.RollingKVCache.append`).
+        """
+        residual = self.embed(tokens)  # (batch, new_len, embed_dim)
+        if not isinstance(caches, list) or len(caches) != len(self.layers):
+            got = f"{len(caches)} caches" if isinstance(caches, list) else type(caches).__name__
+            raise ValueError(
+                f"caches must be a list of one cache per block ({len(self.layers)}), got {got}. "
+                f"Build them with model.new_caches()."
+            )
+        for block, cache in zip(self.layers, caches, strict=True):
+            residual = block.decode(residual, cache)  # (batch, new_len, embed_dim)
+        if logits_at is not None:
+            residual = residual[:, logits_at.to(residual.device)]  # (batch, n, embed_dim)
+        return self.unembed(residual)  # (batch, new_len or n, vocab_size)
 
 # ------------------------------------------------------------------------------------------------
 # loading

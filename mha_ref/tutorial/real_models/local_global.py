@@ -31,15 +31,17 @@ from contextlib import contextmanager
 import torch
 
 from mha_ref._validation import require_positive_int
-from mha_ref.functional import scaled_dot_product_attention
 from mha_ref.grouped import GroupedQueryAttention
 from mha_ref.rolling_cache import RollingKVCache
 from mha_ref.rope import rotary_frequencies
 from mha_ref.tutorial.cache import cached
+from mha_ref.tutorial.real_models.gemma3 import ring_buffer_decode
 from mha_ref.tutorial.real_models.layers import next_token_losses
 
 __all__ = [
     "COPY_LEN",
+    "DECODE_LEN",
+    "DECODE_PROMPT",
     "DISTANCES",
     "GEMMA3_ORDINARY_IDS",
     "NUM_ABLATED",
@@ -49,6 +51,7 @@ __all__ = [
     "SMOLLM2_ORDINARY_IDS",
     "copy_after_gap",
     "copy_losses_after",
+    "decode_against_forward",
     "induction_scores_at",
     "kv_cache_bytes",
     "local_global_analysis",
@@ -75,6 +78,10 @@ SEEDS = (0, 1, 2)
 NUM_ABLATED = 3
 #: control sets of other heads of the same layers, drawn with seed 0
 NUM_CONTROLS = 3
+#: tokens the whole-model check decodes at once (a prompt) before it goes one token at a time
+DECODE_PROMPT = 510
+#: tokens the whole-model check decodes in all, past the local window of 512
+DECODE_LEN = 530
 
 
 # ------------------------------------------------------------------------------------------------
@@ -194,7 +201,9 @@ def ring_buffer_attention(attention: GroupedQueryAttention, x: torch.Tensor, win
 
     Source:
         Jiang et al. 2023, arXiv:2310.06825, Sec. 2 (rolling buffer cache); the steps of
-        :meth:`mha_ref.GroupedQueryAttention.forward`, one token at a time.
+        :meth:`mha_ref.GroupedQueryAttention.forward`, one token at a time
+        (:func:`~mha_ref.tutorial.real_models.gemma3.ring_buffer_decode`, as Gemma 3's cached
+        decoding does).
     """
     require_positive_int("window", window, "slots of the ring buffer")
     if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[0] != 1:
@@ -204,23 +213,60 @@ def ring_buffer_attention(attention: GroupedQueryAttention, x: torch.Tensor, win
         )
     cache = RollingKVCache(1, attention.num_kv_heads, window, attention.head_dim,
                            device=x.device, dtype=x.dtype)
-    outputs = []
-    for t in range(x.shape[1]):
-        x_t = x[:, t : t + 1]  # (1, 1, embed_dim)
-        query = attention.q_proj(x_t).unflatten(-1, (attention.num_heads, -1)).transpose(1, 2)
-        key = attention.k_proj(x_t).unflatten(-1, (attention.num_kv_heads, -1)).transpose(1, 2)
-        value = attention.v_proj(x_t).unflatten(-1, (attention.num_kv_heads, -1)).transpose(1, 2)
-        # query (1, num_heads, 1, head_dim); key, value (1, num_kv_heads, 1, head_dim)
-        if attention.qk_norm is not None:
-            query, key = attention.qk_norm(query, key)  # the same shapes
-        position = torch.tensor([t])  # (1,) the token's own position
-        query, key = attention.rope(query, position), attention.rope(key, position)
-        keys, values = cache.append(key, value)  # (1, num_kv_heads, visible, head_dim) each
-        context = scaled_dot_product_attention(
-            query, keys, values, scale=attention.scale, enable_gqa=True
-        )  # (1, num_heads, 1, head_dim)
-        outputs.append(attention.out_proj(context.transpose(1, 2).flatten(-2)))  # (1, 1, d)
-    return torch.cat(outputs, dim=1)  # (1, seq_len, embed_dim)
+    steps = [ring_buffer_decode(attention, x[:, t : t + 1], cache) for t in range(x.shape[1])]
+    return torch.cat(steps, dim=1)  # (1, seq_len, embed_dim), one token at a time
+
+
+def decode_against_forward(
+    model, tokens: torch.Tensor, prompt_len: int, rings_everywhere: bool = False
+) -> tuple[torch.Tensor, float]:
+    """The whole model decoded with caches, against its forward pass, position by position.
+
+    The first ``prompt_len`` tokens are decoded at once (a prompt), the others one at a time,
+    with :meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.new_caches`' caches (a ring buffer
+    of ``sliding_window`` keys in each local block, a full cache in each global one) or, with
+    ``rings_everywhere``, a ring buffer in every block.
+
+    Args:
+        model: a loaded ``Gemma3``.
+        tokens: ``(1, seq_len)`` ids.
+        prompt_len: tokens decoded at once, ``1 .. seq_len - 1``.
+        rings_everywhere: give the global blocks ring buffers too.
+
+    Returns:
+        tuple[torch.Tensor, float]: ``(seq_len - prompt_len + 1,)`` float32, the largest
+        ``|decoded - forward|`` of the logits at positions ``prompt_len - 1 .. seq_len - 1``,
+        one per position; and the largest ``|forward|`` of those logits.
+
+    Raises:
+        ValueError: if ``tokens`` is not one sequence, or ``prompt_len`` is out of range.
+    """
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != 1:
+        raise ValueError(
+            f"tokens must be one sequence, shape (1, seq_len), got "
+            f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__}."
+        )
+    seq_len = tokens.shape[1]
+    if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or not (
+        1 <= prompt_len < seq_len
+    ):
+        raise ValueError(
+            f"prompt_len must be an int from 1 to {seq_len - 1} (seq_len - 1), got {prompt_len!r}."
+        )
+    config = model.config
+    caches = model.new_caches(1, seq_len)
+    if rings_everywhere:
+        caches = [RollingKVCache(1, config.num_kv_heads, config.sliding_window, config.head_dim)
+                  for _ in caches]  # fmt: skip
+    last = torch.tensor([-1])  # (1,)
+    with torch.no_grad():
+        expected, _ = model(tokens, logits_at=torch.arange(prompt_len - 1, seq_len))  # (1, n, V)
+        steps = [model.decode(tokens[:, :prompt_len], caches, logits_at=last)]  # (1, 1, V)
+        for position in range(prompt_len, seq_len):
+            steps.append(model.decode(tokens[:, position : position + 1], caches))  # (1, 1, V)
+    decoded = torch.cat(steps, dim=1)  # (1, n, vocab_size)
+    differences = (decoded - expected).abs().amax(dim=-1)[0]  # (n,)
+    return differences, float(expected.abs().max())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -359,7 +405,10 @@ def local_global_analysis() -> dict:
         (``"windowed_global"``, second distance), and on the same tokens at their first
         occurrence (``"first"``); ``"ring"`` ``{layer: (max |ring - masked|, max
         |masked|)}`` for the last local layer before the first global one and for that
-        global layer, on the first sequence at the longer distance; ``"smollm2"``, SmolLM2 on
+        global layer, on the first sequence at the longer distance; ``"decode"``
+        ``{"served", "rings": (differences, scale)}``, :func:`decode_against_forward` on that
+        sequence's first :data:`DECODE_LEN` tokens, :data:`DECODE_PROMPT` of them at once, with
+        the model's caches and with ring buffers in every block; ``"smollm2"``, SmolLM2 on
         the same protocol at the first distance (its sequences begin with
         :data:`SMOLLM2_FIRST_ID` and draw from :data:`SMOLLM2_ORDINARY_IDS`): ``"scores"``
         ``(num_layers, num_heads)``, ``"top"``, ``"controls"`` and ``"losses"`` ``{"first",
@@ -408,6 +457,9 @@ def _local_global() -> dict:
             decoded = ring_buffer_attention(model.layers[layer].attention, x[:1],
                                             config.sliding_window)  # (1, L, embed_dim)
         ring[layer] = (float((decoded - masked[:1]).abs().max()), float(masked[:1].abs().max()))
+    longest = inputs[DISTANCES[-1]][:1, :DECODE_LEN]  # (1, DECODE_LEN): the sequence ring reads
+    decode = {kind: decode_against_forward(model, longest, DECODE_PROMPT, kind == "rings")
+              for kind in ("served", "rings")}  # fmt: skip
     scores = {d: pass_["scores"] for d, pass_ in clean.items()}
     previous = {d: pass_["previous"] for d, pass_ in clean.items()}
     heads = _chosen_heads(scores[DISTANCES[0]], previous[DISTANCES[0]], config)
@@ -418,7 +470,7 @@ def _local_global() -> dict:
         "smollm2": dataclasses.asdict(load_smollm2("cpu").config),
     }
     return {"configs": configs, "scores": scores, "previous": previous, **heads,
-            "losses": losses, "ring": ring, "inputs": inputs,
+            "losses": losses, "ring": ring, "decode": decode, "inputs": inputs,
             "smollm2": _smollm2_induction(load_smollm2("cpu"))}
 
 

@@ -449,10 +449,10 @@ class SmolLM2Block(nn.Module):
 class SmolLM2(DecoderStack):
     """SmolLM2: token embedding, 30 :class:`SmolLM2Block`, final RMS norm, tied unembedding.
 
-    Build it with :func:`load_smollm2` (weights from the GGUF file);
-    the constructor makes the modules on ``device`` without real weights. :meth:`run_layers`,
-    :meth:`unembed`, :meth:`check_tokens` and :meth:`check_head` are the ones every real model
-    here shares (:class:`~mha_ref.tutorial.real_models.layers.DecoderStack`).
+    Build it with :func:`load_smollm2` (weights from the GGUF file); the constructor makes the
+    modules on ``device`` without real weights. ``run_layers``, ``unembed``,
+    ``stream_token_losses``, ``check_tokens`` and ``check_head`` are the methods every real model
+    here shares, documented once on :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`.
 
     Args:
         config: the sizes.
@@ -585,7 +585,9 @@ class SmolLM2(DecoderStack):
             )
         return [block.attention.new_cache(batch, max_len) for block in self.layers]
 
-    def decode(self, tokens: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
+    def decode(
+        self, tokens: torch.Tensor, caches: list[KVCache], logits_at: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits for new tokens, the earlier ones' keys and values being in ``caches``.
 
         Feeding a sequence in pieces (a prompt, then one token at a time) gives the same
@@ -594,9 +596,11 @@ class SmolLM2(DecoderStack):
         Args:
             tokens: ``(batch, new_len)`` ids (or ``(new_len,)``).
             caches: from :meth:`new_caches`; updated in place.
+            logits_at: positions among the new tokens whose logits are made (``(n,)``,
+                ``torch.long``; default: all of them).
 
         Returns:
-            torch.Tensor: ``(batch, new_len, vocab_size)``.
+            torch.Tensor: ``(batch, new_len, vocab_size)``, or ``(batch, n, vocab_size)``.
 
         Raises:
             ValueError: as :meth:`embed`, or if the caches do not fit (see
@@ -610,7 +614,9 @@ class SmolLM2(DecoderStack):
             )
         for block, cache in zip(self.layers, caches, strict=True):
             residual = block.decode(residual, cache)  # (batch, new_len, embed_dim)
-        return self.unembed(residual)  # (batch, new_len, vocab_size)
+        if logits_at is not None:
+            residual = residual[:, logits_at.to(residual.device)]  # (batch, n, embed_dim)
+        return self.unembed(residual)  # (batch, new_len or n, vocab_size)
 
     @torch.no_grad()
     def generate_greedy(self, tokens: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
