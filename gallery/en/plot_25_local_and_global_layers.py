@@ -160,7 +160,7 @@ print(text_table(["block", "max |ring - masked|", "max |masked|", "relative"], r
 # %%
 # .. _ex25-whole-model-decode:
 #
-# The whole model, decoded as a server decodes it
+# The whole model, decoded with its window caches
 # -----------------------------------------------
 # One block at a time is not yet the model. The same sequence through all 18 blocks: its first
 # tokens decoded at once (the prompt), the next ones one at a time, with a ring buffer of 512
@@ -168,7 +168,8 @@ print(text_table(["block", "max |ring - masked|", "max |masked|", "relative"], r
 # (:meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.new_caches`,
 # :meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.decode`), against the logits of the
 # forward pass at each of those positions; then the same with ring buffers in the global
-# blocks too. The positions are split where the text outgrows a buffer of 512.
+# blocks too. The positions are split where the text outgrows a buffer of 512: before it, the
+# first position past it, and the rest.
 
 LABELS = {"served": "rings in local blocks, full caches in global", "rings": "rings in every block"}
 print(f"decoded: {DECODE_PROMPT} tokens at once, then {DECODE_LEN - DECODE_PROMPT} one at a time")
@@ -178,18 +179,20 @@ rows = []
 for kind in ("served", "rings"):
     differences, scale = decode[kind]  # (positions,), float
     positions = torch.arange(DECODE_PROMPT - 1, DECODE_LEN)  # the logits compared
-    for part in (positions < window, positions >= window):
+    for part in (positions < window, positions == window, positions > window):
         worst = float(differences[part].max())
-        rows.append([LABELS[kind], f"{int(positions[part][0])}-{int(positions[part][-1])}",
+        first, last = int(positions[part][0]), int(positions[part][-1])
+        rows.append([LABELS[kind], f"{first}-{last}" if last > first else f"{first}",
                      f"{worst:.2e}", f"{scale:.1f}", f"{worst / scale:.1e}"])
 print(text_table(["caches", "positions", "max |decoded - forward|", "max |forward|", "relative"], rows))
 
 # %%
 # With a ring buffer where the model uses its window and a full cache where it does not, the
-# decoded logits equal the forward pass's to float32 rounding past the window as within it: a
-# local block needs no more than 512 keys of cache on this text. With ring buffers
-# in the global blocks as well, nothing changes while the text fits in them, and the logits are
-# wrong by whole units as soon as it does not (last row): the global blocks read further back.
+# decoded logits equal the forward pass's to float32 rounding past the window as within it: on
+# this text a local block needs no more than 512 keys of cache. With ring buffers in the global
+# blocks as well, the logits agree to rounding while the text fits in the buffers, and are off
+# by several units from the first position past them on, by more further on: the global blocks
+# read further back than 512 tokens.
 #
 # .. _ex25-where-induction-lives:
 #
@@ -387,7 +390,8 @@ print(f"induction positions a local block may attend to: {int(allowed[queries, q
 # * A ring buffer of 512 keys reproduces a local block's attention to float32 rounding and
 #   changes a global block's completely: a window cache reproduces the model only in the blocks
 #   that use that window. Decoded whole, with ring buffers in its local blocks and full caches in
-#   its global ones, the model gives its forward pass's logits past the window too.
+#   its global ones, the model gives its forward pass's logits past the window too (on this
+#   text, to float32 rounding).
 # * On repeated random tokens, the heads with high induction scores are in the global blocks and
 #   the strongest previous-token heads in local ones; ablating either set undoes most or all of
 #   the copy at 100 and at 520 tokens, and other heads of the same blocks cost less. Beyond the

@@ -147,13 +147,14 @@ print(text_table(["块", "max |环形 - 掩码|", "max |掩码|", "相对差"], 
 # %%
 # .. _ex25-whole-model-decode:
 #
-# 像服务器那样解码整个模型
-# ------------------------
+# 用窗口缓存解码整个模型
+# ----------------------
 # 一次一个块还不是整个模型。把同一条序列送过全部 18 个块：开头的词元一次解码（提示），之后的词元每次一个，
 # 每个局部块用 512 个键的环形缓冲区，每个全局块用完整缓存
 # （:meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.new_caches`、
 # :meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.decode`），在每个这样的位置上与前向计算的 logits
-# 比较；然后让全局块也用环形缓冲区，再比较一次。位置按文本超出 512 的缓冲区之处分成两段。
+# 比较；然后让全局块也用环形缓冲区，再比较一次。位置按文本超出 512 的缓冲区之处分段：超出之前、超出后的
+# 第一个位置，以及其余位置。
 
 LABELS = {"served": "局部块用环形缓冲区，全局块用完整缓存", "rings": "每个块都用环形缓冲区"}
 print(f"解码：先一次 {DECODE_PROMPT} 个词元，再逐个解码 {DECODE_LEN - DECODE_PROMPT} 个")
@@ -163,17 +164,18 @@ rows = []
 for kind in ("served", "rings"):
     differences, scale = decode[kind]  # (位置数,)，浮点数
     positions = torch.arange(DECODE_PROMPT - 1, DECODE_LEN)  # 比较的 logits 所在位置
-    for part in (positions < window, positions >= window):
+    for part in (positions < window, positions == window, positions > window):
         worst = float(differences[part].max())
-        rows.append([LABELS[kind], f"{int(positions[part][0])}-{int(positions[part][-1])}",
+        first, last = int(positions[part][0]), int(positions[part][-1])
+        rows.append([LABELS[kind], f"{first}-{last}" if last > first else f"{first}",
                      f"{worst:.2e}", f"{scale:.1f}", f"{worst / scale:.1e}"])
 print(text_table(["缓存", "位置", "max |解码 - 前向|", "max |前向|", "相对差"], rows))
 
 # %%
 # 在模型使用窗口的块里用环形缓冲区、在不用窗口的块里用完整缓存，解码得到的 logits 在超出窗口之后和窗口
 # 之内一样，都在 float32 舍入范围内等于前向计算的结果：在这段文本上，每个局部块的缓存只需要 512 个键。
-# 全局块也用环形缓冲区时，文本装得下就什么都不变，一旦装不下，logits 就会差出好几个单位（最后一行）：
-# 全局块要读更早的内容。
+# 全局块也用环形缓冲区时，文本装得下缓冲区时 logits 在舍入范围内一致；从超出缓冲区的第一个位置起就差出
+# 好几个单位，再往后差得更多：全局块要读 512 个词元之前的内容。
 #
 # .. _ex25-where-induction-lives:
 #
@@ -343,7 +345,7 @@ print(f"局部块可以关注的归纳位置：{int(allowed[queries, queries - 5
 #   在长上下文下，它的 KV 缓存只是“每块都全局”的同一模型所需的一小部分（表中给出各长度的倍数）。
 # * 512 个键的环形缓冲区在 float32 舍入范围内重现局部块的注意力，却完全改变全局块的注意力：窗口缓存只在
 #   使用那个窗口的块里才能重现模型。整个模型在局部块用环形缓冲区、全局块用完整缓存来解码时，超出窗口之后也
-#   给出前向计算的 logits。
+#   给出前向计算的 logits（在这段文本上，在 float32 舍入范围内）。
 # * 在重复的随机词元上，归纳分数高的头在全局块里，最强的前一词元头在局部块里；消融任一组，在距离 100 和 520
 #   时都让复制失去大部分或全部，同一些块里的其他头代价更小。在窗口之外，把全局块限制在 512 个键内也让复制失效。
 # * SmolLM2 的块全都是全局的，它复制同样造法的序列不如 Gemma，靠的是第 17、18 块里的归纳头：消融分数最高的

@@ -481,6 +481,39 @@ class Gemma3Block(nn.Module):
         x = x + self.post_mlp_norm(self.mlp(self.mlp_norm(x)))  # (batch, seq_len, embed_dim)
         return x, weights
 
+    def check_cache(self, cache: object) -> None:
+        """Raise unless ``cache`` can serve this block: a local block needs a
+        :class:`mha_ref.RollingKVCache` of exactly ``sliding_window`` slots and no sinks (a
+        full cache, or a ring of another size, would silently attend to other keys than the
+        block's mask allows); a global block takes a :class:`mha_ref.KVCache`, or a ring buffer
+        (an experiment: it then drops keys the block was trained to read).
+
+        Args:
+            cache: the cache meant for this block.
+
+        Raises:
+            TypeError: if ``cache`` is neither cache.
+            ValueError: if a local block's cache is not a ring of its window.
+        """
+        if not isinstance(cache, (KVCache, RollingKVCache)):
+            raise TypeError(
+                f"cache must be an mha_ref.KVCache or mha_ref.RollingKVCache, got "
+                f"{type(cache).__name__}. Build the caches with model.new_caches()."
+            )
+        if self.sliding_window is None:
+            return
+        if not isinstance(cache, RollingKVCache) or cache.num_sinks or (
+            cache.window != self.sliding_window
+        ):
+            got = (f"a RollingKVCache of window {cache.window} with {cache.num_sinks} sinks"
+                   if isinstance(cache, RollingKVCache) else "a KVCache")  # fmt: skip
+            raise ValueError(
+                f"a local block (window {self.sliding_window}) needs a RollingKVCache of window "
+                f"{self.sliding_window} and no sinks, got {got}: its queries would read other "
+                f"keys than the ones its mask allows. Build the caches with model.new_caches() "
+                f"after any change to sliding_window."
+            )
+
     def decode(self, x: torch.Tensor, cache: KVCache | RollingKVCache) -> torch.Tensor:
         """The block on new tokens, the earlier tokens' keys and values being in ``cache``.
 
@@ -494,7 +527,11 @@ class Gemma3Block(nn.Module):
 
         Returns:
             torch.Tensor: ``(batch, new_len, embed_dim)``.
+
+        Raises:
+            TypeError, ValueError: as :meth:`check_cache`, or if ``cache`` does not fit ``x``.
         """
+        self.check_cache(cache)
         normed = self.attention_norm(x)  # (batch, new_len, embed_dim)
         if isinstance(cache, RollingKVCache):
             attended = ring_buffer_decode(self.attention, normed, cache)  # (batch, new_len, d)
@@ -690,9 +727,10 @@ class Gemma3(DecoderStack):
             torch.Tensor: ``(batch, new_len, vocab_size)``, or ``(batch, n, vocab_size)``.
 
         Raises:
-            ValueError: as :meth:`embed`, if ``caches`` is not one cache per block, or if a
-                cache does not fit (see :meth:`mha_ref.GroupedQueryAttention.decode` and
-                :meth:`mha_ref.RollingKVCache.append`).
+            TypeError, ValueError: as :meth:`embed` and :meth:`Gemma3Block.check_cache`, if
+                ``caches`` is not one cache per block, or a global block's cache has no room
+                (checked before any block runs); as :meth:`mha_ref.RollingKVCache.append` if
+                a ring does not fit the batch.
         """
         residual = self.embed(tokens)  # (batch, new_len, embed_dim)
         if not isinstance(caches, list) or len(caches) != len(self.layers):
@@ -701,6 +739,14 @@ class Gemma3(DecoderStack):
                 f"caches must be a list of one cache per block ({len(self.layers)}), got {got}. "
                 f"Build them with model.new_caches()."
             )
+        for block, cache in zip(self.layers, caches, strict=True):  # before any block runs, so
+            block.check_cache(cache)  # that a refused call leaves every cache as it was
+            if isinstance(cache, KVCache) and cache.cached_len + residual.shape[1] > cache.max_len:
+                raise ValueError(
+                    f"a global block's cache holds {cache.cached_len} of at most "
+                    f"max_len={cache.max_len} tokens, cannot take {residual.shape[1]} more. "
+                    f"Build the caches with a larger max_len (model.new_caches(batch, max_len))."
+                )
         for block, cache in zip(self.layers, caches, strict=True):
             residual = block.decode(residual, cache)  # (batch, new_len, embed_dim)
         if logits_at is not None:

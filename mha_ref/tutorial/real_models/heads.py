@@ -33,6 +33,14 @@ time (:func:`exact_effects`).
 are shared (SmolLM2's 3 for 9 query heads, Gemma 3's one for 4), ablating query head ``h`` removes
 what ``h`` wrote, and the other heads of its group still read the same keys and values.
 
+Written once is not measured alike. On Gemma 3: a sequence without ``<bos>`` first is far from
+what the model was trained on, and the repeated-sequence tools here take two exact copies with
+nothing before them (example 25 builds Gemma's inputs with ``<bos>`` first and scores them with
+:mod:`~mha_ref.tutorial.real_models.local_global`); Gemma normalises the attention's output
+after the projection, so zeroing one head also rescales what the other heads of its block add
+(in SmolLM2 they are unchanged); and attribution patching, a first-order estimate, can be far
+from the exact effect there: compare it with :func:`exact_effects` before trusting it.
+
 Layers and heads are numbered from 0. :func:`random_repeated_tokens` leaves out SmolLM2's 17
 control tokens (ids 0 to 16) by default.
 """
