@@ -49,7 +49,11 @@ from pathlib import Path
 # 10.3 since example 25's module (mha_ref.tutorial.real_models.local_global) has a source page
 # and API entries in each language beside the example's own pages (at 10.2 the site was 55.447 MB
 # against 55.4).
-BASE_LIMIT_MB_PER_LANGUAGE = 10.3
+# 10.4 since Gemma 3 decodes with its window caches (ring buffers, the cache checks, the decode
+# shared by both models on DecoderStack) and example 25 prints the whole-model comparison: the
+# source pages and API entries of real_models grew (at 10.3 the site was 57.00 MB against 57.0,
+# 56.99 in the CI run before the shared decode).
+BASE_LIMIT_MB_PER_LANGUAGE = 10.4
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 

@@ -166,7 +166,7 @@ print(text_table(["block", "max |ring - masked|", "max |masked|", "relative"], r
 # tokens decoded at once (the prompt), the next ones one at a time, with a ring buffer of 512
 # keys in each local block and a full cache in each global block
 # (:meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.new_caches`,
-# :meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.decode`), against the logits of the
+# :meth:`~mha_ref.tutorial.real_models.layers.DecoderStack.decode`), against the logits of the
 # forward pass at each of those positions; then the same with ring buffers in the global
 # blocks too. The positions are split where the text outgrows a buffer of 512: before it, the
 # first position past it, and the rest.

@@ -152,7 +152,7 @@ print(text_table(["块", "max |环形 - 掩码|", "max |掩码|", "相对差"], 
 # 一次一个块还不是整个模型。把同一条序列送过全部 18 个块：开头的词元一次解码（提示），之后的词元每次一个，
 # 每个局部块用 512 个键的环形缓冲区，每个全局块用完整缓存
 # （:meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.new_caches`、
-# :meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.decode`），在每个这样的位置上与前向计算的 logits
+# :meth:`~mha_ref.tutorial.real_models.layers.DecoderStack.decode`），在每个这样的位置上与前向计算的 logits
 # 比较；然后让全局块也用环形缓冲区，再比较一次。位置按文本超出 512 的缓冲区之处分段：超出之前、超出后的
 # 第一个位置，以及其余位置。
 

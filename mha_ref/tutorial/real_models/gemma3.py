@@ -673,8 +673,11 @@ class Gemma3(DecoderStack):
         A local block's query never sees a key more than ``sliding_window - 1`` positions back,
         so its cache is a :class:`mha_ref.RollingKVCache` of ``sliding_window`` slots (512)
         however long the text; a global block's is a :class:`mha_ref.KVCache` of ``max_len``
-        tokens. Decoding with them equals the forward pass with each block's mask
-        (``tests/lab/test_gemma3.py`` checks it past the window).
+        tokens. Decoding with them
+        (:meth:`~mha_ref.tutorial.real_models.layers.DecoderStack.decode`) equals the forward
+        pass with each block's mask, past the window too: the ring buffers then hold the last
+        512 tokens only, which is all the local blocks' queries may see
+        (``tests/lab/test_gemma3.py`` checks it).
 
         Args:
             batch: sequences decoded together.
@@ -704,54 +707,28 @@ class Gemma3(DecoderStack):
                 ))  # fmt: skip
         return caches
 
-    def decode(
-        self,
-        tokens: torch.Tensor,
-        caches: list[KVCache | RollingKVCache],
-        logits_at: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Logits for new tokens, the earlier ones' keys and values being in ``caches``.
-
-        Feeding a text in pieces (a prompt, then one token at a time) gives the logits of
-        :meth:`forward` on the whole text (up to rounding), also past the local window: the
-        local blocks' ring buffers then hold the last 512 tokens only, which is all their
-        queries may see.
+    def check_caches(self, caches: object, new_len: int) -> None:
+        """:meth:`~mha_ref.tutorial.real_models.layers.DecoderStack.check_caches`, then each
+        block's cache (:meth:`Gemma3Block.check_cache`) and each global block's room, before
+        any block runs, so that a refused call leaves every cache as it was.
 
         Args:
-            tokens: ``(batch, new_len)`` ids (or ``(new_len,)``).
-            caches: from :meth:`new_caches`; updated in place.
-            logits_at: positions among the new tokens whose logits are made (``(n,)``,
-                ``torch.long``; default: all of them).
-
-        Returns:
-            torch.Tensor: ``(batch, new_len, vocab_size)``, or ``(batch, n, vocab_size)``.
+            caches: the caches given to ``decode``.
+            new_len: tokens about to be decoded.
 
         Raises:
-            TypeError, ValueError: as :meth:`embed` and :meth:`Gemma3Block.check_cache`, if
-                ``caches`` is not one cache per block, or a global block's cache has no room
-                (checked before any block runs); as :meth:`mha_ref.RollingKVCache.append` if
-                a ring does not fit the batch.
+            TypeError, ValueError: as :meth:`Gemma3Block.check_cache`, if ``caches`` is not
+                one cache per block, or a global block's cache has no room for ``new_len``.
         """
-        residual = self.embed(tokens)  # (batch, new_len, embed_dim)
-        if not isinstance(caches, list) or len(caches) != len(self.layers):
-            got = f"{len(caches)} caches" if isinstance(caches, list) else type(caches).__name__
-            raise ValueError(
-                f"caches must be a list of one cache per block ({len(self.layers)}), got {got}. "
-                f"Build them with model.new_caches()."
-            )
-        for block, cache in zip(self.layers, caches, strict=True):  # before any block runs, so
-            block.check_cache(cache)  # that a refused call leaves every cache as it was
-            if isinstance(cache, KVCache) and cache.cached_len + residual.shape[1] > cache.max_len:
+        super().check_caches(caches, new_len)
+        for block, cache in zip(self.layers, caches, strict=True):
+            block.check_cache(cache)
+            if isinstance(cache, KVCache) and cache.cached_len + new_len > cache.max_len:
                 raise ValueError(
                     f"a global block's cache holds {cache.cached_len} of at most "
-                    f"max_len={cache.max_len} tokens, cannot take {residual.shape[1]} more. "
+                    f"max_len={cache.max_len} tokens, cannot take {new_len} more. "
                     f"Build the caches with a larger max_len (model.new_caches(batch, max_len))."
                 )
-        for block, cache in zip(self.layers, caches, strict=True):
-            residual = block.decode(residual, cache)  # (batch, new_len, embed_dim)
-        if logits_at is not None:
-            residual = residual[:, logits_at.to(residual.device)]  # (batch, n, embed_dim)
-        return self.unembed(residual)  # (batch, new_len or n, vocab_size)
 
 # ------------------------------------------------------------------------------------------------
 # loading

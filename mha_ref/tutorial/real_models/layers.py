@@ -313,6 +313,60 @@ class DecoderStack(nn.Module):
             rows.append(next_token_losses(logits, tokens[i : i + 1]))  # (1, seq_len - 1)
         return torch.cat(rows)  # (batch, seq_len - 1)
 
+    def decode(
+        self, tokens: torch.Tensor, caches: list, logits_at: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Logits for new tokens, the earlier ones' keys and values being in ``caches``.
+
+        Feeding a sequence in pieces (a prompt, then one token at a time) gives the logits of
+        the model's ``forward`` on the whole sequence (up to rounding). Each block decodes with
+        its own cache (``block.decode(residual, cache)``); the model's ``new_caches`` makes
+        them (SmolLM2: a ``KVCache`` per block; Gemma 3: ring buffers in its local blocks),
+        and :meth:`check_caches` checks them before any block runs.
+
+        Args:
+            tokens: ``(batch, new_len)`` ids (or ``(new_len,)``).
+            caches: from the model's ``new_caches``; updated in place.
+            logits_at: positions among the new tokens whose logits are made (``(n,)``,
+                ``torch.long``; default: all of them).
+
+        Returns:
+            torch.Tensor: ``(batch, new_len, vocab_size)``, or ``(batch, n, vocab_size)``.
+
+        Raises:
+            TypeError, ValueError: as :meth:`check_tokens` and :meth:`check_caches`, or if a
+                cache does not fit (``mha_ref.GroupedQueryAttention.decode``).
+
+        Source:
+            Shazeer 2019, "Fast Transformer Decoding", arXiv:1911.02150, Sec. 2.4
+            (incremental decoding).
+        """
+        residual = self.embed(tokens)  # (batch, new_len, embed_dim)
+        self.check_caches(caches, residual.shape[1])
+        for block, cache in zip(self.layers, caches, strict=True):
+            residual = block.decode(residual, cache)  # (batch, new_len, embed_dim)
+        if logits_at is not None:
+            residual = residual[:, logits_at.to(residual.device)]  # (batch, n, embed_dim)
+        return self.unembed(residual)  # (batch, new_len or n, vocab_size)
+
+    def check_caches(self, caches: object, new_len: int) -> None:
+        """Raise unless ``caches`` is a list of one cache per block (a model adds its own
+        checks, before any block runs, so that a refused call leaves every cache as it was).
+
+        Args:
+            caches: the caches given to :meth:`decode`.
+            new_len: tokens about to be decoded.
+
+        Raises:
+            ValueError: if ``caches`` is not a list of ``num_layers`` caches.
+        """
+        if not isinstance(caches, list) or len(caches) != len(self.layers):
+            got = f"{len(caches)} caches" if isinstance(caches, list) else type(caches).__name__
+            raise ValueError(
+                f"caches must be a list of one cache per block ({len(self.layers)}), got {got}. "
+                f"Build them with model.new_caches()."
+            )
+
     def check_tokens(self, tokens: object, min_len: int = 1) -> torch.Tensor:
         """The model's input checked by
         :func:`~mha_ref.tutorial.real_models.layers.check_token_ids` with this model's

@@ -585,39 +585,6 @@ class SmolLM2(DecoderStack):
             )
         return [block.attention.new_cache(batch, max_len) for block in self.layers]
 
-    def decode(
-        self, tokens: torch.Tensor, caches: list[KVCache], logits_at: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Logits for new tokens, the earlier ones' keys and values being in ``caches``.
-
-        Feeding a sequence in pieces (a prompt, then one token at a time) gives the same
-        logits as :meth:`forward` on the whole sequence (up to rounding).
-
-        Args:
-            tokens: ``(batch, new_len)`` ids (or ``(new_len,)``).
-            caches: from :meth:`new_caches`; updated in place.
-            logits_at: positions among the new tokens whose logits are made (``(n,)``,
-                ``torch.long``; default: all of them).
-
-        Returns:
-            torch.Tensor: ``(batch, new_len, vocab_size)``, or ``(batch, n, vocab_size)``.
-
-        Raises:
-            ValueError: as :meth:`embed`, or if the caches do not fit (see
-                :meth:`mha_ref.GroupedQueryAttention.decode`).
-        """
-        residual = self.embed(tokens)  # (batch, new_len, embed_dim)
-        if len(caches) != len(self.layers):
-            raise ValueError(
-                f"caches must hold one KVCache per block ({len(self.layers)}), got "
-                f"{len(caches)}. Build them with model.new_caches()."
-            )
-        for block, cache in zip(self.layers, caches, strict=True):
-            residual = block.decode(residual, cache)  # (batch, new_len, embed_dim)
-        if logits_at is not None:
-            residual = residual[:, logits_at.to(residual.device)]  # (batch, n, embed_dim)
-        return self.unembed(residual)  # (batch, new_len or n, vocab_size)
-
     @torch.no_grad()
     def generate_greedy(self, tokens: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
         """Continue ``tokens`` by always taking the most likely next token (KV-cached).
