@@ -150,7 +150,10 @@ html_js_files = [
 html_title = "mha-ref"
 html_favicon = str(ROOT / "docs" / "_static" / "favicon.svg")
 locale_dirs = [str(ROOT / "docs" / "_locale")]  # a few theme strings missing from its zh catalog
-gettext_compact = False
+# one catalog (docs/_locale/zh_CN/LC_MESSAGES/api.po) for the docstrings of both API pages, api.md
+# and api_tutorial.md; the other Chinese pages are written in Chinese, so none of their
+# paragraphs is one of its msgids
+gettext_compact = "api"
 html_last_updated_fmt = None
 html_show_sourcelink = False
 html_copy_source = False

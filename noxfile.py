@@ -488,13 +488,14 @@ def docs_live(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def translations(session: nox.Session) -> None:
-    """Refresh the Chinese API page's catalog after a docstring changed.
+    """Refresh the Chinese API pages' catalog after a docstring changed.
 
-    The Chinese API page (``docs/zh_CN/api.md``) shows the docstrings through Sphinx's own
-    internationalisation: ``docs/_locale/zh_CN/LC_MESSAGES/api.po`` holds a Chinese ``msgstr``
-    for each English paragraph, and the docstrings stay English, once, in the code. This session
+    The Chinese API pages (``docs/zh_CN/api.md``, ``api_tutorial.md``) show the docstrings
+    through Sphinx's own internationalisation: ``docs/_locale/zh_CN/LC_MESSAGES/api.po`` holds a
+    Chinese ``msgstr`` for each English paragraph, and the docstrings stay English, once, in the
+    code. This session
 
-    1. runs Sphinx's gettext builder on ``docs/zh_CN`` for ``api.md``, without executing the
+    1. runs Sphinx's gettext builder on ``docs/zh_CN`` for the API pages, without executing the
        examples (``-D plot_gallery=0``), into ``build/gettext/sphinx/api.pot``;
     2. keeps the messages that need translation in ``build/gettext/template/api.pot``
        (``docs/_ext/api_catalog.py``);

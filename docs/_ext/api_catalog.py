@@ -1,11 +1,12 @@
-"""The Chinese API page's message catalog: the docstrings' prose, translated through Sphinx's own
+"""The Chinese API pages' message catalog: the docstrings' prose, translated through Sphinx's own
 internationalisation (``docs/_locale/zh_CN/LC_MESSAGES/api.po``).
 
-``docs/zh_CN/api.md`` is Chinese prose around autodoc directives, so Sphinx's gettext builder
-extracts the docstrings' paragraphs (and the page's Chinese paragraphs) as messages of the
-domain ``api`` (``gettext_compact = False`` in conf.py). The Chinese build then shows each
-paragraph's ``msgstr`` in place of its English ``msgid``; the docstrings themselves stay English,
-once, in the code.
+``docs/zh_CN/api.md`` (the reference package) and ``docs/zh_CN/api_tutorial.md`` (the
+tutorial's helpers) are Chinese prose around autodoc directives, so Sphinx's gettext builder
+extracts the docstrings' paragraphs (and the pages' Chinese paragraphs) as messages of the
+domain ``api`` (``gettext_compact = "api"`` in conf.py: one catalog for every page). The
+Chinese build then shows each paragraph's ``msgstr`` in place of its English ``msgid``; the
+docstrings themselves stay English, once, in the code.
 
     python docs/_ext/api_catalog.py pot OUTDIR   # OUTDIR/template/api.pot: what to translate
     python docs/_ext/api_catalog.py stat         # how much of api.po is translated
@@ -37,7 +38,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGUAGE = "zh_CN"
-DOMAIN = "api"  # the page's docname: one catalog per page (gettext_compact = False)
+DOMAIN = "api"  # the one catalog's name (gettext_compact = "api" in conf.py)
+#: the API pages, whose docstrings the catalog translates
+PAGES = ("api.md", "api_tutorial.md")
 CATALOG = ROOT / "docs" / "_locale" / LANGUAGE / "LC_MESSAGES" / f"{DOMAIN}.po"
 REFRESH_COMMAND = "nox -s translations"
 #: the width ``sphinx-intl update`` wraps lines at (its default); the other writers use it too
@@ -225,8 +228,8 @@ def extract_pot(outdir: Path) -> Path:
     sphinx-gallery still writes the page of an example whose source changed since it last ran
     (without outputs, and without recording it as run, so the next HTML build runs it); an
     example that is up to date is left as it is. The doctrees go under ``outdir``, apart from the
-    HTML build's. Only ``api.md`` is written; the other pages are read, as Sphinx reads the whole
-    project for cross-references.
+    HTML build's. Only the API pages (:data:`PAGES`) are written; the other pages are read, as
+    Sphinx reads the whole project for cross-references.
     """
     outdir = Path(outdir)
     env = {
@@ -247,7 +250,7 @@ def extract_pot(outdir: Path) -> Path:
         # would turn a one-sentence change into a diff of every entry below it
         "-D", "gettext_location=0",
         "-d", str(outdir / ".doctrees"),
-        str(srcdir), str(outdir), str(srcdir / f"{DOMAIN}.md"),
+        str(srcdir), str(outdir), *[str(srcdir / page) for page in PAGES],
     ]  # fmt: skip
     subprocess.run(command, check=True, env=env, cwd=ROOT)
     return outdir / f"{DOMAIN}.pot"

@@ -93,26 +93,27 @@ def test_tables_and_page_links_fit_a_phone_screen(watched, site_url, lang):
     assert not watch.errors, "\n".join(watch.errors)
 
 
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_the_api_page_fits_a_phone_screen(watched, site_url, lang):
-    """At 360 px the API page does not scroll sideways: a long type in a field list
-    (list[mha_ref.tutorial.heads.HeadSummary]) breaks instead of widening the article."""
+@pytest.mark.parametrize(("lang", "api_page"), [("en", "api.html"), ("zh_CN", "api_tutorial.html")])
+def test_the_api_page_fits_a_phone_screen(watched, site_url, lang, api_page):
+    """At 360 px an API page does not scroll sideways: a long type in a field list
+    (list[mha_ref.tutorial.heads.HeadSummary]) breaks instead of widening the article. Each
+    page in one language: the layout is the same in both (one stylesheet)."""
     watch = watched()
     page = watch.page
     page.set_viewport_size({"width": 360, "height": 740})
-    page.goto(f"{site_url}/{lang}/api.html")
+    page.goto(f"{site_url}/{lang}/{api_page}")
     wide = page.evaluate(
         """() => Array.from(document.querySelectorAll('article.bd-article dl.field-list > dd'))
             .filter(dd => dd.getBoundingClientRect().right
                 > document.documentElement.clientWidth + 1)
             .slice(0, 3).map(dd => dd.textContent.trim().slice(0, 80))"""
     )
-    assert not wide, f"{lang}/api.html: field lists past the screen's edge: {wide}"
+    assert not wide, f"{lang}/{api_page}: field lists past the screen's edge: {wide}"
     extra = page.evaluate(
         "() => { const a = document.querySelector('article.bd-article');"
         " return a.scrollWidth - a.clientWidth; }"
     )
-    assert extra <= 1, f"{lang}/api.html: the article scrolls sideways by {extra} px"
+    assert extra <= 1, f"{lang}/{api_page}: the article scrolls sideways by {extra} px"
 
 
 # every table on the page: how far it reaches past the right edge of the screen, and how much of
@@ -184,14 +185,15 @@ def test_chinese_pages_emphasise_without_a_fake_slant(watched, site_url):
     assert not watch.errors, "\n".join(watch.errors)
 
 
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_no_inline_formula_runs_past_a_phone_screen(watched, site_url, lang):
-    """At 390 px the API page's long inline formulas (the ``Math:`` lines) stay on the screen:
-    one wider than its paragraph scrolls sideways inside a box (fit-math.js)."""
+@pytest.mark.parametrize(("lang", "api_page"), [("en", "api_tutorial.html"), ("zh_CN", "api.html")])
+def test_no_inline_formula_runs_past_a_phone_screen(watched, site_url, lang, api_page):
+    """At 390 px an API page's long inline formulas (the ``Math:`` lines) stay on the screen:
+    one wider than its paragraph scrolls sideways inside a box (fit-math.js). Each page in one
+    language: the formulas and the script are the same in both."""
     watch = watched()
     page = watch.page
     page.set_viewport_size({"width": 390, "height": 800})
-    page.goto(f"{site_url}/{lang}/api.html", wait_until="load")
+    page.goto(f"{site_url}/{lang}/{api_page}", wait_until="load")
     page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
     page.evaluate("() => MathJax.startup.promise")
     page.evaluate("() => window.dispatchEvent(new Event('resize'))")

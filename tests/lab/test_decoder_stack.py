@@ -13,10 +13,10 @@ import pytest
 import torch
 from torch import nn
 
-from mha_ref.tutorial.real_models.gemma3 import Gemma3
+from mha_ref.tutorial.real_models.gemma3 import Gemma3, Gemma3Config
 from mha_ref.tutorial.real_models.gguf import rename_tensors
-from mha_ref.tutorial.real_models.layers import DecoderStack, RMSNorm
-from mha_ref.tutorial.real_models.smollm2 import SmolLM2
+from mha_ref.tutorial.real_models.layers import DecoderConfig, DecoderStack, RMSNorm
+from mha_ref.tutorial.real_models.smollm2 import SmolLM2, SmolLM2Config
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ class _Tiny(DecoderStack):
 
 def test_both_real_models_run_the_shared_stages():
     for model in (SmolLM2, Gemma3):
-        for stage in ("run_layers", "unembed", "check_tokens", "check_head"):
+        for stage in ("run_layers", "unembed", "check_tokens", "check_head", "decode",
+                      "check_cache_length"):
             assert getattr(model, stage) is getattr(DecoderStack, stage), (model, stage)
 
 
@@ -117,3 +118,53 @@ def test_rename_tensors_maps_the_shared_and_the_block_names():
     extra = {**tensors, "output.weight": torch.zeros(1)}
     with pytest.raises(ValueError, match=r"unexpected \['output.weight'\]"):
         rename_tensors(extra, 2, block_names, "Tiny")
+
+
+def _metadata(architecture: str, **extra) -> dict:
+    """GGUF metadata with the eight shared sizes under ``architecture``'s keys (made-up values)."""
+    sizes = {
+        "embedding_length": 8, "block_count": 3, "attention.head_count": 4,
+        "attention.head_count_kv": 2, "feed_forward_length": 16, "rope.freq_base": 500.0,
+        "attention.layer_norm_rms_epsilon": 1e-5, "context_length": 64,
+    }  # fmt: skip
+    return {"general.architecture": architecture,
+            **{f"{architecture}.{key}": value for key, value in sizes.items()}, **extra}
+
+
+def test_both_configs_read_the_shared_sizes_from_the_same_keys():
+    smollm2 = SmolLM2Config.from_metadata(_metadata("llama", **{"llama.vocab_size": 11}))
+    gemma3 = Gemma3Config.from_metadata(_metadata("gemma3", **{
+        "gemma3.attention.key_length": 5, "gemma3.attention.value_length": 5,
+        "gemma3.attention.sliding_window": 7, "tokenizer.ggml.tokens": ["a", "b", "c"],
+    }))  # fmt: skip
+    for config in (smollm2, gemma3):
+        assert isinstance(config, DecoderConfig)
+        assert (config.embed_dim, config.num_layers, config.num_heads, config.num_kv_heads,
+                config.ffn_dim, config.rope_base, config.rms_eps, config.context_length) == (
+                8, 3, 4, 2, 16, 500.0, 1e-5, 64)  # fmt: skip
+    # what the files state differently: SmolLM2's head_dim is embed_dim // num_heads and its
+    # vocabulary a key; Gemma 3's head_dim is the key width and its vocabulary the token list
+    assert (smollm2.head_dim, smollm2.vocab_size) == (2, 11)
+    assert (gemma3.head_dim, gemma3.vocab_size, gemma3.sliding_window) == (5, 3, 7)
+    assert gemma3.global_layers == (), "3 blocks: none is the sixth"
+
+
+def test_a_config_names_a_missing_key_and_a_wrong_architecture():
+    metadata = _metadata("llama", **{"llama.vocab_size": 11})
+    del metadata["llama.block_count"]
+    with pytest.raises(ValueError, match="no 'llama.block_count' .*num_layers.*SmolLM2 file"):
+        SmolLM2Config.from_metadata(metadata)
+    with pytest.raises(ValueError, match="architecture is 'llama'; Gemma 3 and this code are "
+                                         "'gemma3'"):
+        Gemma3Config.from_metadata(_metadata("llama"))
+
+
+def test_the_cache_length_is_checked_against_the_context():
+    model = _Tiny()  # context_length 4
+    assert model.check_cache_length(None) == 4
+    assert model.check_cache_length(3) == 3
+    with pytest.raises(ValueError, match="max_len=5 is above the model's context_length=4"):
+        model.check_cache_length(5)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="max_len must be a positive int or None"):
+            model.check_cache_length(bad)

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 import api_catalog  # noqa: E402  (docs/_ext is not a package)
+from site_size import API_PAGES  # noqa: E402
 
 HTML = ROOT / "build" / "html"
 FIX = (
@@ -253,19 +254,31 @@ def _built_page(lang: str, name: str) -> str:
     return (HTML / lang / name).read_text(encoding="utf-8")
 
 
+def test_the_catalog_is_extracted_from_every_api_page():
+    """The pages whose docstrings the catalog translates are the API pages the site builds and
+    measures (a page added to one list and not the other would show English docstrings, or be
+    measured against the wrong limit)."""
+    assert [page.replace(".md", ".html") for page in api_catalog.PAGES] == list(API_PAGES)
+    for page in api_catalog.PAGES:
+        for lang in ("en", "zh_CN"):
+            assert (ROOT / "docs" / lang / page).is_file(), f"docs/{lang}/{page} is missing"
+
+
 @pytest.mark.built_site
-def test_zh_api_page_prose_is_mostly_chinese():
-    han, latin = prose_letters(_built_page("zh_CN", "api.html"))
+@pytest.mark.parametrize("page", API_PAGES)
+def test_zh_api_page_prose_is_mostly_chinese(page):
+    han, latin = prose_letters(_built_page("zh_CN", page))
     assert mostly_chinese(han, latin), (
-        f"build/html/zh_CN/api.html: {han} Chinese characters and {latin} Latin letters in its "
+        f"build/html/zh_CN/{page}: {han} Chinese characters and {latin} Latin letters in its "
         f"prose ({han / max(han + latin, 1):.0%} Chinese); the docstrings are translated in "
         f"{api_catalog.CATALOG.relative_to(ROOT)}: {FIX}"
     )
 
 
 @pytest.mark.built_site
-def test_zh_field_labels_end_with_a_full_width_colon():
-    zh, en = _built_page("zh_CN", "api.html"), _built_page("en", "api.html")
+@pytest.mark.parametrize("page", API_PAGES)
+def test_zh_field_labels_end_with_a_full_width_colon(page):
+    zh, en = _built_page("zh_CN", page), _built_page("en", page)
     assert '<span class="colon">:</span>' not in zh
     assert zh.count('<span class="colon">：</span>') > 100  # 参数：, 返回：, 形状： ...
     assert '<span class="colon">:</span>' in en and "：" not in en

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from gallery_output import generated_pages, output_numbers, stable_lines
+from site_size import API_PAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "build" / "html"
@@ -239,11 +240,17 @@ def test_sphinx_pages_are_titled_in_chinese(page):
     assert re.search(r"[\u4e00-\u9fff]", title), f"zh_CN/{page} is titled {title!r}"
 
 
+def _api_pages(lang: str) -> str:
+    """Both API pages of the language (the reference package's, the tutorial's helpers'), as
+    one text."""
+    return "".join((HTML / lang / page).read_text(encoding="utf-8") for page in API_PAGES)
+
+
 def test_docstring_section_titles_follow_the_page_language():
     """The docstrings' own sections (Shape, Source) are titled in the page's language, like the
     sections napoleon translates itself (Args: 参数)."""
     rubric = re.compile(r'<p class="rubric">(.*?)</p>')
-    titles = {lang: rubric.findall((HTML / lang / "api.html").read_text(encoding="utf-8"))
+    titles = {lang: rubric.findall(_api_pages(lang))
               for lang in LANGUAGES}
     assert titles["en"].count("Shape") >= 10 and titles["en"].count("Source") >= 10
     assert titles["zh_CN"].count("形状") == titles["en"].count("Shape")
@@ -251,18 +258,18 @@ def test_docstring_section_titles_follow_the_page_language():
     assert not {"Shape", "Source"} & set(titles["zh_CN"])
     # and the attributes' type field: "Type" in English, 类型 in Chinese
     field = re.compile(r'<dt class="field-(?:odd|even)">(Type|类型)<span class="colon">')
-    fields = {lang: field.findall((HTML / lang / "api.html").read_text(encoding="utf-8"))
+    fields = {lang: field.findall(_api_pages(lang))
               for lang in LANGUAGES}
     assert len(fields["en"]) >= 10 and set(fields["en"]) == {"Type"}
     assert fields["zh_CN"] == ["类型"] * len(fields["en"])
 
 
 def test_zh_api_page_keeps_every_cross_reference():
-    """The translated API page links to the same places as the English one: a translation, or a
+    """The translated API pages link to the same places as the English ones: a translation, or a
     field relabelled in Chinese, can turn a cross-reference into plain text (the attributes' type
     field did: ``list[HeadSummary]`` lost its link when its label was rewritten to 类型)."""
     link = re.compile(r'<a class="reference internal" href="([^"]*)"')
-    hrefs = {lang: Counter(link.findall((HTML / lang / "api.html").read_text(encoding="utf-8")))
+    hrefs = {lang: Counter(link.findall(_api_pages(lang)))
              for lang in LANGUAGES}
     assert hrefs["en"]["#mha_ref.tutorial.heads.HeadSummary"] >= 2
     assert sum(hrefs["en"].values()) >= 300

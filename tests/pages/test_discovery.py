@@ -49,6 +49,8 @@ def test_every_page_has_one_viewport_and_one_description(lang):
         head = _head(page)
         where = page.relative_to(HTML)
         assert len(re.findall(r'<meta name="viewport"', head)) == 1, where
+        # no attribute HTML lacks (Sphinx's translation step marks meta nodes ``translated``)
+        assert "translated=" not in head, where
         descriptions = re.findall(
             r'<meta (?:content="([^"]*)" name="description"|name="description" content="([^"]*)")',
             head,

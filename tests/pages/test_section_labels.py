@@ -18,7 +18,7 @@ from section_labels import LANGUAGES, ROOT, headings, source_files
 pytest.importorskip("sphinx_gallery.py_source_parser")
 
 #: the prefix of a page's section labels (a page's title label is the prefix alone)
-PAGE_PREFIX = {"index": "home"}
+PAGE_PREFIX = {"index": "home", "api_tutorial": "api-tutorial"}
 #: labels older than the prefix rule, kept as they are because pages link to them
 UNPREFIXED = {"running-the-examples", "examples"}
 READABLE = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")

@@ -124,6 +124,7 @@ _DESCRIPTION = re.compile(
     r'(<meta (?:name="description"|property="og:description") content=")([^"]*)(")'
 )
 _CONTENT_DESCRIPTION = re.compile(r'(<meta content=")([^"]*)(" name="description" />)')
+_TRANSLATED_ATTRIBUTE = re.compile(r'(?<=<meta )([^>]*?) translated="(?:True|False)"')
 
 
 def _tidy_head(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
@@ -138,6 +139,10 @@ def _tidy_head(app: Sphinx, pagename: str, templatename: str, context: dict, doc
         tags += f'<meta name="description" content="{text}" />\n'
     if not os.environ.get(SITE_URL_VARIABLE):
         tags = _OG_URL.sub("", tags)
+    # Sphinx's translation step marks a meta node it looked up in a catalog (every Chinese page
+    # has one: gettext_compact in conf.py) with ``translated``, which docutils writes out as an
+    # attribute that HTML does not have
+    tags = _TRANSLATED_ATTRIBUTE.sub(r"\1", tags)
     if (app.config.language or "en") == "zh_CN":
         spaces = re.compile(rf"(?<={_CJK})\s+(?={_CJK})|(?<={_FULL_WIDTH})\s+|\s+(?={_FULL_WIDTH})")
 

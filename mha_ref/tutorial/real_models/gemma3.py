@@ -77,6 +77,7 @@ from mha_ref.tutorial.cache import CACHE_ENV_VAR
 from mha_ref.tutorial.real_models import packages
 from mha_ref.tutorial.real_models.gguf import read_gguf, rename_tensors
 from mha_ref.tutorial.real_models.layers import (
+    DecoderConfig,
     DecoderStack,
     GatedMLP,
     RMSNorm,
@@ -227,20 +228,16 @@ QUERY_SCALE = 256**-0.5
 
 
 @dataclass(frozen=True)
-class Gemma3Config:
+class Gemma3Config(DecoderConfig):
     """The sizes of Gemma 3 270M: those its file states, and those it does not.
 
+    The first ten attributes are :class:`~mha_ref.tutorial.real_models.layers.DecoderConfig`'s;
+    in Gemma 3 270M's file: ``vocab_size`` 262,144 (no key: the token list's length),
+    ``embed_dim`` 640, ``num_layers`` 18, ``num_heads`` 4, ``num_kv_heads`` 1 (every query head
+    reads the same keys), ``head_dim`` 256, ``ffn_dim`` 2048 (GeGLU), ``rope_base`` 1,000,000.0
+    (the global blocks'), ``rms_eps`` 1e-6, ``context_length`` 32,768 tokens.
+
     Attributes:
-        vocab_size: token ids (262,144; the file has no key for it: the token list's length).
-        embed_dim: width of the residual stream, ``d_model`` (640).
-        num_layers: decoder blocks (18).
-        num_heads: query heads per block (4).
-        num_kv_heads: key/value heads per block (1: every query head reads the same keys).
-        head_dim: features per head (256).
-        ffn_dim: hidden width of the GeGLU layer (2048).
-        rope_base: the global blocks' RoPE base (1,000,000.0).
-        rms_eps: the epsilon inside RMS normalisation (1e-6).
-        context_length: the longest sequence (32,768 tokens).
         sliding_window: keys a local block's query sees, its own included (512).
         local_rope_base: the local blocks' RoPE base (:data:`LOCAL_ROPE_BASE`).
         global_layers: the global blocks (5, 11, 17: :data:`GLOBAL_LAYER_EVERY`).
@@ -248,16 +245,6 @@ class Gemma3Config:
         embed_scale: the factor on the token embedding, ``sqrt(embed_dim)``.
     """
 
-    vocab_size: int
-    embed_dim: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    ffn_dim: int
-    rope_base: float
-    rms_eps: float
-    context_length: int
     sliding_window: int
     local_rope_base: float
     global_layers: tuple[int, ...]
@@ -275,15 +262,10 @@ class Gemma3Config:
             Gemma3Config: the sizes.
 
         Raises:
-            ValueError: if the architecture is not ``gemma3``, or keys and values differ in
-                width (this code gives both ``head_dim`` features).
+            ValueError: if the architecture is not ``gemma3``, a size is missing, or keys and
+                values differ in width (this code gives both ``head_dim`` features).
         """
-        architecture = metadata.get("general.architecture")
-        if architecture != "gemma3":
-            raise ValueError(
-                f"the file's architecture is {architecture!r}; this code reads 'gemma3'. Use "
-                f"the Gemma 3 file (model_file())."
-            )
+        sizes = DecoderConfig.sizes_from_metadata(metadata, "gemma3", "Gemma 3")
         key_dim = int(metadata["gemma3.attention.key_length"])
         value_dim = int(metadata["gemma3.attention.value_length"])
         if key_dim != value_dim:
@@ -291,19 +273,11 @@ class Gemma3Config:
                 f"the file's keys have {key_dim} features and its values {value_dim}; this code "
                 f"gives both head_dim features. Use the Gemma 3 file (model_file())."
             )
-        num_layers = int(metadata["gemma3.block_count"])
-        embed_dim = int(metadata["gemma3.embedding_length"])
+        num_layers = sizes["num_layers"]
         return cls(
             vocab_size=len(metadata["tokenizer.ggml.tokens"]),
-            embed_dim=embed_dim,
-            num_layers=num_layers,
-            num_heads=int(metadata["gemma3.attention.head_count"]),
-            num_kv_heads=int(metadata["gemma3.attention.head_count_kv"]),
             head_dim=key_dim,
-            ffn_dim=int(metadata["gemma3.feed_forward_length"]),
-            rope_base=float(metadata["gemma3.rope.freq_base"]),
-            rms_eps=float(metadata["gemma3.attention.layer_norm_rms_epsilon"]),
-            context_length=int(metadata["gemma3.context_length"]),
+            **sizes,
             sliding_window=int(metadata["gemma3.attention.sliding_window"]),
             local_rope_base=LOCAL_ROPE_BASE,
             global_layers=tuple(
@@ -311,7 +285,7 @@ class Gemma3Config:
                 if layer % GLOBAL_LAYER_EVERY == GLOBAL_LAYER_EVERY - 1
             ),  # fmt: skip
             query_scale=QUERY_SCALE,
-            embed_scale=math.sqrt(embed_dim),
+            embed_scale=math.sqrt(sizes["embed_dim"]),
         )
 
 
@@ -687,14 +661,10 @@ class Gemma3(DecoderStack):
             list[KVCache | RollingKVCache]: ``num_layers`` caches, in block order.
 
         Raises:
-            ValueError: if ``max_len`` is above ``context_length``, or a size is not positive.
+            ValueError: if ``max_len`` is not a positive int or is above ``context_length``, or
+                ``batch`` is not positive.
         """
-        max_len = self.config.context_length if max_len is None else max_len
-        if max_len > self.config.context_length:
-            raise ValueError(
-                f"max_len={max_len} is above the model's context_length="
-                f"{self.config.context_length}: the rotary tables have no larger positions."
-            )
+        max_len = self.check_cache_length(max_len)
         weight = self.embedding.weight
         caches: list[KVCache | RollingKVCache] = []
         for block in self.layers:

@@ -3,12 +3,15 @@
 :class:`RMSNorm` (SmolLM2 and Gemma 3 both normalise with it; Gemma 3's file stores its gains as
 ``1 + w`` already, so the same class reads both files), :class:`GatedMLP` (SwiGLU and GeGLU),
 :func:`next_token_losses` (the loss of every next-token prediction),
-:func:`check_token_ids` (a model's input, checked once), and :class:`DecoderStack`, the stages
+:func:`check_token_ids` (a model's input, checked once), :class:`DecoderConfig` (the sizes every
+model's file states under the same GGUF keys), and :class:`DecoderStack`, the stages
 every model here runs in the same way (its blocks, a range at a time, and the unembedding tied to
 the token embedding), so that a model's own file holds only what differs.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +19,7 @@ from torch import nn
 
 __all__ = [
     "ACTIVATIONS",
+    "DecoderConfig",
     "DecoderStack",
     "GatedMLP",
     "RMSNorm",
@@ -208,6 +212,91 @@ def next_token_losses(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tenso
     return losses.view(batch, seq_len - 1)  # (batch, seq_len - 1)
 
 
+@dataclass(frozen=True)
+class DecoderConfig:
+    """The sizes every decoder model here has; each model's config adds its own.
+
+    Attributes:
+        vocab_size: the number of token ids (rows of the embedding table).
+        embed_dim: width of the residual stream, ``d_model``.
+        num_layers: decoder blocks.
+        num_heads: query heads per block.
+        num_kv_heads: key/value heads per block; ``num_heads // num_kv_heads`` neighbouring
+            query heads share one (query heads ``0 .. group - 1`` read key/value head 0).
+        head_dim: features per head.
+        ffn_dim: hidden width of the gated feed-forward layer (:class:`GatedMLP`).
+        rope_base: the rotary embedding's frequency base (the global blocks' where a model has
+            two).
+        rms_eps: the epsilon inside RMS normalisation (:class:`RMSNorm`).
+        context_length: the longest sequence the model was trained on, in tokens.
+
+    Source:
+        The GGUF specification's keys for language models (``[llm].embedding_length``,
+        ``[llm].block_count``, ``[llm].attention.head_count`` ...), ggml's ``docs/gguf.md``,
+        section "LLM".
+    """
+
+    vocab_size: int
+    embed_dim: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn_dim: int
+    rope_base: float
+    rms_eps: float
+    context_length: int
+
+    @staticmethod
+    def sizes_from_metadata(metadata: dict, architecture: str, model: str) -> dict:
+        """The eight sizes every model file states under its architecture's keys.
+
+        ``vocab_size`` and ``head_dim`` are not among them: files state them in different
+        ways (a key, the token list's length, or ``embed_dim // num_heads``), so each model's
+        ``from_metadata`` adds them.
+
+        Args:
+            metadata: :attr:`~mha_ref.tutorial.real_models.gguf.GGUFContents.metadata`.
+            architecture: the file's ``general.architecture`` this code reads (``"llama"``,
+                ``"gemma3"``), also the prefix of its keys.
+            model: the model's name, for the error messages (``"SmolLM2"``).
+
+        Returns:
+            dict: ``embed_dim``, ``num_layers``, ``num_heads``, ``num_kv_heads``, ``ffn_dim``
+            and ``context_length`` as int, ``rope_base`` and ``rms_eps`` as float.
+
+        Raises:
+            ValueError: if the file's architecture is not ``architecture``, or a key is
+                missing.
+        """
+        found = metadata.get("general.architecture")
+        if found != architecture:
+            raise ValueError(
+                f"the file's architecture is {found!r}; {model} and this code are "
+                f"{architecture!r}. Use the {model} file (model_file())."
+            )
+        keys = {
+            "embed_dim": ("embedding_length", int),
+            "num_layers": ("block_count", int),
+            "num_heads": ("attention.head_count", int),
+            "num_kv_heads": ("attention.head_count_kv", int),
+            "ffn_dim": ("feed_forward_length", int),
+            "rope_base": ("rope.freq_base", float),
+            "rms_eps": ("attention.layer_norm_rms_epsilon", float),
+            "context_length": ("context_length", int),
+        }
+        sizes = {}
+        for name, (key, kind) in keys.items():
+            full_key = f"{architecture}.{key}"
+            if full_key not in metadata:
+                raise ValueError(
+                    f"the file's metadata has no {full_key!r} (the {name} of the model); "
+                    f"the file is incomplete. Use the {model} file (model_file())."
+                )
+            sizes[name] = kind(metadata[full_key])
+        return sizes
+
+
 class DecoderStack(nn.Module):
     """What SmolLM2 and Gemma 3 run in the same way: blocks in order, a final norm, the
     unembedding tied to the token embedding, and the checks of a token or a head.
@@ -348,6 +437,32 @@ class DecoderStack(nn.Module):
         if logits_at is not None:
             residual = residual[:, logits_at.to(residual.device)]  # (batch, n, embed_dim)
         return self.unembed(residual)  # (batch, new_len or n, vocab_size)
+
+    def check_cache_length(self, max_len: int | None) -> int:
+        """The length of the caches ``new_caches(batch, max_len)`` builds: ``max_len``, or
+        ``context_length`` when it is None.
+
+        Args:
+            max_len: the most tokens the caches will hold, or None.
+
+        Returns:
+            int: the checked length.
+
+        Raises:
+            ValueError: if ``max_len`` is not a positive int or is above ``context_length``
+                (the rotary tables have no larger positions).
+        """
+        context_length = self.config.context_length
+        if max_len is None:
+            return context_length
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+            raise ValueError(f"max_len must be a positive int or None, got {max_len!r}.")
+        if max_len > context_length:
+            raise ValueError(
+                f"max_len={max_len} is above the model's context_length={context_length}: the "
+                f"rotary tables have no larger positions. Pass max_len <= {context_length}."
+            )
+        return max_len
 
     def check_caches(self, caches: object, new_len: int) -> None:
         """Raise unless ``caches`` is a list of one cache per block (a model adds its own

@@ -89,6 +89,7 @@ from mha_ref.rope import RotaryEmbedding
 from mha_ref.tutorial.real_models import packages
 from mha_ref.tutorial.real_models.gguf import read_gguf, rename_tensors
 from mha_ref.tutorial.real_models.layers import (
+    DecoderConfig,
     DecoderStack,
     GatedMLP,
     RMSNorm,
@@ -288,33 +289,15 @@ class SmolLM2Tokenizer(GGUFTokenizer):
 
 
 @dataclass(frozen=True)
-class SmolLM2Config:
+class SmolLM2Config(DecoderConfig):
     """The sizes of a LLaMA-architecture model, as a GGUF file's metadata states them.
 
-    Attributes:
-        vocab_size: token ids (49,152).
-        embed_dim: width of the residual stream, ``d_model`` (576).
-        num_layers: decoder blocks (30).
-        num_heads: query heads per block (9).
-        num_kv_heads: key/value heads per block (3); query heads ``3g, 3g+1, 3g+2`` share
-            key/value head ``g``.
-        head_dim: features per head (64).
-        ffn_dim: hidden width of the SwiGLU layer (1536).
-        rope_base: the rotary embedding's frequency base (100000.0).
-        rms_eps: the epsilon inside RMS normalisation (1e-5).
-        context_length: the longest sequence the model was trained on (8192 tokens).
+    The attributes are :class:`~mha_ref.tutorial.real_models.layers.DecoderConfig`'s; in
+    SmolLM2-135M's file: ``vocab_size`` 49,152, ``embed_dim`` 576, ``num_layers`` 30,
+    ``num_heads`` 9, ``num_kv_heads`` 3 (query heads ``3g, 3g+1, 3g+2`` share key/value head
+    ``g``), ``head_dim`` 64, ``ffn_dim`` 1536 (SwiGLU), ``rope_base`` 100000.0, ``rms_eps``
+    1e-5, ``context_length`` 8192 tokens.
     """
-
-    vocab_size: int
-    embed_dim: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    ffn_dim: int
-    rope_base: float
-    rms_eps: float
-    context_length: int
 
     @classmethod
     def from_metadata(cls, metadata: dict) -> SmolLM2Config:
@@ -324,39 +307,23 @@ class SmolLM2Config:
             metadata: :attr:`~mha_ref.tutorial.real_models.gguf.GGUFContents.metadata`.
 
         Returns:
-            SmolLM2Config: the sizes.
+            SmolLM2Config: the sizes; ``head_dim`` is ``embed_dim // num_heads`` (the file has
+            no key for it).
 
         Raises:
-            ValueError: if the architecture is not ``llama`` or the rotary embedding does not
-                cover the whole head (this code rotates all ``head_dim`` features).
+            ValueError: if the architecture is not ``llama``, a size is missing, or the rotary
+                embedding does not cover the whole head (this code rotates all ``head_dim``
+                features).
         """
-        architecture = metadata.get("general.architecture")
-        if architecture != "llama":
-            raise ValueError(
-                f"the file's architecture is {architecture!r}; SmolLM2 and this code are "
-                f"'llama'. Use the SmolLM2 file (model_file())."
-            )
-        embed_dim = int(metadata["llama.embedding_length"])
-        num_heads = int(metadata["llama.attention.head_count"])
-        head_dim = embed_dim // num_heads
+        sizes = DecoderConfig.sizes_from_metadata(metadata, "llama", "SmolLM2")
+        head_dim = sizes["embed_dim"] // sizes["num_heads"]
         rope_dim = int(metadata.get("llama.rope.dimension_count", head_dim))
         if rope_dim != head_dim:
             raise ValueError(
                 f"the file rotates {rope_dim} of {head_dim} features per head; this code "
                 f"rotates all of them."
             )
-        return cls(
-            vocab_size=int(metadata["llama.vocab_size"]),
-            embed_dim=embed_dim,
-            num_layers=int(metadata["llama.block_count"]),
-            num_heads=num_heads,
-            num_kv_heads=int(metadata["llama.attention.head_count_kv"]),
-            head_dim=head_dim,
-            ffn_dim=int(metadata["llama.feed_forward_length"]),
-            rope_base=float(metadata["llama.rope.freq_base"]),
-            rms_eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
-            context_length=int(metadata["llama.context_length"]),
-        )
+        return cls(vocab_size=int(metadata["llama.vocab_size"]), head_dim=head_dim, **sizes)
 
 
 class SwiGLU(GatedMLP):
@@ -575,14 +542,9 @@ class SmolLM2(DecoderStack):
             head_dim)``.
 
         Raises:
-            ValueError: if ``max_len`` is above ``context_length``.
+            ValueError: if ``max_len`` is not a positive int or is above ``context_length``.
         """
-        max_len = self.config.context_length if max_len is None else max_len
-        if max_len > self.config.context_length:
-            raise ValueError(
-                f"max_len={max_len} is above the model's context_length="
-                f"{self.config.context_length}: the rotary table has no larger positions."
-            )
+        max_len = self.check_cache_length(max_len)
         return [block.attention.new_cache(batch, max_len) for block in self.layers]
 
     @torch.no_grad()
