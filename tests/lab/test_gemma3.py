@@ -441,3 +441,55 @@ def test_the_benchmark_times_the_same_decode_step_on_both_sides(model, long_toke
     scale = expected.abs().max()
     assert (ours[0] - expected).abs().max() < 1e-5 * scale
     assert (theirs[0] - expected).abs().max() < 1e-4 * scale
+
+
+def test_a_key_value_head_reaches_every_query_head_that_reads_it(model):
+    """Gemma 3 has one key/value head per block: zeroing its values (``zeroed_values``) gives the
+    same losses, bit for bit, as zero-ablating all four query heads; zeroing them changes the
+    losses (so the equality is not two untouched runs); ``frozen_norm_scale`` at the clean
+    scale leaves the clean run unchanged and changes a one-head ablation (the norm then no
+    longer rescales the other heads)."""
+    from mha_ref.tutorial.real_models import heads, local_global, shared_keys
+
+    tokens = local_global.copy_after_gap(40, 10, (0, 1), int(model.tokenizer.encode("")[0]),
+                                         local_global.GEMMA3_ORDINARY_IDS)  # (2, 51)
+    layer = model.config.global_layers[1]
+    streams = heads.clean_streams(model, tokens)
+
+    def losses(ablated=()):  # (2, 50) the blocks from `layer` on, with `ablated` zeroed
+        with torch.no_grad(), heads.ablate_heads(model, ablated):
+            out, _ = model.run_layers(streams[layer], layer)  # (2, 51, embed_dim)
+            return model.stream_token_losses(out, tokens)
+
+    clean = losses()
+    every_query = [(layer, h) for h in range(model.config.num_heads)]
+    ablated = losses(every_query)
+    with shared_keys.zeroed_values(model, layer, [0]):
+        zeroed = losses()
+        inside_first = losses(every_query)
+    assert torch.equal(zeroed, ablated)
+    assert torch.equal(inside_first, ablated)  # ablated heads read zeros: nothing else moves
+    assert (zeroed - clean).abs().max() > 1e-2
+    assert torch.equal(losses(), clean), "the hook outlived its block"
+
+    norm = model.layers[layer].post_attention_norm
+    scale = shared_keys._clean_inverse_rms(model, norm, streams[layer], layer)  # (2, 51, 1)
+    one_head = [(layer, 2)]
+    free = losses(one_head)
+    with shared_keys.frozen_norm_scale(norm, scale):
+        assert torch.equal(losses(), clean)
+        frozen = losses(one_head)
+    assert (frozen - free).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="does not fit the norm's input"):
+        with shared_keys.frozen_norm_scale(norm, scale[:, :7]):
+            losses()
+
+
+@pytest.mark.parametrize(("layer", "kv_heads"), [(18, [0]), (-1, [0]), (True, [0]), (5, [1]),
+                                                 (5, []), (5, [True])])
+def test_zeroed_values_names_what_does_not_exist(model, layer, kv_heads):
+    from mha_ref.tutorial.real_models import shared_keys
+
+    with pytest.raises(ValueError, match="layer must be a block 0 .. 17|kv_heads must name"):
+        with shared_keys.zeroed_values(model, layer, kv_heads):
+            pass
