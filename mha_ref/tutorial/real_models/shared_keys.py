@@ -28,7 +28,22 @@ import torch
 from torch import nn
 
 from mha_ref.tutorial.cache import cached
+from mha_ref.tutorial.real_models.gemma3 import MODEL_FILE_SHA256, load_gemma3
 from mha_ref.tutorial.real_models.layers import RMSNorm
+from mha_ref.tutorial.real_models.loading import model_threads
+from mha_ref.tutorial.real_models.local_global import (
+    COPY_LEN,
+    DISTANCES,
+    GEMMA3_ORDINARY_IDS,
+    SEEDS,
+    SMOLLM2_FIRST_ID,
+    SMOLLM2_ORDINARY_IDS,
+    _clean_pass,
+    _copy_losses,
+    copy_after_gap,
+)
+from mha_ref.tutorial.real_models.smollm2 import MODEL_FILE_SHA256 as SMOLLM2_SHA256
+from mha_ref.tutorial.real_models.smollm2 import load_smollm2
 
 __all__ = [
     "BLOCKS",
@@ -171,17 +186,6 @@ def shared_keys_analysis() -> dict:
         ModelFileError, ModuleNotFoundError: as
             :func:`~mha_ref.tutorial.real_models.gemma3.load_gemma3` (not when cached).
     """
-    from mha_ref.tutorial.real_models.gemma3 import MODEL_FILE_SHA256
-    from mha_ref.tutorial.real_models.local_global import (
-        COPY_LEN,
-        DISTANCES,
-        GEMMA3_ORDINARY_IDS,
-        SEEDS,
-        SMOLLM2_FIRST_ID,
-        SMOLLM2_ORDINARY_IDS,
-    )
-    from mha_ref.tutorial.real_models.smollm2 import MODEL_FILE_SHA256 as SMOLLM2_SHA256
-
     arguments = {
         "model": MODEL_FILE_SHA256, "smollm2": SMOLLM2_SHA256, "blocks": BLOCKS,
         "distance": DISTANCES[0], "copy_len": COPY_LEN, "seeds": list(SEEDS),
@@ -192,10 +196,6 @@ def shared_keys_analysis() -> dict:
 
 
 def _in_threads() -> dict:
-    from mha_ref.tutorial.real_models.gemma3 import load_gemma3
-    from mha_ref.tutorial.real_models.loading import model_threads
-    from mha_ref.tutorial.real_models.smollm2 import load_smollm2
-
     with model_threads():
         gemma, smollm2 = load_gemma3("cpu"), load_smollm2("cpu")
         return {"gemma3": _measure(gemma, "gemma3"), "smollm2": _measure(smollm2, "smollm2")}
@@ -203,18 +203,6 @@ def _in_threads() -> dict:
 
 def _measure(model, name: str) -> list[dict]:
     """Every measurement of :func:`shared_keys_analysis` for one model."""
-    from mha_ref.tutorial.real_models.local_global import (
-        COPY_LEN,
-        DISTANCES,
-        GEMMA3_ORDINARY_IDS,
-        SEEDS,
-        SMOLLM2_FIRST_ID,
-        SMOLLM2_ORDINARY_IDS,
-        _clean_pass,
-        _copy_losses,
-        copy_after_gap,
-    )
-
     distance = DISTANCES[0]
     if name == "gemma3":
         first_id, ids = int(model.tokenizer.encode("")[0]), GEMMA3_ORDINARY_IDS  # <bos>
