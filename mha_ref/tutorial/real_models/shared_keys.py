@@ -8,7 +8,7 @@ intervention on a key/value head itself (the output of ``k_proj`` or ``v_proj``)
 query head of the group at once. Measured
 here on example 25's repeated random sequences
 (:func:`~mha_ref.tutorial.real_models.local_global.copy_after_gap`, the first distance), in the
-blocks of example 25's top induction heads:
+blocks of two of example 25's induction heads:
 
 - zeroing a key/value head's values (:func:`zeroed_values`) against zero-ablating every query
   head that reads it;
@@ -54,8 +54,8 @@ __all__ = [
 ]
 
 #: the blocks measured, each with the key/value head read there; Gemma's global block 11, which
-#: holds example 25's top induction head (11, 2), and SmolLM2's block 17, whose key/value head 1
-#: is read by two of its top three (query heads 3, 4 and 5)
+#: holds (11, 2), the head whose ablation alone undoes example 25's copy, and SmolLM2's block 17,
+#: whose key/value head 1 is read by two of its top three (query heads 3, 4 and 5)
 BLOCKS = {"gemma3": ((11, 0),), "smollm2": ((17, 1),)}
 
 
