@@ -31,7 +31,8 @@ publishes only numbers and figures computed with the model, never the weights.
 # projection weights and the first norm's gains set. With RMS QK-norm each query and key has
 # norm at most ``sqrt(head_dim)`` times its largest gain, so the gains alone bound every logit a
 # block can produce (:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.logit_bound`). The
-# largest logit of each block over the causal entries of the first 128 tokens
+# largest absolute logit of each block over the causal entries of the first 128 tokens (Gemma's
+# global blocks shaded)
 # (:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.attention_logits`):
 
 import matplotlib.pyplot as plt
@@ -51,6 +52,8 @@ global_layers = result["global_layers"]
 fig = plot_lines(range(len(smol_max)), {"SmolLM2 (no QK-norm)": smol_max}, xlabel="block",
                  ylabel="largest |logit| on the first 128 tokens", title="Attention logits, per block")
 plot_lines(range(len(gemma_max)), {"Gemma 3 (QK-norm)": gemma_max}, ax=fig.axes[0])
+for block in global_layers:
+    fig.axes[0].axvspan(block - 0.4, block + 0.4, color="0.85", zorder=0)
 plt.show()
 print(f"Gemma 3: largest |logit| {float(gemma_max.max()):.1f} (block {int(gemma_max.argmax())}); "
       f"SmolLM2: {float(smol_max.max()):.1f} (block {int(smol_max.argmax())})")

@@ -22,7 +22,8 @@ provided under and subject to the Gemma Terms of Use found at https://ai.google.
 # logit 是 ``q . k * scale``。两个模型都在投影之前对残差流做归一化；没有 QK-norm 时，logit 的大小跟着投影后的
 # 查询和键走，而它们的大小由投影权重和第一个归一化的增益决定。有 RMS QK-norm 时，每个查询和键的范数至多是
 # ``sqrt(head_dim)`` 乘以它最大的增益，所以单凭增益就能给一个块能产生的每个 logit 定出上界（:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.logit_bound`）。每个块在前 128
-# 个词元的因果位置上最大的 logit（:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.attention_logits`）：
+# 个词元的因果位置上最大的 logit 绝对值（:func:`~mha_ref.tutorial.real_models.qk_norm_and_sinks.attention_logits`；
+# Gemma 的全局块有灰色背景）：
 
 import matplotlib.pyplot as plt
 
@@ -41,6 +42,8 @@ global_layers = result["global_layers"]
 fig = plot_lines(range(len(smol_max)), {"SmolLM2（无 QK-norm）": smol_max}, xlabel="块",
                  ylabel="前 128 个词元上最大的 |logit|", title="各块的注意力 logit")
 plot_lines(range(len(gemma_max)), {"Gemma 3（有 QK-norm）": gemma_max}, ax=fig.axes[0])
+for block in global_layers:
+    fig.axes[0].axvspan(block - 0.4, block + 0.4, color="0.85", zorder=0)
 plt.show()
 print(f"Gemma 3：最大 |logit| {float(gemma_max.max()):.1f}（块 {int(gemma_max.argmax())}）；"
       f"SmolLM2：{float(smol_max.max()):.1f}（块 {int(smol_max.argmax())}）")
