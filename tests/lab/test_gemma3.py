@@ -93,6 +93,46 @@ def test_logits_match_transformers_past_the_window(model, long_tokens, transform
     assert (unwindowed - theirs[:, at > 520]).abs().max().item() > 0.1
 
 
+#: prompts of different kinds (prose, code, a list, Chinese), each with ``<bos>`` first
+GREEDY_PROMPTS = (
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Monday, Tuesday, Wednesday,",
+    "注意力机制是",
+)
+
+
+@pytest.mark.parametrize("prompt", GREEDY_PROMPTS)
+def test_greedy_continuations_match_transformers(model, transformers_model, prompt):
+    """The KV-cached greedy continuation (ring buffers in the local blocks) is transformers'
+    own ``generate`` token for token."""
+    hf_model, _ = transformers_model
+    ids = model.tokenizer.encode(prompt)  # (seq_len,), <bos> first
+    with torch.no_grad():
+        theirs = hf_model.generate(
+            ids[None], max_new_tokens=8, do_sample=False, attention_mask=torch.ones(1, len(ids))
+        )[0, len(ids) :]  # (new_len,)
+    ours = model.generate_greedy(ids, 8)  # (new_len,)
+    assert len(ours) >= 1
+    assert ours.tolist() == theirs.tolist(), (prompt, model.tokenizer.decode(ours))
+
+
+def test_greedy_generation_stops_at_the_model_s_stop_tokens(model):
+    """``STOP_TOKENS`` are looked up in Gemma's own tokenizer: ``<eos>`` is 1, ``<end_of_turn>``
+    106; with one of them made the only token the model can pick, generation ends after it."""
+    assert {model.tokenizer.control_tokens[name] for name in model.STOP_TOKENS} == {1, 106}
+    stop = model.tokenizer.control_tokens["<end_of_turn>"]
+    bias = torch.full((model.config.vocab_size,), -1e4)  # (vocab_size,)
+    bias[stop] = 0.0
+    unembed = model.unembed
+    model.unembed = lambda residual: unembed(residual) + bias  # every logit but one pushed down
+    try:
+        generated = model.generate_greedy(model.tokenizer.encode("Hello"), 5)  # (new_len,)
+    finally:
+        del model.unembed
+    assert generated.tolist() == [stop]
+
+
 # ------------------------------------------------------------------------------------------------
 # (2) the values the file does not state: change one, the loss rises
 # ------------------------------------------------------------------------------------------------

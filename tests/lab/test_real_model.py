@@ -301,6 +301,16 @@ def test_text_with_a_lone_surrogate_is_named(model):
     assert model.tokenizer.decode(model.tokenizer.encode(whole)) == whole
 
 
+def test_greedy_generation_stops_after_im_end(model):
+    """An instruction-tuned model's answer ends with ``<|im_end|>`` (id 2, one of
+    ``STOP_TOKENS``): generation stops there, well before ``max_new_tokens``."""
+    chat = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    generated = model.generate_greedy(model.tokenizer.encode(chat, control_tokens="special"), 20)
+    assert generated[-1].item() == model.tokenizer.control_tokens["<|im_end|>"] == 2
+    assert len(generated) < 20
+    assert "4" in model.tokenizer.decode(generated[:-1])
+
+
 @pytest.mark.parametrize(
     ("max_new_tokens", "error", "words"),
     [

@@ -521,8 +521,9 @@ class Gemma3(DecoderStack):
     Build it with :func:`load_gemma3`; the constructor makes the modules on ``device`` without
     real weights. The stages are separate methods, as in
     :class:`~mha_ref.tutorial.real_models.smollm2.SmolLM2`: :meth:`embed`, ``run_layers``,
-    ``unembed`` (the last two, with ``stream_token_losses``, ``check_tokens`` and ``check_head``,
-    shared and documented once on :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`).
+    ``unembed`` (the last two, with ``stream_token_losses``, ``generate_greedy``,
+    ``check_tokens`` and ``check_head``, shared and documented once on
+    :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`).
     The unembedding (262,144 words) costs more than all 18 blocks: logits are computed only
     where they are needed (``logits_at``, and in chunks by :meth:`token_losses`).
 
@@ -543,6 +544,10 @@ class Gemma3(DecoderStack):
     Source:
         Gemma Team 2025, "Gemma 3 Technical Report", arXiv:2503.19786.
     """
+
+    #: greedy generation (:meth:`~mha_ref.tutorial.real_models.layers.DecoderStack.generate_greedy`)
+    #: stops after either
+    STOP_TOKENS = ("<eos>", "<end_of_turn>")
 
     def __init__(self, config: Gemma3Config, device: torch.device | str = "meta") -> None:
         super().__init__()

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mha_ref import _validation as check
+
 __all__ = [
     "ACTIVATIONS",
     "DecoderConfig",
@@ -301,7 +303,8 @@ class DecoderStack(nn.Module):
     """What SmolLM2 and Gemma 3 run in the same way: blocks in order, a final norm, the
     unembedding tied to the token embedding, and the checks of a token or a head.
 
-    A model subclasses it and sets, in its constructor: ``config`` (with ``num_layers``,
+    A model subclasses it, names its ``STOP_TOKENS`` (the control tokens that end
+    :meth:`generate_greedy`) and sets, in its constructor: ``config`` (with ``num_layers``,
     ``num_heads``, ``vocab_size`` and ``context_length``), ``embedding`` (``nn.Embedding``),
     ``layers`` (``nn.ModuleList`` of blocks called as ``block(residual, need_weights)`` and
     returning ``(residual, weights)``) and ``final_norm``. Its own ``embed`` and ``forward``
@@ -438,6 +441,50 @@ class DecoderStack(nn.Module):
             residual = residual[:, logits_at.to(residual.device)]  # (batch, n, embed_dim)
         return self.unembed(residual)  # (batch, new_len or n, vocab_size)
 
+    @torch.no_grad()
+    def generate_greedy(self, tokens: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """Continue ``tokens`` by always taking the most likely next token (KV-cached).
+
+        The prompt is decoded at once into the model's caches (``new_caches``), then one token
+        at a time; generation stops after ``max_new_tokens`` or after one of the model's
+        ``STOP_TOKENS`` (spellings of control tokens, looked up in its tokenizer).
+
+        Args:
+            tokens: ``(seq_len,)`` prompt ids, as the model's tokenizer encodes them (Gemma 3's
+                with ``<bos>`` first).
+            max_new_tokens: tokens to add, at most.
+
+        Returns:
+            torch.Tensor: ``(new_len,)`` the generated ids, ``new_len <= max_new_tokens``.
+
+        Raises:
+            TypeError: as :meth:`check_tokens`, or if ``max_new_tokens`` is not an int.
+            ValueError: as :meth:`check_tokens`, if ``tokens`` holds more than one prompt,
+                if ``max_new_tokens`` is negative, or if the prompt and the new tokens do not
+                fit in ``context_length``.
+
+        Source:
+            transformers' ``generate`` with ``do_sample=False`` (greedy search; the tests
+            compare the two token for token); Shazeer 2019, arXiv:1911.02150, Sec. 2.4
+            (incremental decoding).
+        """
+        prompt = self.check_tokens(tokens)  # (1, seq_len)
+        if prompt.shape[0] != 1:
+            raise ValueError(f"tokens must be one prompt (seq_len,), got {tuple(tokens.shape)}.")
+        _require_max_new_tokens(max_new_tokens, prompt.shape[1], self.config.context_length)
+        stop_ids = {self.tokenizer.control_tokens[name] for name in self.STOP_TOKENS}
+        caches = self.new_caches(1, prompt.shape[1] + max_new_tokens)
+        last = torch.tensor([-1])  # (1,): the logits of the last position only
+        logits = self.decode(prompt, caches, logits_at=last)  # (1, 1, vocab_size)
+        generated = []
+        for _ in range(max_new_tokens):
+            next_id = int(logits[0, -1].argmax())
+            generated.append(next_id)
+            if next_id in stop_ids:
+                break
+            logits = self.decode(torch.tensor([[next_id]]), caches)  # (1, 1, vocab_size)
+        return torch.tensor(generated, dtype=torch.long)  # (new_len,)
+
     def check_cache_length(self, max_len: int | None) -> int:
         """The length of the caches ``new_caches(batch, max_len)`` builds: ``max_len``, or
         ``context_length`` when it is None.
@@ -516,3 +563,21 @@ class DecoderStack(nn.Module):
                 f"heads 0 .. {c.num_heads - 1} (both 0-based)."
             )
         return layer, head
+
+
+def _require_max_new_tokens(max_new_tokens: object, prompt_len: int, context_length: int) -> None:
+    """Raise unless ``max_new_tokens`` is an int in ``0 .. context_length - prompt_len``."""
+    check.require_int("max_new_tokens", max_new_tokens)
+    room = context_length - prompt_len
+    if max_new_tokens < 0:
+        raise ValueError(
+            f"max_new_tokens (the number of tokens to generate) must be 0 or more, got "
+            f"max_new_tokens={max_new_tokens}. Pass the most tokens to add, for example "
+            f"max_new_tokens=20 (generation also stops at the model's end-of-text tokens)."
+        )
+    if max_new_tokens > room:
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} does not fit: the prompt has {prompt_len} tokens "
+            f"and the model's context_length is {context_length}, which leaves room for "
+            f"{room} new tokens. Pass max_new_tokens={room} or less, or a shorter prompt."
+        )

@@ -81,7 +81,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from mha_ref import _validation as check
 from mha_ref.device import pick_device
 from mha_ref.grouped import GroupedQueryAttention
 from mha_ref.kv_cache import KVCache
@@ -418,8 +417,9 @@ class SmolLM2(DecoderStack):
 
     Build it with :func:`load_smollm2` (weights from the GGUF file); the constructor makes the
     modules on ``device`` without real weights. ``run_layers``, ``unembed``,
-    ``stream_token_losses``, ``check_tokens`` and ``check_head`` are the methods every real model
-    here shares, documented once on :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`.
+    ``stream_token_losses``, ``generate_greedy``, ``check_tokens`` and ``check_head`` are the
+    methods every real model here shares, documented once on
+    :class:`~mha_ref.tutorial.real_models.layers.DecoderStack`.
 
     Args:
         config: the sizes.
@@ -438,6 +438,10 @@ class SmolLM2(DecoderStack):
         Touvron et al. 2023, "LLaMA", arXiv:2302.13971; Allal et al. 2025, "SmolLM2",
         arXiv:2502.02737.
     """
+
+    #: greedy generation (:meth:`~mha_ref.tutorial.real_models.layers.DecoderStack.generate_greedy`)
+    #: stops after either
+    STOP_TOKENS = ("<|endoftext|>", "<|im_end|>")
 
     def __init__(self, config: SmolLM2Config, device: torch.device | str = "meta") -> None:
         super().__init__()
@@ -546,61 +550,6 @@ class SmolLM2(DecoderStack):
         """
         max_len = self.check_cache_length(max_len)
         return [block.attention.new_cache(batch, max_len) for block in self.layers]
-
-    @torch.no_grad()
-    def generate_greedy(self, tokens: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-        """Continue ``tokens`` by always taking the most likely next token (KV-cached).
-
-        Args:
-            tokens: ``(seq_len,)`` prompt ids.
-            max_new_tokens: tokens to add (generation also stops after ``<|im_end|>`` or
-                ``<|endoftext|>``, ids 2 and 0).
-
-        Returns:
-            torch.Tensor: ``(new_len,)`` the generated ids, ``new_len <= max_new_tokens``.
-
-        Raises:
-            TypeError: as :meth:`embed`, or if ``max_new_tokens`` is not an int.
-            ValueError: as :meth:`embed`, if ``max_new_tokens`` is negative, or if the prompt
-                and the new tokens do not fit in ``context_length``.
-        """
-        prompt = self.check_tokens(tokens)  # (1, seq_len)
-        if prompt.shape[0] != 1:
-            raise ValueError(f"tokens must be one prompt (seq_len,), got {tuple(tokens.shape)}.")
-        _require_max_new_tokens(max_new_tokens, prompt.shape[1], self.config.context_length)
-        total = prompt.shape[1] + max_new_tokens
-        caches = self.new_caches(1, total)
-        logits = self.decode(prompt, caches)  # (1, seq_len, vocab_size)
-        generated = []
-        for _ in range(max_new_tokens):
-            next_id = int(logits[0, -1].argmax())
-            generated.append(next_id)
-            if next_id in _STOP_IDS:
-                break
-            logits = self.decode(torch.tensor([[next_id]]), caches)  # (1, 1, vocab_size)
-        return torch.tensor(generated, dtype=torch.long)  # (new_len,)
-
-
-#: ``<|endoftext|>`` and ``<|im_end|>``: greedy generation stops after either
-_STOP_IDS = (0, 2)
-
-
-def _require_max_new_tokens(max_new_tokens: object, prompt_len: int, context_length: int) -> None:
-    """Raise unless ``max_new_tokens`` is an int in ``0 .. context_length - prompt_len``."""
-    check.require_int("max_new_tokens", max_new_tokens)
-    room = context_length - prompt_len
-    if max_new_tokens < 0:
-        raise ValueError(
-            f"max_new_tokens (the number of tokens to generate) must be 0 or more, got "
-            f"max_new_tokens={max_new_tokens}. Pass the most tokens to add, for example "
-            f"max_new_tokens=20 (generation also stops at <|im_end|>)."
-        )
-    if max_new_tokens > room:
-        raise ValueError(
-            f"max_new_tokens={max_new_tokens} does not fit: the prompt has {prompt_len} tokens "
-            f"and the model's context_length is {context_length}, which leaves room for "
-            f"{room} new tokens. Pass max_new_tokens={room} or less, or a shorter prompt."
-        )
 
 
 # ------------------------------------------------------------------------------------------------
