@@ -69,8 +69,17 @@ rows = [
 print(text_table(["", "SmolLM2-135M-Instruct", "Gemma 3 270M"], rows))
 
 # %%
-# Gemma's four heads together are wider than its residual stream: ``4 * 256 = 1024`` features per block from
-# a stream of 640, so ``head_dim`` is not ``embed_dim / num_heads`` here.
+# Gemma's four heads together are wider than its residual stream: ``4 * 256 = 1024`` features
+# per block from a stream of 640, so ``head_dim`` is not ``embed_dim / num_heads`` here.
+#
+# The two files also pair RoPE's features differently, and each is right for its own rows.
+# llama.cpp's converter permuted SmolLM2's query and key rows for its ``llama`` architecture, so
+# in that file each rotated pair is two adjacent features (``pairing="adjacent"``); it left
+# Gemma's rows in the checkpoint's order, where feature ``i`` turns with feature
+# ``i + head_dim / 2`` (``pairing="half"``, transformers' ``rotate_half``). Both give the same
+# rotations on the same model (:func:`mha_ref.rope_pairing_permutation` maps one order to the
+# other); the other pairing on either file raises its loss (``tests/lab/test_real_model.py`` and
+# ``tests/lab/test_gemma3.py``).
 #
 # .. _ex25-what-the-window-saves:
 #
@@ -92,6 +101,11 @@ for i, n in enumerate(lengths):
     smol_cell = f"{smollm2[i]:.1f}" if i < len(smollm2) else "beyond its context"
     rows.append([f"{n:,}", f"{as_built[i]:.1f}", f"{all_global[i]:.1f}", f"{all_global[i] / as_built[i]:.1f}", smol_cell])
 print(text_table(["tokens", "Gemma (MiB)", "every block global (MiB)", "ratio", "SmolLM2 (MiB)"], rows))
+past_window = kv_cache_bytes(len(global_layers), gemma["num_kv_heads"], gemma["head_dim"], 1)  # one more token
+every_global = kv_cache_bytes(*gemma_sizes, 1)
+smol_per_token = kv_cache_bytes(smol["num_layers"], smol["num_kv_heads"], smol["head_dim"], 1)
+print(f"bytes per token of text, bfloat16: Gemma past the window {past_window:,} (its {len(global_layers)} global blocks), "
+      f"every block global {every_global:,}, SmolLM2 {smol_per_token:,}")
 fig = plot_lines(lengths, {"Gemma 3, 5 local : 1 global": as_built, "Gemma 3, every block global": all_global},
                  xlabel="tokens in the cache", ylabel="KV cache (MiB, bfloat16)", logx=True, logy=True,
                  title="One sequence's KV cache")

@@ -68,6 +68,13 @@ print(text_table(["", "SmolLM2-135M-Instruct", "Gemma 3 270M"], rows))
 # Gemma 的四个头合起来比它的残差流还宽：每个块从 640 维的残差流得到 ``4 * 256 = 1024`` 个特征，所以这里的
 # ``head_dim`` 不等于 ``embed_dim / num_heads``。
 #
+# 两个文件给 RoPE 的特征配对的方式也不同，而各自对自己的行都是对的。llama.cpp 的转换脚本为它的 ``llama``
+# 架构重排了 SmolLM2 的查询行和键行，所以在那个文件里，每个旋转对是相邻的两个特征（``pairing="adjacent"``）；
+# 它没有重排 Gemma 的行，行保持检查点原来的顺序，特征 ``i`` 与特征 ``i + head_dim / 2`` 一起旋转
+# （``pairing="half"``，即 transformers 的 ``rotate_half``）。两种方式在同一个模型上给出相同的旋转
+# （:func:`mha_ref.rope_pairing_permutation` 把一种顺序映射成另一种）；任一文件换用另一种配对，损失都会上升
+# （``tests/lab/test_real_model.py`` 和 ``tests/lab/test_gemma3.py``）。
+#
 # .. _ex25-what-the-window-saves:
 #
 # 窗口省下了什么：KV 缓存
@@ -88,6 +95,11 @@ for i, n in enumerate(lengths):
     smol_cell = f"{smollm2[i]:.1f}" if i < len(smollm2) else "超出其上下文"
     rows.append([f"{n:,}", f"{as_built[i]:.1f}", f"{all_global[i]:.1f}", f"{all_global[i] / as_built[i]:.1f}", smol_cell])
 print(text_table(["词元数", "Gemma (MiB)", "每块都全局 (MiB)", "倍数", "SmolLM2 (MiB)"], rows))
+past_window = kv_cache_bytes(len(global_layers), gemma["num_kv_heads"], gemma["head_dim"], 1)  # 多一个词元
+every_global = kv_cache_bytes(*gemma_sizes, 1)
+smol_per_token = kv_cache_bytes(smol["num_layers"], smol["num_kv_heads"], smol["head_dim"], 1)
+print(f"每个词元的字节数（bfloat16）：Gemma 超出窗口之后 {past_window:,}（它的 {len(global_layers)} 个全局块），"
+      f"每块都全局 {every_global:,}，SmolLM2 {smol_per_token:,}")
 fig = plot_lines(lengths, {"Gemma 3，5 局部 : 1 全局": as_built, "Gemma 3，每块都全局": all_global},
                  xlabel="缓存中的词元数", ylabel="KV 缓存（MiB，bfloat16）", logx=True, logy=True,
                  title="一条序列的 KV 缓存")

@@ -409,3 +409,37 @@ def test_losses_one_sequence_at_a_time_equal_the_whole_batch(model):
     assert (got[0] - got[1]).abs().max() > 0.1  # two different sequences, not one row repeated
     with pytest.raises(ValueError, match="residual must be"):
         model.stream_token_losses(residual[:, :4], tokens)
+
+
+def test_the_fast_array_reader_reads_what_gguf_s_reader_reads():
+    """``read_gguf`` reads the tokenizer's arrays whole with NumPy (``gguf``'s own reader goes
+    one element at a time): every array, every other field and every tensor's place in the file
+    must be what ``gguf.GGUFReader`` itself reads from SmolLM2's file."""
+    import numpy as np
+
+    gguf = pytest.importorskip("gguf")
+    from mha_ref.tutorial.real_models.gguf import _array_reader
+
+    require_model_file()
+    path = smollm2.model_file()
+    fast, plain = _array_reader(gguf)(path), gguf.GGUFReader(path)
+    # strings (tokens, merges) and numbers (token types)
+    assert {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"} <= set(
+        fast.arrays
+    )
+    assert list(fast.fields) == list(plain.fields)
+    for key, field in plain.fields.items():
+        expected = field.contents()
+        if key in fast.arrays:
+            got = fast.arrays[key]
+            assert len(got) == len(expected), key
+            if isinstance(got, np.ndarray):
+                assert np.array_equal(got, np.asarray(expected)), key
+            else:
+                assert got == expected, key
+        else:
+            assert fast.fields[key].contents() == expected, key
+    assert len(fast.arrays["tokenizer.ggml.tokens"]) == 49152
+    assert [(t.name, t.data_offset, t.tensor_type) for t in fast.tensors] == [
+        (t.name, t.data_offset, t.tensor_type) for t in plain.tensors
+    ]
