@@ -57,7 +57,9 @@ from pathlib import Path
 # entries: the site went from 57.00 to 57.14 MB) and example 26 measures shared key/value heads
 # (mha_ref.tutorial.real_models.shared_keys: its source page, its API entries and two more tables
 # on the example's pages, 57.49 MB against 57.2 at 10.4).
-BASE_LIMIT_MB_PER_LANGUAGE = 10.6
+# 10.7 since greedy generation, matched controls and the fast-reader's source moved into the shared
+# real-model modules and examples 25-26 print their review's fixes (57.6 MB against 57.6 at 10.6).
+BASE_LIMIT_MB_PER_LANGUAGE = 10.7
 EXAMPLE_LIMIT_MB_PER_LANGUAGE = 0.7
 _GALLERY = Path(__file__).resolve().parents[1] / "gallery" / "en"
 

@@ -248,11 +248,12 @@ print("top induction heads (block, head):", result["top"])
 # example 17) and the mean loss on the repeated tokens measured (nats per token; the first
 # repeated token left out), one column per seed. The first row is the loss on the same tokens at
 # their first occurrence, where nothing earlier can be copied. Ablated: the three heads of
-# highest induction score at distance 100, together and each alone; as controls, three *other*
-# heads of the same blocks (three draws) and the three heads of highest induction score among
+# highest induction score at distance 100, together and each alone; as controls, as many *other*
+# heads of each of those blocks (three draws) and the three heads of highest induction score among
 # the local blocks. An induction head also needs, in an earlier block, a head that writes at each
 # position which token came before it (example 10); the three local heads that attend most to the
-# previous token are ablated too, with three draws of other heads of their blocks as controls.
+# previous token are ablated too, with three draws of as many other heads of each of their blocks
+# as controls.
 
 previous = result["previous"][DISTANCES[0]]  # (num_layers, num_heads)
 induction = result["scores"][DISTANCES[0]]  # (num_layers, num_heads)
@@ -286,9 +287,9 @@ print(text_table(header, rows))
 # repeated tokens above the loss on the same tokens at their first occurrence: the copy is gone,
 # and the model does worse than with nothing to copy. One of the three, alone, does nearly all of
 # it; the others alone cost much less, so a high induction score does not rank the heads by
-# what they carry. Three other heads of the same blocks cost less than the top three, though not
-# nothing; these draws come from only five other heads, so they overlap, and they are not matched
-# block by block. The local heads of highest *induction* score change little (their scores are
+# what they carry. As many other heads of the same blocks (both other heads of block 5 and one of
+# block 11: only three such sets exist, and the three draws are those three) cost far less than
+# the top three, though not nothing: the set with (11, 3) raises the loss by a few nats. The local heads of highest *induction* score change little (their scores are
 # far below the global heads', so this control is a weak one); the local heads that attend to the
 # *previous* token cost far more than other heads of their blocks. The copy
 # runs through heads of both kinds of block: previous-token heads in local blocks, induction
@@ -330,8 +331,8 @@ print(text_table(header, [row("first occurrence (nothing to copy)", losses[secon
 # recipe at distance 100, with SmolLM2's own ordinary tokens (its tokenizer puts no token first:
 # its file names ``<|im_start|>`` as the beginning token but does not add it; ``<|endoftext|>``
 # stands first here, so that both models read sequences of the same shape): its
-# 270 heads scored, the three of highest score ablated together, and three draws of three other
-# heads of the same blocks as controls.
+# 270 heads scored, the three of highest score ablated together, and three draws of as many other
+# heads of each of those blocks as controls.
 
 smol_result = result["smollm2"]
 smol_scores = smol_result["scores"]  # (num_layers, num_heads)
@@ -359,10 +360,9 @@ print("share of the copy's gain undone by the top 3, per seed:", ", ".join(f"{v:
 # these random tokens less well than Gemma, and unevenly from seed to seed: its loss on the
 # repeat is far below the first occurrence's on every seed, but above Gemma's. Removing its three
 # top heads raises that loss on every seed, undoing about half to two-thirds of what the copy
-# gains, not all of it; each control draw of other heads of the same blocks changes it far less,
-# although every draw holds one of the two other heads of those blocks with a high score,
-# (17, 5) or (18, 7). The draws come from few heads, so they overlap, and one is not matched block
-# by block. In both models, then, much of the copy depends on a few induction heads of a few
+# gains, not all of it; each control draw of as many other heads of each of those blocks changes
+# it far less (the control heads' induction scores are printed above: none of them scores high).
+# In both models, then, much of the copy depends on a few induction heads of a few
 # blocks: in Gemma they are in its global blocks (with the previous-token heads they need in local
 # ones), and SmolLM2, whose blocks are all global, has them in blocks 17 and 18 of its 30. The two
 # models differ in much more than their windows (size, training data, vocabulary), so this places

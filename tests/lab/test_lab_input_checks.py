@@ -239,3 +239,23 @@ def test_icl_windows_start_every_stride_while_a_window_fits():
     assert smollm2_heads.icl_windows(torch.zeros(1280, dtype=torch.long)) == [0, 384, 768]
     with pytest.raises(ValueError, match="tokens must be a 1-D tensor"):
         smollm2_heads.icl_windows(torch.zeros(1, 600, dtype=torch.long))
+
+
+def test_matched_controls_draw_as_many_heads_per_block_and_none_excluded():
+    """Gemma 3's top induction heads sit two in block 5 and one in block 11, of four heads a
+    block: every control set holds the other two of block 5 and one other of block 11."""
+    chosen = [(5, 1), (11, 2), (5, 2)]
+    sets = heads.matched_controls(chosen, 4, chosen, draws=3, seed=0)
+    # only three such sets exist, and three draws give each of them once
+    assert sorted(sets) == [[(5, 0), (5, 3), (11, h)] for h in (0, 1, 3)]
+    assert heads.matched_controls(chosen, 4, chosen, 3, seed=0) == sets  # seeded
+    more = heads.matched_controls(chosen, 4, chosen, 5, seed=0)  # more draws than sets
+    assert more[:3] == sets and all(picked in sets for picked in more[3:])
+    # nine heads a block, as SmolLM2: two of block 17, one of block 18, never a chosen one
+    smol = [(18, 6), (17, 3), (17, 4)]
+    for picked in heads.matched_controls(smol, 9, smol, 3, seed=0):
+        assert [layer for layer, _ in picked] == [17, 17, 18] and not set(picked) & set(smol)
+    with pytest.raises(ValueError, match="block 5 has 1 heads outside excluded, fewer than the 2"):
+        heads.matched_controls(chosen, 4, [*chosen, (5, 0)], 1, seed=0)
+    with pytest.raises(ValueError, match="draws"):
+        heads.matched_controls(chosen, 4, chosen, 0, seed=0)

@@ -48,6 +48,7 @@ control tokens (ids 0 to 16) by default.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 
@@ -68,6 +69,7 @@ __all__ = [
     "head_means",
     "head_outputs",
     "head_scores",
+    "matched_controls",
     "equal_groupings",
     "group_similarities",
     "grouping_gaps",
@@ -305,6 +307,65 @@ def top_heads(scores: torch.Tensor, k: int) -> list[tuple[int, int]]:
     num_heads = scores.shape[1]
     order = scores.flatten().argsort(descending=True)[:k]  # (k,)
     return [divmod(int(i), num_heads) for i in order]
+
+
+def matched_controls(
+    chosen: Sequence[tuple[int, int]],
+    num_heads: int,
+    excluded: Iterable[tuple[int, int]],
+    draws: int,
+    seed: int,
+) -> list[list[tuple[int, int]]]:
+    """Random control sets for an ablation of ``chosen``: as many heads in each block as
+    ``chosen`` has there, none of them in ``excluded``.
+
+    Ablating a control set costs what removing that many heads *of the same blocks* costs, so
+    an ablation of ``chosen`` that costs more is about those heads, not about their blocks.
+
+    Args:
+        chosen: the ablated heads, ``(layer, head)`` pairs, 0-based.
+        num_heads: query heads per block.
+        excluded: heads never drawn (``chosen`` itself, and any others to keep out).
+        draws: how many sets.
+        seed: seed of the ``torch.Generator`` that draws them (one generator for all draws).
+
+    Returns:
+        list[list[tuple[int, int]]]: ``draws`` sets, each sorted; no set twice until every
+        possible set has been drawn (Gemma 3's top three heads have three).
+
+    Raises:
+        ValueError: if ``draws`` is not a positive int, or a block has fewer heads outside
+            ``excluded`` than ``chosen`` has there.
+
+    Source:
+        No paper: random heads of the same blocks as the baseline an ablation is compared
+        with (``torch.randperm`` per block), so that the blocks ablated are the same.
+    """
+    require_positive_int("draws", draws, "control sets to draw")
+    excluded = set(excluded)
+    per_block: dict[int, int] = {}
+    for layer, _ in chosen:
+        per_block[layer] = per_block.get(layer, 0) + 1
+    free = {layer: [h for h in range(num_heads) if (layer, h) not in excluded]
+            for layer in per_block}  # fmt: skip
+    for layer, count in per_block.items():
+        if len(free[layer]) < count:
+            raise ValueError(
+                f"matched_controls: block {layer} has {len(free[layer])} heads outside excluded, "
+                f"fewer than the {count} chosen there; exclude fewer heads of that block."
+            )
+    possible = math.prod(math.comb(len(free[layer]), n) for layer, n in per_block.items())
+    generator = torch.Generator().manual_seed(seed)
+    sets: list[list[tuple[int, int]]] = []
+    while len(sets) < draws:
+        picked = []
+        for layer, count in sorted(per_block.items()):
+            order = torch.randperm(len(free[layer]), generator=generator)[:count].tolist()
+            picked += sorted((layer, free[layer][i]) for i in order)
+        # a set drawn before is drawn again only once every possible set has been drawn
+        if picked not in sets or len(sets) >= possible:
+            sets.append(picked)
+    return sets
 
 
 # ------------------------------------------------------------------------------------------------

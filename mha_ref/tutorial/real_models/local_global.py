@@ -76,7 +76,8 @@ COPY_LEN = 30
 SEEDS = (0, 1, 2)
 #: heads ablated together (the top induction heads, and each control set)
 NUM_ABLATED = 3
-#: control sets of other heads of the same layers, drawn with seed 0
+#: control sets of other heads, as many in each layer as the ablated set has
+#: (:func:`~mha_ref.tutorial.real_models.heads.matched_controls`, seed 0)
 NUM_CONTROLS = 3
 #: tokens the whole-model check decodes at once (a prompt) before it goes one token at a time
 DECODE_PROMPT = 510
@@ -478,13 +479,13 @@ def _smollm2_induction(model) -> dict:
     """SmolLM2 on the same protocol at the first distance: its induction scores, its top
     heads and control sets of other heads of their layers, and the copy losses with each
     set ablated, with nothing ablated, and on the tokens' first occurrence."""
-    from mha_ref.tutorial.real_models.heads import top_heads
+    from mha_ref.tutorial.real_models.heads import matched_controls, top_heads
 
     distance = DISTANCES[0]
     tokens = copy_after_gap(distance, COPY_LEN, SEEDS, SMOLLM2_FIRST_ID, SMOLLM2_ORDINARY_IDS)
     clean = _clean_pass(model, tokens, distance)  # tokens: (seeds, 1 + distance + COPY_LEN)
     top = top_heads(clean["scores"], NUM_ABLATED)
-    controls = _control_sets(top, model.config.num_heads)
+    controls = matched_controls(top, model.config.num_heads, top, NUM_CONTROLS, seed=0)
 
     def losses(ablated) -> torch.Tensor:
         start = min(layer for layer, _ in ablated)  # the blocks before it are unchanged
@@ -553,7 +554,7 @@ def _chosen_heads(scores: torch.Tensor, previous: torch.Tensor, config) -> dict:
     """The top induction heads, the top induction heads and the top previous-token heads of
     the local layers, and control sets of other heads of the top heads' layers (drawn with
     seed 0); ``scores`` and ``previous`` are ``(num_layers, num_heads)``."""
-    from mha_ref.tutorial.real_models.heads import top_heads
+    from mha_ref.tutorial.real_models.heads import matched_controls, top_heads
 
     top = top_heads(scores, NUM_ABLATED)
     local_only = scores.clone()
@@ -562,21 +563,10 @@ def _chosen_heads(scores: torch.Tensor, previous: torch.Tensor, config) -> dict:
     previous_local[list(config.global_layers)] = -1.0
     previous_top = top_heads(previous_local, NUM_ABLATED)
     return {"top": top, "top_local": top_heads(local_only, NUM_ABLATED),
-            "controls": _control_sets(top, config.num_heads),
+            "controls": matched_controls(top, config.num_heads, top, NUM_CONTROLS, seed=0),
             "previous_local": previous_top,
-            "previous_controls": _control_sets(previous_top, config.num_heads)}
-
-
-def _control_sets(heads: list[tuple[int, int]], num_heads: int) -> list[list[tuple[int, int]]]:
-    """:data:`NUM_CONTROLS` sets of as many other heads of the same layers (seed 0)."""
-    layers = sorted({layer for layer, _ in heads})
-    others = [(layer, h) for layer in layers for h in range(num_heads) if (layer, h) not in heads]
-    generator = torch.Generator().manual_seed(0)
-    controls = []
-    for _ in range(NUM_CONTROLS):
-        picks = torch.randperm(len(others), generator=generator)[: len(heads)].tolist()
-        controls.append(sorted(others[i] for i in picks))
-    return controls
+            "previous_controls": matched_controls(previous_top, config.num_heads, previous_top,
+                                                  NUM_CONTROLS, seed=0)}
 
 
 def _windowed_global_losses(model, tokens, distance: int, clean: dict) -> torch.Tensor:

@@ -20,8 +20,6 @@ back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from mha_ref.tutorial.cache import cached
@@ -42,6 +40,7 @@ from mha_ref.tutorial.real_models.heads import (
     head_outputs,
     head_scores,
     induction_scores,
+    matched_controls,
     pattern_similarity,
     random_repeated_tokens,
     scale_heads,
@@ -258,25 +257,6 @@ def _seed_ablations(model, seed: int, induction, previous_head) -> dict:
         "together": second(induction),
         "previous": second([previous_head]),
     }
-
-
-def _matched_controls(
-    chosen: Sequence[tuple[int, int]], num_heads: int, excluded: set, draws: int, seed: int
-) -> list[list[tuple[int, int]]]:
-    """``draws`` random sets of heads: as many per block as ``chosen`` has, none in ``excluded``."""
-    generator = torch.Generator().manual_seed(seed)
-    per_block: dict[int, int] = {}
-    for layer, _ in chosen:
-        per_block[layer] = per_block.get(layer, 0) + 1
-    sets = []
-    for _ in range(draws):
-        picked = []
-        for layer, count in sorted(per_block.items()):
-            free = [h for h in range(num_heads) if (layer, h) not in excluded]
-            order = torch.randperm(len(free), generator=generator)[:count].tolist()
-            picked += [(layer, free[i]) for i in order]
-        sets.append(picked)
-    return sets
 
 
 def sinks_analysis(num_ablated: int = 9, draws: int = 3, induction_max: float = 0.3) -> dict:
@@ -576,7 +556,7 @@ def _icl(threshold: float, draws: int) -> dict:
     tokens = torch.stack(rows)  # (windows, ICL_LEN)
     scores = heads_analysis()["scores"]
     chosen = [(int(l_), int(h)) for l_, h in (scores["induction"] > threshold).nonzero().tolist()]
-    controls = _matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
+    controls = matched_controls(chosen, model.config.num_heads, set(chosen), draws, seed=0)
     means = head_means(model, reference)  # (layers, heads, head_dim) over the short text
     # the ablated heads sit in the later blocks: each ablated run starts at its first ablated
     # block on the clean streams (the same losses, bit for bit, as a whole forward pass); a few
